@@ -1,0 +1,80 @@
+"""The kube layer's error tree: every non-2xx answer of the API server becomes one of these.
+
+Invariant: callers never see kubernetes_asyncio or aiohttp exceptions; a transport failure
+(connection refused, timeout) is KubeTransportError, an HTTP answer is ApiError or a subclass.
+"""
+
+from __future__ import annotations
+
+
+class KubeError(Exception):
+    """Base of every error raised by sampledb_operator.kube."""
+
+
+class KubeTransportError(KubeError):
+    """The request did not get an HTTP answer (connect error, reset, timeout)."""
+
+
+class ApiError(KubeError):
+    """The API server answered with a non-2xx status."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "", retry_after: float | None = None):
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+
+class BadRequest(ApiError):
+    """400."""
+
+
+class Unauthorized(ApiError):
+    """401."""
+
+
+class Forbidden(ApiError):
+    """403."""
+
+
+class NotFound(ApiError):
+    """404."""
+
+
+class Conflict(ApiError):
+    """409: resourceVersion conflict, AlreadyExists, or a server-side apply field conflict."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is too old (compacted); the caller must relist."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation (schema, CEL rule, admission)."""
+
+
+class TooManyRequests(ApiError):
+    """429: honour retry_after."""
+
+
+class ServerError(ApiError):
+    """5xx."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+}
+
+
+def error_for(status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> ApiError:
+    """The most specific ApiError subclass for an HTTP status."""
+    cls = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
+    return cls(status, reason, message, retry_after)
