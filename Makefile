@@ -1,0 +1,50 @@
+# The two commands for a fresh machine are `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+PY := .venv/bin/python
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd docs clean
+
+bootstrap:
+	@hack/bootstrap.sh
+
+## run: set everything up, start the local control plane, install the CRDs and an example
+## database, and run the operator in the foreground against it (Ctrl-C stops the operator).
+run: bootstrap
+	@hack/run-local.sh
+
+## test: the whole suite (lint, unit, data plane, integration, end to end) - what CI runs.
+test: bootstrap
+	@hack/test.sh
+
+unit: bootstrap
+	$(PY) -m pytest tests/unit -q
+
+integration: bootstrap
+	$(PY) -m pytest tests/integration -q
+
+e2e: bootstrap
+	$(PY) -m pytest tests/e2e -q
+
+lint: bootstrap
+	.venv/bin/ruff check operator tests bench hack
+	.venv/bin/mypy
+
+bench: bootstrap
+	@hack/bench.sh
+
+cluster-up:
+	@hack/cluster up
+
+cluster-down:
+	@hack/cluster down
+
+cluster-env:
+	@hack/cluster env
+
+## crd: regenerate manifests/crd and docs/reference.md from the models.
+crd: bootstrap
+	$(PY) hack/gen-crd.py
+
+clean: cluster-down
+	rm -rf .venv .cluster .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh machine, idempotently, and fast when warm:
+#   - Debian packages: PostgreSQL server (data-plane tests), Prometheus + promtool (metrics tests),
+#     openssl and curl (local control plane); apt-get update runs only when something is missing.
+#   - the Python virtualenv .venv with the package and its dev dependencies (re-installed only when
+#     pyproject.toml changes).
+# The local control plane's Go binaries are built on first use by hack/build-testcluster.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cd "$repo"
+
+need=()
+command -v openssl >/dev/null || need+=(openssl)
+command -v curl >/dev/null || need+=(curl)
+command -v promtool >/dev/null || need+=(prometheus)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+if ((${#need[@]})); then
+  echo "bootstrap: installing Debian packages: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # The Debian packages start their services; the tests start their own servers instead.
+  for svc in prometheus postgresql; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      systemctl stop "$svc" || true
+    fi
+  done
+fi
+if [[ -x hack/install-postgres.sh ]]; then
+  hack/install-postgres.sh >/dev/null
+fi
+
+command -v go >/dev/null || { echo "bootstrap: Go is required (go 1.26+)" >&2; exit 1; }
+
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -f $stamp ]]; then
+  echo "bootstrap: creating .venv" >&2
+  [[ -x .venv/bin/python ]] || python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
