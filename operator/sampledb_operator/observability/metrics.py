@@ -147,6 +147,11 @@ upgrade_duration_seconds = Histogram(
     registry=REGISTRY,
     buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 )
+event_loop_lag_seconds = Gauge(
+    "sampledb_event_loop_lag_seconds",
+    "How much later than asked the last 1 s event-loop heartbeat woke up",
+    registry=REGISTRY,
+)
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 PHASES = ("Pending", "Provisioning", "Initializing", "Running", "Upgrading", "Degraded", "Failed", "Deleting",
