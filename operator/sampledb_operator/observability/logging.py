@@ -3,9 +3,9 @@
 Invariants: every record, structlog's or stdlib's, passes the same chain (context variables, UTC
 ISO timestamp, level, logger name, redaction) and one renderer (JSON lines or console). Redaction
 is defense in depth: values under keys that look secret (password, token, authorization, a
-Secret's data/stringData, ...) are masked anywhere in the event, credentials in URLs and
-`password=` pairs inside strings too; the caller's objects are never mutated. This module imports
-nothing else of the package.
+Secret's data/stringData, the value of an env entry named like one, ...) are masked anywhere in
+the event, and so are credentials in URLs and `password=` pairs inside strings; the caller's
+objects are never mutated. This module imports nothing else of the package.
 """
 
 from __future__ import annotations
@@ -64,9 +64,13 @@ def redact_value(value: Any, depth: int = 0) -> Any:
 
 def _redact_mapping(value: Mapping[Any, Any], depth: int) -> dict[Any, Any]:
     is_secret_object = value.get("kind") == "Secret"
+    entry_name = value.get("name")   # {"name": "PGPASSWORD", "value": ...}: a container env entry
+    is_secret_entry = isinstance(entry_name, str) and is_secret_key(entry_name)
     out: dict[Any, Any] = {}
     for key, item in value.items():
-        if isinstance(key, str) and (is_secret_key(key) or (is_secret_object and key == "data")):
+        if isinstance(key, str) and (
+            is_secret_key(key) or (is_secret_object and key == "data") or (is_secret_entry and key == "value")
+        ):
             out[key] = REDACTED
         else:
             out[key] = redact_value(item, depth + 1)
