@@ -152,13 +152,17 @@ class HealthServer:
         return f"{host}:{port}"
 
     async def _beat(self) -> None:
-        while True:
-            before = self._clock.monotonic()
-            await self._clock.sleep(self._interval)
-            now = self._clock.monotonic()
-            self.loop_lag = max(0.0, now - before - self._interval)
-            self._last_beat = now
-            metrics.event_loop_lag_seconds.set(self.loop_lag)
+        """Beat until cancelled; a crash ends the task, which /healthz then reports."""
+        try:
+            while True:
+                before = self._clock.monotonic()
+                await self._clock.sleep(self._interval)
+                now = self._clock.monotonic()
+                self.loop_lag = max(0.0, now - before - self._interval)
+                self._last_beat = now
+                metrics.event_loop_lag_seconds.set(self.loop_lag)
+        except Exception:
+            log.exception("event-loop heartbeat crashed")
 
     async def _healthz(self, request: web.Request) -> web.Response:
         ok, reason = self.healthy()

@@ -1,0 +1,212 @@
+"""Health server: real listeners on 127.0.0.1, heartbeat driven by a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import pytest
+
+from sampledb_operator.observability import metrics
+from sampledb_operator.observability.health import HealthServer
+from sampledb_operator.runtime.clock import FakeClock
+
+LOCAL = "127.0.0.1"
+
+
+class StuckClock:
+    """A clock whose sleeps never end: a heartbeat that cannot run, as on a blocked loop."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.Event().wait()
+
+
+class BrokenClock(StuckClock):
+    async def sleep(self, seconds: float) -> None:
+        raise RuntimeError("heartbeat crashed")
+
+
+async def eventually(condition: Callable[[], bool], turns: int = 1000) -> None:
+    """Let the event loop run until `condition` holds (the tasks involved need no real time)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOCAL, 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        yield session
+
+
+async def get(http: aiohttp.ClientSession, port: int, path: str, **kw: str) -> tuple[int, str, str]:
+    async with http.get(f"http://{LOCAL}:{port}{path}", headers=kw or None) as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), await resp.text()
+
+
+Started = Callable[..., Awaitable[HealthServer]]
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Started]:
+    servers: list[HealthServer] = []
+
+    async def _start(**kw: object) -> HealthServer:
+        kw.setdefault("clock", FakeClock())
+        kw.setdefault("ready", lambda: True)
+        kw.setdefault("health_address", (LOCAL, 0))
+        kw.setdefault("metrics_address", (LOCAL, 0))
+        server = HealthServer(**kw)  # type: ignore[arg-type]
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield _start
+    for server in servers:
+        await server.stop()
+
+
+async def test_separate_ports_serve_their_own_paths_only(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    server = await start()
+    assert not server.shared and server.health_port != server.metrics_port
+    assert (await get(http, server.health_port, "/healthz"))[0] == 200
+    assert (await get(http, server.health_port, "/readyz"))[0] == 200
+    assert (await get(http, server.metrics_port, "/metrics"))[0] == 200
+    assert (await get(http, server.health_port, "/metrics"))[0] == 404
+    assert (await get(http, server.metrics_port, "/healthz"))[0] == 404
+
+
+async def test_equal_addresses_share_one_listener(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    port = free_port()
+    server = await start(health_address=(LOCAL, port), metrics_address=(LOCAL, port))
+    assert server.shared and server.health_port == server.metrics_port == port
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert (await get(http, port, path))[0] == 200
+
+
+async def test_metrics_serves_the_registry_in_prometheus_text_format(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    metrics.init_controller("health-test", 2)
+    server = await start()
+    status, content_type, body = await get(http, server.metrics_port, "/metrics")
+    assert status == 200
+    assert content_type.startswith("text/plain") and "version=0.0.4" in content_type
+    assert 'controller_runtime_max_concurrent_reconciles{controller="health-test"} 2.0' in body
+
+
+async def test_metrics_negotiates_openmetrics(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    server = await start()
+    status, content_type, body = await get(http, server.metrics_port, "/metrics",
+                                           Accept="application/openmetrics-text; version=1.0.0")
+    assert status == 200
+    assert content_type.startswith("application/openmetrics-text")
+    assert body.rstrip().endswith("# EOF")
+
+
+async def test_readyz_follows_the_ready_callable(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    state = {"ready": False}
+    server = await start(ready=lambda: state["ready"])
+    status, _, body = await get(http, server.health_port, "/readyz")
+    assert status == 503 and "not ready" in body
+    state["ready"] = True
+    assert (await get(http, server.health_port, "/readyz"))[0] == 200
+
+
+async def test_readyz_is_not_ready_when_the_callable_raises(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    def boom() -> bool:
+        raise RuntimeError("no")
+
+    server = await start(ready=boom)
+    assert (await get(http, server.health_port, "/readyz"))[0] == 503
+
+
+async def test_healthz_fails_when_the_heartbeat_is_older_than_the_timeout(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    clock = StuckClock()
+    server = await start(clock=clock, heartbeat_timeout=10.0)
+    clock.now += 9.5
+    assert (await get(http, server.health_port, "/healthz"))[0] == 200
+    clock.now += 1.0
+    status, _, body = await get(http, server.health_port, "/healthz")
+    assert status == 500
+    assert "heartbeat is 10.5s old" in body
+
+
+async def test_healthz_fails_when_the_heartbeat_task_died(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    server = await start(clock=BrokenClock())
+    await eventually(lambda: not server.healthy()[0])
+    status, _, body = await get(http, server.health_port, "/healthz")
+    assert status == 500 and "stopped" in body
+
+
+async def test_heartbeat_records_loop_lag_and_keeps_healthz_green(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    clock = FakeClock()
+    server = await start(clock=clock, heartbeat_interval=1.0, heartbeat_timeout=10.0)
+    await eventually(lambda: clock.pending_sleepers() == 1)
+    clock.advance(5.0)                      # the 1 s beat wakes 4 s late
+    await eventually(lambda: server.loop_lag == pytest.approx(4.0))
+    assert metrics.REGISTRY.get_sample_value("sampledb_event_loop_lag_seconds") == pytest.approx(4.0)
+    clock.advance(30.0)                     # long after the timeout, but the beat runs again
+    await eventually(lambda: server.healthy()[0] and clock.pending_sleepers() == 1)
+    assert (await get(http, server.health_port, "/healthz"))[0] == 200
+
+
+async def test_stop_closes_the_listeners_and_can_be_repeated(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    server = await start()
+    port = server.health_port
+    await server.stop()
+    await server.stop()
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await get(http, port, "/healthz")
+
+
+async def test_failed_bind_leaves_nothing_listening() -> None:
+    health_port = free_port()
+    with socket.socket() as busy:
+        busy.bind((LOCAL, 0))
+        busy.listen()
+        server = HealthServer(clock=FakeClock(), ready=lambda: True, health_address=(LOCAL, health_port),
+                              metrics_address=(LOCAL, busy.getsockname()[1]))
+        with pytest.raises(OSError):
+            await server.start()
+    with socket.socket() as probe:          # the health listener was closed again
+        probe.bind((LOCAL, health_port))
+
+
+def test_heartbeat_timeout_must_exceed_interval() -> None:
+    with pytest.raises(ValueError, match="heartbeat_timeout"):
+        HealthServer(clock=FakeClock(), ready=lambda: True, heartbeat_interval=5, heartbeat_timeout=5)
