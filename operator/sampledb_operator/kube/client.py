@@ -1,0 +1,408 @@
+"""KubeClient: authenticated HTTP to the API server, JSON in and out, errors mapped.
+
+kubernetes_asyncio is used for configuration only (kubeconfig with client certificates, tokens
+and exec plugins; in-cluster service account). Requests go through one aiohttp.ClientSession
+built from that Configuration, not through ApiClient.call_api: call_api with
+_preload_content=False neither raises on non-2xx (in 36.1.0) nor lets a streaming read time out
+per line, and its model layer is unused anyway, so owning the session is simpler and makes
+every timeout, header and status explicit here.
+
+Invariants:
+- every request has a timeout (connect and total; a stream has connect and per-read timeouts);
+- callers see only kube.errors: an HTTP answer outside 2xx is error_for(status, Status.reason,
+  Status.message, Retry-After); no answer (connect error, reset, timeout) is KubeTransportError,
+  a stream that goes quiet for read_timeout is ReadTimeout (a KubeTransportError);
+- rest_client_requests_total{code,method} is counted once per request ("<error>" without an
+  HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
+  streams);
+- the in-cluster token is re-read every 60 s (projected tokens rotate) off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import os
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+import aiohttp
+from aiohttp.http_exceptions import LineTooLong
+
+from sampledb_operator.kube.errors import ApiError, KubeError, KubeTransportError, error_for
+from sampledb_operator.observability import metrics
+from sampledb_operator.observability.logging import get_logger
+
+log = get_logger(__name__)
+
+QueryValue = str | int | bool
+Authorization = Callable[[], Awaitable[str | None]]
+"""Returns the Authorization header value ("Bearer ...", "Basic ..."), or None."""
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_REFRESH_SECONDS = 60.0
+MAX_LINE_BYTES = 64 * 2**20  # one watch event; etcd caps objects at 1.5 MiB by default
+_ERROR_BODY_BYTES = 64 * 1024
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, LineTooLong)
+
+
+class ReadTimeout(KubeTransportError):
+    """A streaming response sent nothing for read_timeout seconds (silent connection)."""
+
+
+class KubeClient:
+    """One API server endpoint with its credentials; share one instance per process."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        authorization: Authorization | None = None,
+        server_hostname: str | None = None,
+        proxy: str | None = None,
+        trust_env: bool = False,
+        connect_timeout: float = 10.0,
+        pool_size: int = 100,
+    ) -> None:
+        self.host = host.rstrip("/")
+        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        self._authorization = authorization
+        self._server_hostname = server_hostname
+        self._proxy = proxy
+        self._trust_env = trust_env
+        self._connect_timeout = connect_timeout
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    async def connect(
+        cls, kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool | None = None
+    ) -> KubeClient:
+        """A client from the in-cluster service account or a kubeconfig.
+
+        in_cluster=None means: in-cluster when KUBERNETES_SERVICE_HOST is set and no kubeconfig
+        is given, else `kubeconfig`, $KUBECONFIG or ~/.kube/config (current or given context).
+        """
+        from kubernetes_asyncio.client import Configuration
+
+        if in_cluster is None:
+            in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        configuration = Configuration()
+        authorization: Authorization
+        try:
+            if in_cluster:
+                authorization = await _load_in_cluster(configuration)
+            else:
+                authorization = await _load_kubeconfig(configuration, kubeconfig, context)
+            ssl_context = await asyncio.to_thread(_ssl_context, configuration)
+        except Exception as exc:  # config loading raises many kinds; none is actionable by type
+            raise KubeError(f"cannot load Kubernetes client configuration: {exc}") from exc
+        log.info("kube client configured", host=configuration.host, in_cluster=in_cluster)
+        return cls(
+            str(configuration.host),
+            ssl_context=ssl_context,
+            authorization=authorization,
+            server_hostname=configuration.tls_server_name,
+            proxy=configuration.proxy,
+            trust_env=True,
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool; the client must not be used afterwards."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,  # noqa: ASYNC109 - passed to aiohttp as the request's total timeout
+    ) -> Any:
+        """One request; the JSON-decoded answer, or None for an empty body."""
+        method = method.upper()
+        data = _encode_body(body)
+        headers = await self._headers(content_type if data is not None else None)
+        client_timeout = aiohttp.ClientTimeout(
+            total=timeout, connect=min(timeout, self._connect_timeout), sock_connect=self._connect_timeout
+        )
+        started = time.monotonic()
+        try:
+            async with self._get_session().request(
+                method, self._url(path), params=_query(query), data=data, headers=headers,
+                timeout=client_timeout, proxy=self._proxy, server_hostname=self._server_hostname,
+            ) as resp:
+                payload = await resp.read()
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except _TRANSPORT_ERRORS as exc:
+            _count("<error>", method, started)
+            raise KubeTransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        _count(str(status), method, started)
+        if not 200 <= status < 300:
+            raise api_error(status, payload, retry_after)
+        return _decode(payload, method, path)
+
+    def stream(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """A streaming GET; the context yields the response's non-empty lines, raw.
+
+        The iterator ends when the server closes the stream; nothing received for
+        read_timeout seconds raises ReadTimeout.
+        """
+        return self._stream(path, query, connect_timeout, read_timeout)
+
+    @contextlib.asynccontextmanager
+    async def _stream(
+        self, path: str, query: Mapping[str, QueryValue] | None, connect_timeout: float, read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        headers = await self._headers(None)
+        client_timeout = aiohttp.ClientTimeout(
+            total=None, connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
+        )
+        started = time.monotonic()
+        try:
+            resp = await self._get_session().request(
+                "GET", self._url(path), params=_query(query), headers=headers, timeout=client_timeout,
+                proxy=self._proxy, server_hostname=self._server_hostname,
+            )
+        except _TRANSPORT_ERRORS as exc:
+            _count("<error>", "GET", started)
+            raise _transport_error("GET", path, exc) from exc
+        async with resp:
+            _count(str(resp.status), "GET", started)
+            if not 200 <= resp.status < 300:
+                try:
+                    payload = await resp.content.read(_ERROR_BODY_BYTES)
+                except _TRANSPORT_ERRORS:
+                    payload = b""
+                raise api_error(resp.status, payload, resp.headers.get("Retry-After"))
+            yield _Lines(resp.content, path)
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "sampledb-operator"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        if self._authorization is not None:
+            value = await self._authorization()
+            if value:
+                headers["Authorization"] = value
+        return headers
+
+    def _url(self, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"path must be absolute: {path!r}")
+        return self.host + path
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._pool_size, ssl=self._ssl)
+            self._session = aiohttp.ClientSession(
+                connector=connector, trust_env=self._trust_env, read_bufsize=2**21
+            )
+        return self._session
+
+
+class _Lines:
+    """Async iterator over the non-empty lines of a streaming body; errors mapped to kube.errors."""
+
+    def __init__(self, content: aiohttp.StreamReader, path: str) -> None:
+        self._content = content
+        self._path = path
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while True:
+            try:
+                line = await self._content.readline(max_line_length=MAX_LINE_BYTES)
+            except _TRANSPORT_ERRORS as exc:
+                raise _transport_error("GET", self._path, exc) from exc
+            if not line:
+                raise StopAsyncIteration
+            if line.strip():
+                return line
+
+
+def api_error(status: int, payload: bytes, retry_after_header: str | None) -> ApiError:
+    """The ApiError for a non-2xx answer: reason and message from its Status body, if any."""
+    reason = message = ""
+    retry_after = parse_retry_after(retry_after_header)
+    try:
+        decoded = json.loads(payload) if payload else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+        reason = str(decoded.get("reason") or "")
+        message = str(decoded.get("message") or "")
+        details = decoded.get("details")
+        if retry_after is None and isinstance(details, dict) and details.get("retryAfterSeconds"):
+            retry_after = float(details["retryAfterSeconds"])
+    else:
+        message = payload[:512].decode("utf-8", "replace").strip()
+    if not reason:
+        with contextlib.suppress(ValueError):
+            reason = HTTPStatus(status).phrase.replace(" ", "")
+    return error_for(status, reason, message, retry_after)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date); None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _transport_error(method: str, path: str, exc: BaseException) -> KubeTransportError:
+    text = f"{method} {path}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return ReadTimeout(text)
+    return KubeTransportError(text)
+
+
+def _count(code: str, method: str, started: float) -> None:
+    metrics.rest_client_requests_total.labels(code=code, method=method).inc()
+    metrics.rest_client_request_duration_seconds.labels(verb=method).observe(time.monotonic() - started)
+
+
+def _encode_body(body: Any) -> bytes | None:
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _decode(payload: bytes, method: str, path: str) -> Any:
+    if not payload.strip():
+        return None
+    try:
+        return json.loads(payload)
+    except ValueError as exc:
+        raise KubeTransportError(f"{method} {path}: answer is not JSON: {exc}") from exc
+
+
+def _query(query: Mapping[str, QueryValue] | None) -> dict[str, str] | None:
+    if not query:
+        return None
+    return {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in query.items()}
+
+
+def _ssl_context(configuration: Any) -> ssl.SSLContext | None:
+    """The TLS context for an https host (CA, client certificate, verification), else None."""
+    if not str(configuration.host).startswith("https"):
+        return None
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def _load_in_cluster(configuration: Any) -> Authorization:
+    from kubernetes_asyncio.config.incluster_config import load_incluster_config
+
+    token_file = os.path.join(SERVICE_ACCOUNT_DIR, "token")
+    await asyncio.to_thread(
+        load_incluster_config,
+        client_configuration=configuration,
+        try_refresh_token=False,
+        token_filename=token_file,
+        cert_filename=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
+    )
+    return TokenFile(token_file)
+
+
+async def _load_kubeconfig(configuration: Any, kubeconfig: str | None, context: str | None) -> Authorization:
+    from kubernetes_asyncio.config.kube_config import load_kube_config
+
+    loader = await load_kube_config(
+        config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+    )
+    return _KubeconfigAuthorization(configuration, loader)
+
+
+class TokenFile:
+    """A bearer token read from a file and re-read every `period` seconds, off the event loop.
+
+    If a re-read fails the previous token is kept (and the failure logged).
+    """
+
+    def __init__(self, path: str, period: float = TOKEN_REFRESH_SECONDS) -> None:
+        self._path = path
+        self._period = period
+        self._token: str | None = None
+        self._read_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> str | None:
+        if time.monotonic() - self._read_at >= self._period:
+            async with self._lock:
+                if time.monotonic() - self._read_at >= self._period:
+                    await self._reread()
+        return f"Bearer {self._token}" if self._token else None
+
+    async def _reread(self) -> None:
+        try:
+            text = await asyncio.to_thread(_read_text, self._path)
+        except OSError as exc:
+            if self._token is None:
+                raise KubeTransportError(f"cannot read service account token: {exc}") from exc
+            log.warning("service account token re-read failed; keeping the previous one", error=str(exc))
+        else:
+            self._token = text.strip() or self._token
+        self._read_at = time.monotonic()
+
+
+class _KubeconfigAuthorization:
+    """The kubeconfig user's credential; an expiring exec-plugin token is renewed when expired."""
+
+    def __init__(self, configuration: Any, loader: Any) -> None:
+        self._configuration = configuration
+        self._loader = loader
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> str | None:
+        if hasattr(self._loader, "exec_plugin_expiry"):  # only exec plugins that gave an expiry
+            async with self._lock:
+                await self._loader.load_from_exec_plugin()  # no-op until the token has expired
+                self._configuration.api_key["BearerToken"] = self._loader.token
+        value = await self._configuration.get_api_key_with_prefix("BearerToken")
+        return str(value) if value else None
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
