@@ -1,0 +1,223 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the constants and variables here are used by the scripts that source it
+# sampledb data plane: helpers sourced by every script in this directory.
+#
+# Invariants:
+# - Connection settings come only from libpq's environment (PGHOST, PGPORT, PGUSER, PGPASSWORD,
+#   PGDATABASE); nothing here prints the environment or a password, and no script uses `set -x`.
+# - Every script ends with exactly one JSON result line (to $RESULT_FILE if set, else as the last
+#   line of stdout) and one human-readable line on stderr for failures.
+# - Exit codes are the SDB_EXIT_* values below; an unexpected failure maps to SDB_EXIT_INTERNAL, so a
+#   stray exit status of a client tool (psql exits 3, for instance) is never mistaken for one of them.
+
+SDB_EXIT_OK=0
+SDB_EXIT_INTERNAL=1    # unexpected failure of a command
+SDB_EXIT_CONFIG=2      # missing or invalid settings or input files
+SDB_EXIT_DRIFT=3       # init SQL or an applied migration changed since it ran, or out-of-order migration
+SDB_EXIT_INTEGRITY=4   # a backup's checksum does not match its metadata, or metadata is unreadable
+SDB_EXIT_NOT_READY=5   # the server did not accept connections in time
+SDB_EXIT_SQL=6         # SQL failed (init SQL, a migration, a restore)
+SDB_EXIT_DUMP=7        # pg_dump / pg_dumpall failed
+SDB_EXIT_VERIFY=8      # upgrade verification found different data
+SDB_EXIT_CONNECT=9     # cannot connect or authenticate (server up but refusing us, or unreachable)
+
+SDB_SCRIPT=${SDB_SCRIPT:-$(basename "${0%.sh}")}
+SDB_RESULT_DONE=0
+SDB_CLEANUPS=()
+SDB_MESSAGE_MAX=1500
+
+# json_str VALUE: VALUE as a JSON string literal (control characters escaped or dropped).
+json_str() {
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    s=${s//$'\t'/\\t}
+    s=$(printf '%s' "$s" | tr -d '\000-\010\013\014\016-\037\177')
+    printf '"%s"' "$s"
+}
+
+# one_line TEXT: TEXT on a single line (newlines become " | "), cut to SDB_MESSAGE_MAX bytes.
+one_line() {
+    local s=$1
+    s=${s//$'\r'/}
+    s=${s//$'\n'/ | }
+    s=${s//$'\t'/ }
+    printf '%s' "${s:0:$SDB_MESSAGE_MAX}"
+}
+
+log() {
+    printf 'sampledb-%s: %s\n' "$SDB_SCRIPT" "$(one_line "$*")" >&2
+}
+
+# emit_result OK(true|false) CODE MESSAGE [EXTRA]: write the result line. EXTRA is a JSON fragment
+# of further members without braces, e.g. "\"name\":\"x\",\"size\":3".
+emit_result() {
+    local ok=$1 code=$2 message=$3 extra=${4:-} line
+    line="{\"script\":$(json_str "$SDB_SCRIPT"),\"ok\":$ok,\"code\":$code,\"message\":$(json_str "$(one_line "$message")")"
+    if [[ -n $extra ]]; then
+        line+=",$extra"
+    fi
+    line+="}"
+    if [[ -n ${RESULT_FILE:-} ]]; then
+        printf '%s\n' "$line" >"$RESULT_FILE"
+    else
+        printf '%s\n' "$line"
+    fi
+    SDB_RESULT_DONE=1
+}
+
+# succeed MESSAGE [EXTRA]: report success and exit 0.
+succeed() {
+    log "$1"
+    emit_result true 0 "$1" "${2:-}"
+    exit "$SDB_EXIT_OK"
+}
+
+# die CODE MESSAGE [EXTRA]: report failure and exit CODE.
+die() {
+    local code=$1 message=$2
+    log "error: $message"
+    emit_result false "$code" "$message" "${3:-}"
+    exit "$code"
+}
+
+# on_cleanup COMMAND...: run COMMAND (a function name and args) when the script exits, last first.
+on_cleanup() {
+    SDB_CLEANUPS+=("$*")
+}
+
+_sdb_on_err() {
+    SDB_FAILED_LINE=$1
+    SDB_FAILED_CMD=$2
+}
+
+_sdb_on_exit() {
+    local rc=$? i
+    set +e
+    for ((i = ${#SDB_CLEANUPS[@]} - 1; i >= 0; i--)); do
+        eval "${SDB_CLEANUPS[$i]}" >/dev/null 2>&1
+    done
+    if [[ $SDB_RESULT_DONE -eq 0 ]]; then
+        if [[ $rc -eq 0 ]]; then
+            emit_result true 0 "done"
+        else
+            local what="unexpected failure (exit $rc) at line ${SDB_FAILED_LINE:-?}: ${SDB_FAILED_CMD:-?}"
+            log "error: $what"
+            emit_result false "$SDB_EXIT_INTERNAL" "$what"
+            exit "$SDB_EXIT_INTERNAL"
+        fi
+    fi
+    exit "$rc"
+}
+
+trap '_sdb_on_err "$LINENO" "$BASH_COMMAND"' ERR
+trap _sdb_on_exit EXIT
+trap 'SDB_FAILED_CMD="terminated by a signal"; exit 143' TERM
+trap 'SDB_FAILED_CMD="interrupted"; exit 130' INT
+
+# require_env NAME...: fail with SDB_EXIT_CONFIG unless every NAME is set and non-empty.
+require_env() {
+    local name
+    for name in "$@"; do
+        if [[ -z ${!name:-} ]]; then
+            die "$SDB_EXIT_CONFIG" "missing required setting $name"
+        fi
+    done
+}
+
+# check_name VALUE WHAT: fail unless VALUE is a safe file name stem ([A-Za-z0-9][A-Za-z0-9._-]*).
+check_name() {
+    if [[ ! $1 =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$ ]]; then
+        die "$SDB_EXIT_CONFIG" "invalid $2 '$1': use letters, digits, '.', '_' and '-'"
+    fi
+}
+
+# sql ARGS...: psql that never reads ~/.psqlrc, never prompts for a password, stops on the first error.
+sql() {
+    psql -X -w -v ON_ERROR_STOP=1 -q "$@"
+}
+
+# sql_value QUERY: the single value QUERY returns (unaligned, tuples only).
+sql_value() {
+    sql -At -c "$1"
+}
+
+# connect_check: fail with SDB_EXIT_CONNECT unless a trivial query succeeds; sets SDB_SERVER_VERSION.
+connect_check() {
+    local err
+    if ! SDB_SERVER_VERSION=$(sql -At -c 'SHOW server_version' 2>&1); then
+        err=$SDB_SERVER_VERSION
+        SDB_SERVER_VERSION=
+        die "$SDB_EXIT_CONNECT" "cannot connect to the database: $err"
+    fi
+}
+
+# sha256_of FILE: the file's hex SHA-256.
+sha256_of() {
+    local out
+    out=$(sha256sum -- "$1")
+    printf '%s' "${out%% *}"
+}
+
+# first_error FILE: the most useful line of a client's stderr (the first ERROR/FATAL line, else the
+# first non-empty line), without psql's "psql:file:line:" prefix.
+first_error() {
+    local line
+    line=$(grep -m1 -E '(ERROR|FATAL|error):' -- "$1" || true)
+    if [[ -z $line ]]; then
+        line=$(grep -m1 -v -E '^[[:space:]]*$' -- "$1" || true)
+    fi
+    line=${line#psql:*: }
+    printf '%s' "${line:-no error output}"
+}
+
+# make_temp_dir: set SDB_TMP to a private (0700) temporary directory that is removed at exit.
+make_temp_dir() {
+    SDB_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sampledb-${SDB_SCRIPT}.XXXXXX")
+    chmod 0700 "$SDB_TMP"
+    on_cleanup "rm -rf -- '$SDB_TMP'"
+}
+
+# now_utc: the current time as RFC 3339 UTC.
+now_utc() {
+    date -u +%Y-%m-%dT%H:%M:%SZ
+}
+
+# run_guarded CONTROL_SQL ERR_FILE PSQL_ARGS...: run a psql control script (from a string) that
+# brackets a user SQL file in one transaction and prints "SDB_OUTCOME=<word> [detail]" on stdout.
+# Sets SDB_OUTCOME and SDB_DETAIL; on a psql failure sets SDB_OUTCOME=failed and leaves psql's
+# stderr in ERR_FILE. The user file's own output is discarded.
+run_guarded() {
+    local control=$1 err_file=$2 out rc=0
+    shift 2
+    out=$(sql -At "$@" -f - <<<"$control" 2>"$err_file") || rc=$?
+    SDB_OUTCOME=failed
+    SDB_DETAIL=
+    if [[ $rc -eq 0 ]]; then
+        local line
+        line=$(grep -m1 '^SDB_OUTCOME=' <<<"$out" || true)
+        line=${line#SDB_OUTCOME=}
+        SDB_OUTCOME=${line%% *}
+        if [[ $line == *" "* ]]; then
+            SDB_DETAIL=${line#* }
+        fi
+        if [[ -z $SDB_OUTCOME ]]; then
+            SDB_OUTCOME=failed
+            printf 'control script printed no outcome\n' >>"$err_file"
+        fi
+    fi
+}
+
+# The SQL that runs a user file (psql variable sdb_file) inside the current transaction, discarding
+# its output, then sets psql variable sdb_intx to whether the transaction is still the one opened
+# by the control script (a COMMIT or ROLLBACK in the user file ends it and resets the guard).
+# shellcheck disable=SC2016  # psql text, not shell
+SDB_GUARDED_INCLUDE='
+\o /dev/null
+\i :sdb_file
+\o
+SELECT coalesce(current_setting($$sampledb.guard$$, true), $$$$) = $$on$$ AS sdb_intx \gset
+RESET ROLE;
+'
