@@ -164,7 +164,7 @@ def test_service_account_without_role_binding_is_forbidden_and_allowed_after_bin
 
 
 def test_watch_sees_added_modified_deleted_and_bookmark_events(namespace: str) -> None:
-    initial = kubectl_json("get", "configmaps", "-n", namespace)
+    initial = json.loads(kubectl("get", "--raw", f"/api/v1/namespaces/{namespace}/configmaps").stdout)
     rv = initial["metadata"]["resourceVersion"]
     url = (f"/api/v1/namespaces/{namespace}/configmaps?watch=1&allowWatchBookmarks=true"
            f"&resourceVersion={rv}&timeoutSeconds=6")
