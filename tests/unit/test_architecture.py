@@ -1,0 +1,76 @@
+"""The import direction of ../shared/ARCHITECTURE.md, checked on the source.
+
+cli/app -> reconcilers -> runtime -> kube -> model; reconcilers -> decide -> model;
+observability is a leaf every layer may use. kubernetes_asyncio is imported only by kube/;
+model/ and decide/ do no I/O (no asyncio, aiohttp or kubernetes_asyncio).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "operator" / "sampledb_operator"
+
+# layer -> the package layers it may import (itself always allowed)
+ALLOWED: dict[str, set[str]] = {
+    "model": set(),
+    "decide": {"model"},
+    "kube": {"model", "observability"},
+    "runtime": {"kube", "model", "observability"},
+    "reconcilers": {"runtime", "kube", "decide", "model", "observability", "dataplane"},
+    "observability": set(),
+    "dataplane": set(),
+}
+IO_MODULES = {"asyncio", "aiohttp", "kubernetes_asyncio", "socket", "subprocess", "requests"}
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py"))
+
+
+def _layer(path: Path) -> str | None:
+    rel = path.relative_to(PKG).parts
+    return rel[0] if len(rel) > 1 else None
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the module's package
+                base = list(path.relative_to(PKG).parent.parts)
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                names.append(".".join(["sampledb_operator", *base, *([node.module] if node.module else [])]))
+            elif node.module:
+                names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_module_imports_follow_the_layer_direction(path: Path) -> None:
+    layer = _layer(path)
+    bad: list[str] = []
+    for name in _imports(path):
+        top = name.split(".")[0]
+        if top == "kubernetes_asyncio" and layer != "kube":
+            bad.append(f"{name} (only kube/ may import kubernetes_asyncio)")
+        if layer in ("model", "decide") and top in IO_MODULES:
+            bad.append(f"{name} ({layer}/ is pure: no I/O modules)")
+        if not name.startswith("sampledb_operator.") or layer is None:
+            continue
+        target = name.split(".")[1]
+        if target == layer or target not in ALLOWED:
+            continue
+        if target not in ALLOWED.get(layer, set()):
+            bad.append(f"{name} ({layer}/ must not import {target}/)")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_source_root_is_not_a_package_named_operator() -> None:
+    assert not (PKG.parent / "__init__.py").exists()
