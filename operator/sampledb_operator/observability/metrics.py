@@ -8,9 +8,13 @@ every other layer may import it. Label values known up front are pre-initialised
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# process_* (CPU, resident memory, open fds, start time) and python_info, as controller-runtime's
+# registry carries process_* and go_*: memory and restart alerts need them.
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
 
 _RECONCILE_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
