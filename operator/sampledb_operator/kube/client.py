@@ -348,8 +348,10 @@ async def _load_in_cluster(configuration: Any) -> Authorization:
 async def _load_kubeconfig(configuration: Any, kubeconfig: str | None, context: str | None) -> Authorization:
     from kubernetes_asyncio.config.kube_config import load_kube_config
 
+    # $KUBECONFIG is read here, not at kubernetes_asyncio's import time; it may list several files
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
     loader = await load_kube_config(
-        config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+        config_file=path, context=context, client_configuration=configuration, persist_config=False
     )
     return _KubeconfigAuthorization(configuration, loader)
 

@@ -1,0 +1,172 @@
+"""KubeClient.connect: kubeconfig (CA, client certificate, token, exec plugin) and in-cluster config,
+against a local HTTPS server that requires what a real API server requires (TLS, client certs).
+
+The certificates are made with the openssl command line for the module.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from sampledb_operator.kube import client as client_module
+from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import KubeError, KubeTransportError
+
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _signed(cwd: Path, name: str, subject: str, extensions: str) -> None:
+    _openssl(cwd, "req", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject)
+    (cwd / f"{name}.ext").write_text(extensions)
+    _openssl(cwd, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.crt, server.crt (127.0.0.1), admin.crt (client auth), each with its .key."""
+    cwd = tmp_path_factory.mktemp("pki")
+    _openssl(cwd, "req", "-x509", *_EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+             "-subj", "/CN=test-ca")
+    _signed(cwd, "server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    _signed(cwd, "admin", "/O=system:masters/CN=admin", "extendedKeyUsage=clientAuth\n")
+    return cwd
+
+
+@pytest.fixture
+async def apiserver(pki: Path) -> AsyncIterator[int]:
+    """An HTTPS server asking for client certificates; /whoami tells what it saw. Yields its port."""
+
+    async def whoami(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        subject = dict(pair[0] for pair in peer["subject"]) if peer else {}
+        return web.json_response({"cn": subject.get("commonName"),
+                                  "authorization": request.headers.get("Authorization")})
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(str(pki / "server.crt"), str(pki / "server.key"))
+    context.verify_mode = ssl.CERT_OPTIONAL
+    app = web.Application()
+    app.router.add_get("/whoami", whoami)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server(ssl=context)
+    yield int(server.port or 0)
+    await server.close()
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _kubeconfig(tmp_path: Path, pki: Path, port: int, users: dict[str, dict[str, Any]], *,
+                with_ca: bool = True) -> Path:
+    cluster: dict[str, Any] = {"server": f"https://127.0.0.1:{port}"}
+    if with_ca:
+        cluster["certificate-authority-data"] = _b64(pki / "ca.crt")
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": next(iter(users)),
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": name, "user": user} for name, user in users.items()],
+        "contexts": [{"name": name, "context": {"cluster": "local", "user": name}} for name in users],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def _whoami(client: KubeClient) -> dict[str, Any]:
+    try:
+        answer: dict[str, Any] = await client.request("GET", "/whoami", timeout=10)
+        return answer
+    finally:
+        await client.close()
+
+
+async def test_kubeconfig_client_certificate_is_presented_and_server_verified_by_ca(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    users = {"token": {"token": "abc"},
+             "cert": {"client-certificate-data": _b64(pki / "admin.crt"),
+                      "client-key-data": _b64(pki / "admin.key")}}
+    path = _kubeconfig(tmp_path, pki, apiserver, users)
+    assert await _whoami(await KubeClient.connect(str(path), context="cert")) == {"cn": "admin",
+                                                                                  "authorization": None}
+    assert await _whoami(await KubeClient.connect(str(path))) == {"cn": None, "authorization": "Bearer abc"}
+
+
+async def test_kubeconfig_from_env_var_when_no_path_is_given(
+    tmp_path: Path, pki: Path, apiserver: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _kubeconfig(tmp_path, pki, apiserver, {"me": {"token": "from-env"}})
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    assert (await _whoami(await KubeClient.connect()))["authorization"] == "Bearer from-env"
+
+
+async def test_server_certificate_not_signed_by_a_trusted_ca_is_refused(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    path = _kubeconfig(tmp_path, pki, apiserver, {"me": {"token": "abc"}}, with_ca=False)
+    with pytest.raises(KubeTransportError):
+        await _whoami(await KubeClient.connect(str(path)))
+
+
+async def test_expiring_exec_plugin_token_is_renewed_before_requests(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib, datetime\n"
+        f"counter = pathlib.Path({str(tmp_path / 'count')!r})\n"
+        "n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
+        "counter.write_text(str(n))\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)\n"
+        "status = {'token': f'tok-{n}', 'expirationTimestamp': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "                  'status': status}))\n"
+    )
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                     "args": [str(plugin)], "interactiveMode": "Never"}}
+    client = await KubeClient.connect(str(_kubeconfig(tmp_path, pki, apiserver, {"me": user})))
+    try:
+        seen = [(await client.request("GET", "/whoami"))["authorization"] for _ in range(2)]
+    finally:
+        await client.close()
+    # a token expiring within the 5-minute skew counts as expired: each request runs the plugin again
+    assert seen == ["Bearer tok-2", "Bearer tok-3"]
+
+
+async def test_in_cluster_config_uses_service_account_token_ca_and_service_env(
+    tmp_path: Path, pki: Path, apiserver: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("sa-token")
+    (account / "ca.crt").write_bytes((pki / "ca.crt").read_bytes())
+    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(apiserver))
+    client = await KubeClient.connect()
+    assert client.host == f"https://127.0.0.1:{apiserver}"
+    assert (await _whoami(client))["authorization"] == "Bearer sa-token"
+
+
+async def test_missing_kubeconfig_is_a_kube_error(tmp_path: Path) -> None:
+    with pytest.raises(KubeError):
+        await KubeClient.connect(str(tmp_path / "nope"), in_cluster=False)
+
