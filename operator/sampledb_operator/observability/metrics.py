@@ -8,7 +8,14 @@ every other layer may import it. Label values known up front are pre-initialised
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 # process_* (CPU, resident memory, open fds, start time) and python_info, as controller-runtime's

@@ -47,6 +47,10 @@ FAMILIES: list[tuple[str, str, set[str]]] = [
     ("sampledb_snapshot_duration_seconds", "histogram", set()),
     ("sampledb_upgrade_duration_seconds", "histogram", {"kind"}),
     ("sampledb_event_loop_lag_seconds", "gauge", set()),
+    ("process_resident_memory_bytes", "gauge", set()),
+    ("process_cpu_seconds_total", "counter", set()),
+    ("process_start_time_seconds", "gauge", set()),
+    ("python_info", "gauge", {"implementation", "major", "minor", "patchlevel", "version"}),
 ]
 
 _SCRIPT = f"""
