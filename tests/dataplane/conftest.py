@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pg_dataset
 import pytest
 from pg_harness import (
     PgServer,
@@ -76,3 +78,18 @@ def db_env(pg_server: PgServer, request: pytest.FixtureRequest) -> dict[str, str
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     return pg_server.libpq_env(name)
+
+
+@pytest.fixture(scope="session")
+def dataset_env(pg_server: PgServer) -> dict[str, str]:
+    """A database on the shared server holding the representative data set (read-only for tests)."""
+    name = pg_server.create_database("dataset")
+    with pg_server.connect(name) as conn:
+        pg_dataset.load(conn)
+    return pg_server.libpq_env(name)
+
+
+@pytest.fixture(scope="session")
+def dataset_fingerprint(pg_server: PgServer, dataset_env: dict[str, str]) -> dict[str, Any]:
+    with pg_server.connect(dataset_env["PGDATABASE"]) as conn:
+        return pg_dataset.fingerprint(conn)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: back up $PGDATABASE to $BACKUP_DIR/$BACKUP_NAME.dump (pg_dump custom format),
 # the cluster's roles to $BACKUP_NAME.globals.sql (pg_dumpall --globals-only --no-role-passwords,
 # skipped with a warning if not permitted) and metadata to $BACKUP_NAME.json.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: run the init SQL in $INIT_SQL_FILE exactly once per database.
 # The SQL and the record of its SHA-256 in sampledb_meta.init_state commit in one transaction
 # (serialised by an advisory lock). Recorded with the same hash -> no-op success; recorded with a

@@ -169,7 +169,12 @@ first_error() {
     if [[ -z $line ]]; then
         line=$(grep -m1 -v -E '^[[:space:]]*$' -- "$1" || true)
     fi
-    line=${line#psql:*: }
+    if [[ $line =~ ^psql:([^:]*):([0-9]+):\ (.*)$ ]]; then
+        line=${BASH_REMATCH[3]}
+        if [[ ${BASH_REMATCH[1]} != "<stdin>" ]]; then
+            line+=" (${BASH_REMATCH[1]##*/} line ${BASH_REMATCH[2]})"
+        fi
+    fi
     printf '%s' "${line:-no error output}"
 }
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: apply the SQL migrations in $MIGRATIONS_DIR that are not yet applied.
 # Files are named NNNN_description.sql (4+ digits, then [A-Za-z0-9_-]) and run in numeric order;
 # dot-entries are ignored (a mounted ConfigMap's ..data links), any other name is refused (exit 2).

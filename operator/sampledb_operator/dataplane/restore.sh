@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: restore $BACKUP_DIR/$BACKUP_NAME.dump into $PGDATABASE.
 # The dump's SHA-256 is checked against $BACKUP_NAME.json first (mismatch -> exit 4, nothing
 # touched); then pg_restore --clean --if-exists --no-owner --single-transaction --exit-on-error, so

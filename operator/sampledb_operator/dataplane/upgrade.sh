@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: major upgrade (not implemented yet).
 set -Eeuo pipefail
 SDB_SCRIPT=upgrade

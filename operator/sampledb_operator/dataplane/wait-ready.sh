@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # sampledb data plane: wait until the server accepts connections (pg_isready), up to $WAIT_TIMEOUT
 # seconds (default 60). Polls; never waits past the deadline. Exit 0 when ready, 5 on timeout,
 # 2 when pg_isready rejects the connection settings.
