@@ -1,0 +1,128 @@
+"""The SampleDBBackup custom resource: one backup of one SampleDB, and its outcome.
+
+Invariants: the spec is immutable once created (a CEL rule enforces it); the status is written only
+by the operator; models here are the single source of the SampleDBBackup CRD schema.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
+from sampledb_operator.model.names import MAX_NAME_LENGTH
+from sampledb_operator.model.schema import (
+    API_VERSION,
+    NAME_MAX,
+    SHORT_TEXT_MAX,
+    LabelName,
+    ObjectMeta,
+    OneOf,
+    Rule,
+    SpecModel,
+    StatusModel,
+    SubdomainName,
+    Time,
+)
+
+KIND = "SampleDBBackup"
+SHA256_RE = r"^[0-9a-f]{64}$"
+
+
+class BackupReason(StrEnum):
+    """Why a backup was taken."""
+
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    PRE_DELETE = "pre-delete"
+    PRE_UPGRADE = "pre-upgrade"
+    PRE_MIGRATION = "pre-migration"
+
+
+class BackupPhase(StrEnum):
+    """Values of a backup's status.phase."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class BackupStorageRef(SpecModel):
+    """Where the backup is written."""
+
+    claim_name: SubdomainName = Field(
+        description="PersistentVolumeClaim, in the same namespace, that receives the backup file."
+    )
+
+
+class SampleDBBackupSpec(SpecModel):
+    """Which database to back up, and why. Immutable."""
+
+    cel_rules = (Rule("self == oldSelf", "spec is immutable; create a new SampleDBBackup instead"),)
+
+    database: Annotated[LabelName, Field(max_length=MAX_NAME_LENGTH)] = Field(
+        description="Name of the SampleDB, in the same namespace, to back up."
+    )
+    reason: BackupReason = Field(
+        default=BackupReason.MANUAL,
+        description="Why the backup is taken: scheduled, manual, pre-delete, pre-upgrade or pre-migration.",
+    )
+    storage: BackupStorageRef | None = Field(
+        default=None,
+        description="Where to write the backup; the database's backup volume (<database>-backups)"
+        " when omitted.",
+    )
+
+
+class BackupLocation(StatusModel):
+    """Where a finished backup lives."""
+
+    pvc_name: str = Field(max_length=NAME_MAX, description="PersistentVolumeClaim holding the backup file.")
+    path: str = Field(max_length=SHORT_TEXT_MAX, description="Path of the backup file inside that volume.")
+
+
+class SampleDBBackupStatus(StatusModel):
+    """The outcome of the backup, written by the operator."""
+
+    phase: Annotated[str, OneOf.of(BackupPhase)] | None = Field(
+        default=None, description="Pending, Running, Succeeded or Failed."
+    )
+    started_at: Time | None = Field(default=None, description="When the backup Job started.")
+    completed_at: Time | None = Field(default=None, description="When the backup finished (either way).")
+    size_bytes: int | None = Field(default=None, ge=0, description="Size of the backup file in bytes.")
+    checksum: str | None = Field(
+        default=None, pattern=SHA256_RE, description="SHA-256 of the backup file, lowercase hex."
+    )
+    location: BackupLocation | None = Field(default=None, description="Where the backup file is.")
+    version: str | None = Field(
+        default=None, max_length=16, description="PostgreSQL version of the database when backed up."
+    )
+    message: str | None = Field(
+        default=None, max_length=SHORT_TEXT_MAX, description="Human-readable detail, e.g. why it failed."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation the status was computed for."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, max_length=MAX_CONDITIONS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description="Conditions of the backup.",
+    )
+
+
+class SampleDBBackup(BaseModel):
+    """A whole SampleDBBackup object as read from the API server."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    cel_rules: ClassVar[tuple[Rule, ...]] = ()
+
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    kind: str = KIND
+    metadata: ObjectMeta
+    spec: SampleDBBackupSpec = Field(description="Which database to back up, and why. Immutable.")
+    status: SampleDBBackupStatus = Field(
+        default_factory=SampleDBBackupStatus, description="The outcome, written by the operator."
+    )

@@ -1,0 +1,139 @@
+"""Names of every object the operator creates for a SampleDB, derived from the SampleDB's name.
+
+Invariants: every function is pure and deterministic. For any SampleDB name that is a DNS-1035
+label of at most MAX_NAME_LENGTH characters (the CRD enforces both), every derived name is valid
+where Kubernetes needs it: label-bound names (Services, Jobs, the StatefulSet's pods and its
+controller-revision-hash label value) stay DNS labels of at most 63 characters, other names DNS
+subdomains of at most 253.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+
+LABEL_LIMIT = 63
+SUBDOMAIN_LIMIT = 253
+HASH_LENGTH = 8
+# The StatefulSet controller labels each pod with controller-revision-hash = "<sts>-<hash>", where
+# the hash (fnv32, safe-encoded) has up to 10 characters.
+REVISION_HASH_SUFFIX = 1 + 10
+DATA_VOLUME = "data"  # the StatefulSet's volumeClaimTemplate name
+POSTGRES_PORT = 5432
+
+
+class JobKind(StrEnum):
+    """What a Job does; part of its name."""
+
+    INIT = "init"
+    BACKUP = "backup"
+    SNAPSHOT = "snapshot"
+    RESTORE = "restore"
+    UPGRADE = "upgrade"
+    MIGRATE = "migrate"
+
+
+def _job_suffix_length(kind: JobKind) -> int:
+    return len(f"-{kind.value}-") + HASH_LENGTH
+
+
+_LONGEST_SUFFIX = max(
+    REVISION_HASH_SUFFIX,
+    len("-headless"),
+    *(_job_suffix_length(k) for k in JobKind),
+)
+
+MAX_NAME_LENGTH = LABEL_LIMIT - _LONGEST_SUFFIX
+"""The longest SampleDB name whose derived names all fit (the CRD's CEL rule uses it)."""
+
+
+def short_hash(*parts: str, length: int = HASH_LENGTH) -> str:
+    """A stable lowercase hex digest of `parts` (the separator makes ("a", "b") != ("ab",))."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+
+
+def statefulset_name(db: str) -> str:
+    return db
+
+
+def pod_name(db: str, ordinal: int = 0) -> str:
+    return f"{statefulset_name(db)}-{ordinal}"
+
+
+def data_pvc_name(db: str, ordinal: int = 0) -> str:
+    """The PVC the StatefulSet controller creates from the "data" volumeClaimTemplate."""
+    return f"{DATA_VOLUME}-{pod_name(db, ordinal)}"
+
+
+def backup_pvc_name(db: str) -> str:
+    """The volume backups and snapshots are written to; it outlives the SampleDB."""
+    return f"{db}-backups"
+
+
+def secret_name(db: str) -> str:
+    """The Secret holding the database's credentials and connection details."""
+    return f"{db}-credentials"
+
+
+def configmap_name(db: str) -> str:
+    """The ConfigMap holding postgresql.conf settings and connection details (no secrets)."""
+    return f"{db}-config"
+
+
+def headless_service_name(db: str) -> str:
+    """The StatefulSet's governing Service (stable pod DNS names)."""
+    return f"{db}-headless"
+
+
+def client_service_name(db: str) -> str:
+    """The Service applications connect to."""
+    return db
+
+
+def service_host(db: str, namespace: str) -> str:
+    return f"{client_service_name(db)}.{namespace}.svc"
+
+
+def endpoint(db: str, namespace: str, port: int = POSTGRES_PORT) -> str:
+    """The value of status.endpoint: "<service>.<namespace>.svc:<port>"."""
+    return f"{service_host(db, namespace)}:{port}"
+
+
+def job_name(db: str, kind: JobKind, token: str) -> str:
+    """`<db>-<kind>-<hash>`; the hash of (db, kind, token) makes one name per distinct piece of work."""
+    return f"{db}-{kind.value}-{short_hash(db, kind.value, token)}"
+
+
+def init_job_name(db: str, uid: str) -> str:
+    """The one-time init Job; keyed by the SampleDB's uid so a re-created database gets a new Job."""
+    return job_name(db, JobKind.INIT, uid)
+
+
+def backup_job_name(db: str, backup: str) -> str:
+    """The Job that takes the SampleDBBackup named `backup`."""
+    return job_name(db, JobKind.BACKUP, backup)
+
+
+def snapshot_job_name(db: str, uid: str) -> str:
+    """The Job taking the final snapshot before deletion (one per SampleDB incarnation)."""
+    return job_name(db, JobKind.SNAPSHOT, uid)
+
+
+def restore_job_name(db: str, backup: str) -> str:
+    return job_name(db, JobKind.RESTORE, backup)
+
+
+def upgrade_job_name(db: str, from_version: str, to_version: str) -> str:
+    return job_name(db, JobKind.UPGRADE, f"{from_version}->{to_version}")
+
+
+def migration_job_name(db: str, digest: str) -> str:
+    """The Job applying pending migrations; `digest` identifies the set of files to apply."""
+    return job_name(db, JobKind.MIGRATE, digest)
+
+
+def backup_name(db: str, reason: str, at: datetime) -> str:
+    """A SampleDBBackup's name: `<db>-<reason>-<UTC yyyymmddhhmmss>` (a DNS subdomain, <= 253)."""
+    utc = at.astimezone(UTC) if at.tzinfo is not None else at
+    return f"{db}-{reason}-{utc.strftime('%Y%m%d%H%M%S')}"

@@ -1,0 +1,43 @@
+"""Kubernetes resource.Quantity in pure Python: the format and an exact numeric value.
+
+Invariant: `parse_quantity` accepts exactly the strings QUANTITY_RE matches (plus ints) and returns
+an exact Decimal, so comparisons ("the volume may only grow") agree with the API server's.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+QUANTITY_RE = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
+
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def is_quantity(value: int | str) -> bool:
+    return isinstance(value, int) or re.fullmatch(QUANTITY_RE, value) is not None
+
+
+def parse_quantity(value: int | str) -> Decimal:
+    """The exact value of a quantity ("10Gi" -> 10737418240); ValueError when malformed."""
+    if isinstance(value, int):
+        return Decimal(value)
+    if not re.fullmatch(QUANTITY_RE, value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    match = _NUMBER.match(value)
+    assert match is not None  # QUANTITY_RE matched, so a number leads
+    number, suffix = Decimal(match.group(1)), match.group(2)
+    if suffix in _BINARY:
+        return number * Decimal(2 ** _BINARY[suffix])
+    if suffix in _DECIMAL:
+        return number.scaleb(_DECIMAL[suffix])
+    exponent = Decimal(suffix[1:])  # decimal exponent e<n> / E<n>
+    if exponent != exponent.to_integral_value():
+        raise ValueError(f"{value!r} has a fractional exponent")
+    return number.scaleb(int(exponent))

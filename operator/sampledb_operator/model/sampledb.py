@@ -1,0 +1,480 @@
+"""The SampleDB custom resource: spec and status models, the single source of its CRD schema.
+
+Invariants: field descriptions, defaults, constraints and CEL rules declared here are what the
+API server enforces (model/crd.py generates the CRD from them); `validate_spec` checks only what
+the schema cannot express, and never performs I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, ClassVar
+
+from croniter import croniter
+from pydantic import BaseModel, ConfigDict, Field
+
+from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
+from sampledb_operator.model.names import MAX_NAME_LENGTH
+from sampledb_operator.model.quantity import parse_quantity
+from sampledb_operator.model.schema import (
+    API_VERSION,
+    DNS1035_LABEL_RE,
+    NAME_MAX,
+    SHORT_TEXT_MAX,
+    KeyRef,
+    ObjectMeta,
+    OneOf,
+    Quantity,
+    Rule,
+    SpecModel,
+    StatusModel,
+    SubdomainName,
+    Time,
+)
+
+KIND = "SampleDB"
+SUPPORTED_MAJORS: tuple[int, ...] = (13, 14, 15, 16, 17, 18)
+DEFAULT_IMAGE_REPOSITORY = "postgres"
+VERSION_RE = r"^[1-9][0-9]?[.](0|[1-9][0-9]?)$"
+CRON_FIELD = r"[-0-9A-Za-z*?/,#]+"
+CRON_RE = rf"^(@(yearly|annually|monthly|weekly|daily|hourly)|{CRON_FIELD}( +{CRON_FIELD}){{4}})$"
+PARAMETER_NAME_RE = r"^[a-z][a-z0-9_]*([.][a-z][a-z0-9_]*)?$"
+# postgresql.conf settings the operator sets itself; a user value would break the pod or its probes.
+MANAGED_PARAMETERS: tuple[str, ...] = (
+    "config_file", "data_directory", "external_pid_file", "hba_file", "ident_file",
+    "listen_addresses", "port", "unix_socket_directories",
+)
+MIN_STORAGE = "64Mi"
+SHA256_RE = r"^[0-9a-f]{64}$"
+
+_MAJORS = ", ".join(str(m) for m in SUPPORTED_MAJORS)
+_Q = "quantity(string(self))"
+
+
+class DeletionPolicy(StrEnum):
+    """What happens to the data when the SampleDB is deleted."""
+
+    SNAPSHOT = "Snapshot"
+    RETAIN = "Retain"
+    DELETE = "Delete"
+
+
+class Phase(StrEnum):
+    """Values of status.phase (a one-word summary for kubectl; conditions hold the detail)."""
+
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    INITIALIZING = "Initializing"
+    RESTORING = "Restoring"
+    READY = "Ready"
+    UPGRADING = "Upgrading"
+    MIGRATING = "Migrating"
+    DEGRADED = "Degraded"
+    PAUSED = "Paused"
+    DELETING = "Deleting"
+    FAILED = "Failed"
+
+
+def _grow_only(what: str) -> Rule:
+    old = "quantity(string(oldSelf))"
+    return Rule(
+        f"!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || {_Q}.compareTo({old}) >= 0",
+        f"{what} can only grow: a volume cannot be shrunk",
+        message_expression=(
+            f"'{what} can only grow: cannot shrink from ' + string(oldSelf) + ' to ' + string(self)"
+        ),
+    )
+
+
+_MIN_SIZE = Rule(
+    f"!isQuantity(string(self)) || {_Q}.compareTo(quantity('{MIN_STORAGE}')) >= 0",
+    f"must be at least {MIN_STORAGE}",
+)
+
+_CLASS_IMMUTABLE = Rule(
+    "has(self.storageClassName) == has(oldSelf.storageClassName)"
+    " && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+    "storageClassName is immutable: it cannot be set, changed or removed after creation",
+    reason="FieldValueForbidden",
+    field_path=".storageClassName",
+)
+
+Version = Annotated[
+    str,
+    Field(min_length=1, max_length=16),
+    Rule(f"self.matches('{VERSION_RE}')", 'must be MAJOR.MINOR without leading zeros, e.g. "16.4"'),
+    Rule(
+        f"!self.matches('{VERSION_RE}') || int(self.split('.')[0]) in [{_MAJORS}]",
+        f"unsupported PostgreSQL major version; supported majors: {_MAJORS}",
+    ),
+    Rule(
+        f"!self.matches('{VERSION_RE}') || !oldSelf.matches('{VERSION_RE}')"
+        " || int(self.split('.')[0]) >= int(oldSelf.split('.')[0])",
+        "a major-version downgrade is not allowed; restore a backup into a new SampleDB instead",
+        message_expression=(
+            "'major-version downgrade from ' + oldSelf + ' to ' + self + ' is not allowed;"
+            " restore a backup into a new SampleDB instead'"
+        ),
+    ),
+]
+
+CronSchedule = Annotated[
+    str,
+    Field(min_length=1, max_length=128),
+    Rule(
+        f"self.matches('{CRON_RE}')",
+        "must be a cron schedule of 5 fields (minute hour day-of-month month day-of-week), e.g."
+        ' "0 3 * * *", or one of @hourly, @daily, @weekly, @monthly, @yearly',
+    ),
+]
+
+ParameterValue = Annotated[
+    str,
+    Field(max_length=SHORT_TEXT_MAX),
+    Rule("!self.contains('\\n') && !self.contains('\\r')", "parameter values must be a single line"),
+]
+
+ResourceList = Annotated[
+    dict[str, Quantity],
+    Field(max_length=8),
+    Rule(
+        "self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-'))",
+        "resource names must be cpu, memory, ephemeral-storage or hugepages-<size>",
+    ),
+]
+
+
+class StorageSpec(SpecModel):
+    """The database's data volume."""
+
+    cel_rules = (_CLASS_IMMUTABLE,)
+
+    size: Annotated[Quantity, _MIN_SIZE, _grow_only("storage size")] = Field(
+        description="Size of the data volume, e.g. 10Gi. It can be increased later (when the storage"
+        " class allows volume expansion) but never reduced."
+    )
+    storage_class_name: SubdomainName | None = Field(
+        default=None,
+        description="StorageClass of the data volume; the cluster's default class when omitted."
+        " Immutable after creation.",
+    )
+
+
+class ResourceRequirements(SpecModel):
+    """Compute resources of the database container."""
+
+    requests: ResourceList | None = Field(
+        default=None, description="Minimum resources, e.g. {cpu: 250m, memory: 512Mi}."
+    )
+    limits: ResourceList | None = Field(
+        default=None, description="Maximum resources; each must be at least the matching request."
+    )
+
+
+class InitSpec(SpecModel):
+    """SQL run once, when the database is first created (not after a restore)."""
+
+    cel_rules = (
+        Rule(
+            "has(self.configMapKeyRef) != has(self.secretKeyRef)",
+            "init needs exactly one of configMapKeyRef or secretKeyRef",
+        ),
+    )
+
+    config_map_key_ref: KeyRef | None = Field(
+        default=None, description="A ConfigMap key whose value is the SQL script."
+    )
+    secret_key_ref: KeyRef | None = Field(
+        default=None, description="A Secret key whose value is the SQL script (for scripts holding secrets)."
+    )
+
+
+class BackupStorageSpec(SpecModel):
+    """The volume backups are written to; it is kept when the SampleDB is deleted."""
+
+    cel_rules = (_CLASS_IMMUTABLE,)
+
+    size: Annotated[Quantity, _MIN_SIZE, _grow_only("backup storage size")] | None = Field(
+        default=None, description="Size of the backup volume; the data volume's size when omitted."
+    )
+    storage_class_name: SubdomainName | None = Field(
+        default=None,
+        description="StorageClass of the backup volume; the cluster's default class when omitted."
+        " Immutable after creation.",
+    )
+
+
+class BackupSpec(SpecModel):
+    """Scheduled backups."""
+
+    schedule: CronSchedule | None = Field(
+        default=None,
+        description='When to take scheduled backups, in cron format ("0 3 * * *", "@daily"), UTC.'
+        " No scheduled backups when omitted; manual and pre-* backups still work.",
+    )
+    retention: int = Field(
+        default=7, ge=1, le=1000,
+        description="How many successful scheduled backups to keep; older ones are deleted."
+        " Manual and pre-* backups are not counted and are never deleted by the operator.",
+    )
+    storage: BackupStorageSpec = Field(
+        default_factory=BackupStorageSpec, description="The volume backups are written to."
+    )
+
+
+class RestoreSpec(SpecModel):
+    """Create the database from a backup instead of from scratch."""
+
+    backup_name: SubdomainName = Field(
+        description="Name of a Succeeded SampleDBBackup in the same namespace."
+    )
+
+
+class MigrationsSpec(SpecModel):
+    """Schema migrations applied in order, each exactly once."""
+
+    config_map_name: SubdomainName = Field(
+        description="ConfigMap whose keys are SQL files named NNNN_name.sql (e.g. 0001_create_users.sql),"
+        " applied in ascending order. Applied files must not change; new files may be added."
+    )
+
+
+class UpgradeSpec(SpecModel):
+    """How version changes are carried out."""
+
+    backup_before_minor: bool = Field(
+        default=True,
+        description="Take a backup before a minor-version upgrade (a major-version upgrade always"
+        " takes one).",
+    )
+
+
+class SampleDBSpec(SpecModel):
+    """The desired state of one PostgreSQL database."""
+
+    cel_rules = (
+        Rule(
+            "!has(self.restore) || (has(oldSelf.restore) && self.restore == oldSelf.restore)",
+            "restore can only be set when the SampleDB is created",
+            reason="FieldValueForbidden",
+            field_path=".restore",
+        ),
+    )
+
+    version: Version = Field(
+        description=f'PostgreSQL version as MAJOR.MINOR, e.g. "16.4" (supported majors: {_MAJORS}).'
+        " Raising it upgrades the database; a major-version downgrade is rejected."
+    )
+    image: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=r"^\S+$",
+        description='Container image; "postgres:<version>" when omitted. It must run the given version.',
+    )
+    storage: StorageSpec = Field(description="The data volume.")
+    resources: ResourceRequirements | None = Field(
+        default=None, description="CPU and memory for the database container."
+    )
+    parameters: Annotated[
+        dict[str, ParameterValue],
+        Field(max_length=64),
+        Rule(
+            f"self.all(k, k.matches('{PARAMETER_NAME_RE}'))",
+            "parameter names must be lowercase postgresql.conf settings, e.g. shared_buffers or"
+            " pg_stat_statements.max",
+        ),
+        Rule(
+            f"self.all(k, !(k in [{', '.join(repr(p) for p in MANAGED_PARAMETERS)}]))",
+            "these parameters are managed by the operator and cannot be set: "
+            + ", ".join(MANAGED_PARAMETERS),
+        ),
+    ] | None = Field(
+        default=None,
+        description='postgresql.conf settings, as strings: {max_connections: "200", shared_buffers: 256MB}.',
+    )
+    init: InitSpec | None = Field(default=None, description="SQL run once when the database is created.")
+    backup: BackupSpec = Field(default_factory=BackupSpec, description="Scheduled backups and their volume.")
+    deletion_policy: DeletionPolicy = Field(
+        default=DeletionPolicy.SNAPSHOT,
+        description="On deletion: Snapshot takes a final backup and then deletes the data volume; Retain"
+        " keeps the data volume; Delete deletes it without a backup.",
+    )
+    restore: RestoreSpec | None = Field(
+        default=None, description="Create the database from a backup. Only at creation."
+    )
+    paused: bool = Field(
+        default=False,
+        description="Stop reconciling: the operator changes nothing until it is set back to false.",
+    )
+    migrations: MigrationsSpec | None = Field(default=None, description="Schema migrations to apply.")
+    upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
+
+
+class BackupRecord(StatusModel):
+    """A reference to a completed backup."""
+
+    name: str = Field(max_length=NAME_MAX, description="Name of the SampleDBBackup.")
+    completed_at: Time | None = Field(default=None, description="When the backup completed.")
+
+
+class AppliedMigration(StatusModel):
+    """A migration file that has been applied."""
+
+    name: str = Field(max_length=NAME_MAX, description="File name, e.g. 0001_create_users.sql.")
+    checksum: str | None = Field(
+        default=None, pattern=SHA256_RE, description="SHA-256 (hex) of the file's content when applied."
+    )
+    applied_at: Time | None = Field(default=None, description="When it was applied.")
+
+
+class SampleDBStatus(StatusModel):
+    """The observed state of the database, written by the operator."""
+
+    phase: Annotated[str, OneOf.of(Phase)] | None = Field(
+        default=None, description="One-word summary of the state; see the conditions for details."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, max_length=MAX_CONDITIONS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description="Ready, Initialized, Progressing, Degraded, Upgrading, BackupHealthy, DeletionBlocked.",
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation the status was computed for."
+    )
+    current_version: str | None = Field(
+        default=None, max_length=16, description="The PostgreSQL version the database runs now."
+    )
+    endpoint: str | None = Field(
+        default=None, max_length=NAME_MAX + 8, description="host:port of the Service clients connect to."
+    )
+    secret_name: str | None = Field(
+        default=None, max_length=NAME_MAX, description="Secret with the credentials and connection details."
+    )
+    last_backup: BackupRecord | None = Field(default=None, description="The latest successful backup.")
+    last_snapshot: BackupRecord | None = Field(
+        default=None, description="The latest pre-delete or pre-upgrade snapshot."
+    )
+    applied_migrations: list[AppliedMigration] = Field(
+        default_factory=list, max_length=10000, description="Migrations applied so far, in order."
+    )
+
+
+class SampleDB(BaseModel):
+    """A whole SampleDB object as read from the API server."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            f"self.metadata.name.size() <= {MAX_NAME_LENGTH}",
+            f"must be at most {MAX_NAME_LENGTH} characters, so that the names derived from it (StatefulSet,"
+            " Pods, PVCs, Jobs, Services) stay within Kubernetes' 63-character limit",
+            field_path=".metadata.name",
+        ),
+        Rule(
+            f"self.metadata.name.matches('{DNS1035_LABEL_RE}')",
+            "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter),"
+            " because it names the database's Services",
+            field_path=".metadata.name",
+        ),
+    )
+
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    kind: str = KIND
+    metadata: ObjectMeta
+    spec: SampleDBSpec = Field(description="The desired state of the database.")
+    status: SampleDBStatus = Field(
+        default_factory=SampleDBStatus, description="The observed state, written by the operator."
+    )
+
+
+# ---------------------------------------------------------------- what the schema cannot express
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A spec problem found by the operator: reason (CamelCase) and message for a status condition."""
+
+    reason: str
+    message: str
+    field: str
+
+
+def major_of(version: str) -> int:
+    """The major version of "MAJOR.MINOR" (or of a bare "MAJOR")."""
+    return int(version.split(".", 1)[0])
+
+
+def image_for(spec: SampleDBSpec) -> str:
+    """The container image: spec.image, or "postgres:<version>"."""
+    return spec.image or f"{DEFAULT_IMAGE_REPOSITORY}:{spec.version}"
+
+
+_POSTGRES_REPOSITORIES = ("postgres", "postgresql")
+_TAG_MAJOR = re.compile(r"^(\d+)(?:[.\-_].*)?$")
+
+
+def _image_major(image: str) -> int | None:
+    """The major version in the tag of a postgres image ("postgres:16.4-alpine" -> 16), else None."""
+    name = image.split("@", 1)[0]
+    repository, _, tag = name.rpartition(":")
+    if not repository or "/" in tag:
+        return None
+    if repository.rsplit("/", 1)[-1] not in _POSTGRES_REPOSITORIES:
+        return None
+    match = _TAG_MAJOR.match(tag)
+    return int(match.group(1)) if match else None
+
+
+def validate_spec(spec: SampleDBSpec) -> list[Problem]:
+    """Problems the CRD schema cannot catch (or may have let through by ratcheting old objects)."""
+    problems: list[Problem] = []
+    problems += _check_version(spec)
+    problems += _check_schedule(spec)
+    problems += _check_resources(spec)
+    return problems
+
+
+def _check_version(spec: SampleDBSpec) -> list[Problem]:
+    if not re.fullmatch(VERSION_RE, spec.version):
+        return [Problem("InvalidVersion", f"version {spec.version!r} is not MAJOR.MINOR", "spec.version")]
+    major = major_of(spec.version)
+    if major not in SUPPORTED_MAJORS:
+        return [Problem(
+            "UnsupportedVersion",
+            f"PostgreSQL {major} is not supported; supported majors: {_MAJORS}", "spec.version",
+        )]
+    image_major = _image_major(spec.image) if spec.image else None
+    if image_major is not None and image_major != major:
+        return [Problem(
+            "ImageVersionMismatch",
+            f"image {spec.image} looks like PostgreSQL {image_major} but version is {spec.version}",
+            "spec.image",
+        )]
+    return []
+
+
+def _check_schedule(spec: SampleDBSpec) -> list[Problem]:
+    schedule = spec.backup.schedule
+    if schedule is None or croniter.is_valid(schedule):
+        return []
+    return [Problem(
+        "InvalidBackupSchedule",
+        f"backup.schedule {schedule!r} is not a valid cron schedule (a field is out of range?)",
+        "spec.backup.schedule",
+    )]
+
+
+def _check_resources(spec: SampleDBSpec) -> list[Problem]:
+    if spec.resources is None or not spec.resources.requests or not spec.resources.limits:
+        return []
+    problems = []
+    for name, limit in sorted(spec.resources.limits.items()):
+        request = spec.resources.requests.get(name)
+        if request is not None and parse_quantity(request) > parse_quantity(limit):
+            problems.append(Problem(
+                "InvalidResources",
+                f"resources.requests.{name} ({request}) exceeds resources.limits.{name} ({limit})",
+                f"spec.resources.requests.{name}",
+            ))
+    return problems
+
