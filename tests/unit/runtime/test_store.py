@@ -1,0 +1,126 @@
+"""Store: lookups, owner index, atomic replace and its diff, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.observability.metrics import REGISTRY
+from sampledb_operator.runtime.store import Store
+
+
+def obj(
+    name: str, rv: str = "1", ns: str = "ns", owners: tuple[str, ...] = (), **labels: str
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "resourceVersion": rv, "labels": labels}
+    if owners:
+        meta["ownerReferences"] = [{"uid": uid, "kind": "SampleDB", "name": uid} for uid in owners]
+    return {"metadata": meta}
+
+
+def test_get_list_by_namespace_and_label_selector() -> None:
+    store = Store("pods")
+    for item in (obj("a", app="db", role="primary"), obj("b", app="db"), obj("c", ns="other", app="db")):
+        store.upsert(item)
+    assert store.get(ObjectRef("ns", "a")) is not None
+    assert store.get(ObjectRef("ns", "zz")) is None
+    assert {o["metadata"]["name"] for o in store.list("ns")} == {"a", "b"}
+    assert {o["metadata"]["name"] for o in store.list(label_selector={"app": "db"})} == {"a", "b", "c"}
+    assert [o["metadata"]["name"] for o in store.list("ns", {"role": "primary"})] == ["a"]
+    assert store.list("ns", {"app": "web"}) == []
+
+
+def test_upsert_and_delete_return_the_previous_object_and_keep_the_owner_index() -> None:
+    store = Store("configmaps")
+    assert store.upsert(obj("a", "1", owners=("u1",))) is None
+    assert [o["metadata"]["name"] for o in store.by_owner("u1")] == ["a"]
+    previous = store.upsert(obj("a", "2", owners=("u2",)))
+    assert previous is not None and previous["metadata"]["resourceVersion"] == "1"
+    assert store.by_owner("u1") == []
+    assert [o["metadata"]["resourceVersion"] for o in store.by_owner("u2")] == ["2"]
+    deleted = store.delete(ObjectRef("ns", "a"))
+    assert deleted is not None and deleted["metadata"]["resourceVersion"] == "2"
+    assert store.by_owner("u2") == []
+    assert store.delete(ObjectRef("ns", "a")) is None
+
+
+def test_replace_reports_vanished_as_deleted_changed_as_modified_new_as_added() -> None:
+    store = Store("statefulsets")
+    store.replace([obj("keep", "1"), obj("change", "1"), obj("vanish", "1")], resource_version="10")
+    events = store.replace([obj("keep", "1"), obj("change", "2"), obj("new", "3")], resource_version="20")
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [("DELETED", "vanish"), ("MODIFIED", "change"),
+                                                               ("ADDED", "new")]
+    assert events[0][1]["metadata"]["resourceVersion"] == "1"  # the last known state of the deleted object
+    assert sorted(str(ref) for ref in store.refs()) == ["ns/change", "ns/keep", "ns/new"]
+    assert store.resource_version == "20"
+
+
+def test_synced_is_set_by_replace_not_by_upserts() -> None:
+    store = Store("jobs")
+    store.upsert(obj("a"))
+    assert not store.synced.is_set()
+    assert store.replace([]) == [("DELETED", obj("a"))]
+    assert store.synced.is_set()
+
+
+def test_cache_objects_gauge_follows_the_size() -> None:
+    store = Store("secrets-gauge-test")
+
+    def gauge() -> float | None:
+        return REGISTRY.get_sample_value("sampledb_cache_objects", {"resource": "secrets-gauge-test"})
+
+    assert gauge() == 0
+    store.replace([obj("a"), obj("b")])
+    assert gauge() == 2
+    store.delete(ObjectRef("ns", "a"))
+    assert gauge() == 1 == len(store)
+    store.upsert(obj("c"))
+    assert gauge() == 2
+
+
+names = st.sampled_from("abcdefgh")
+owner_sets = st.sets(st.sampled_from(["u1", "u2", "u3"]))
+snapshots = st.dictionaries(names, st.tuples(st.sampled_from("123"), owner_sets), max_size=8)
+
+
+def _objects(snapshot: dict[str, tuple[str, set[str]]]) -> list[dict[str, Any]]:
+    return [obj(name, rv, owners=tuple(sorted(owners))) for name, (rv, owners) in snapshot.items()]
+
+
+@given(before=snapshots, after=snapshots)
+def test_replace_diff_equals_the_set_difference_and_index_matches_a_scan(
+    before: dict[str, tuple[str, set[str]]], after: dict[str, tuple[str, set[str]]]
+) -> None:
+    store = Store("property")
+    store.replace(_objects(before))
+    events = store.replace(_objects(after))
+    by_type: dict[str, set[str]] = {"ADDED": set(), "MODIFIED": set(), "DELETED": set()}
+    for type_, item in events:
+        by_type[type_].add(item["metadata"]["name"])
+    assert by_type["DELETED"] == before.keys() - after.keys()
+    assert by_type["ADDED"] == after.keys() - before.keys()
+    assert by_type["MODIFIED"] == {n for n in before.keys() & after.keys() if before[n][0] != after[n][0]}
+    assert len(events) == sum(len(v) for v in by_type.values())
+    assert {r.name for r in store.refs()} == set(after)
+    for uid in ("u1", "u2", "u3"):
+        expected = {n for n, (_, owners) in after.items() if uid in owners}
+        assert {o["metadata"]["name"] for o in store.by_owner(uid)} == expected
+
+
+@given(st.lists(st.tuples(st.booleans(), names, st.sets(st.sampled_from(["u1", "u2"]))), max_size=30))
+def test_owner_index_stays_equal_to_a_scan_through_upserts_and_deletes(
+    steps: list[tuple[bool, str, set[str]]]
+) -> None:
+    store = Store("property-steps")
+    for is_upsert, name, owners in steps:
+        if is_upsert:
+            store.upsert(obj(name, owners=tuple(sorted(owners))))
+        else:
+            store.delete(ObjectRef("ns", name))
+    for uid in ("u1", "u2"):
+        scanned = {o["metadata"]["name"] for o in store.list()
+                   if uid in {r["uid"] for r in o["metadata"].get("ownerReferences", [])}}
+        assert {o["metadata"]["name"] for o in store.by_owner(uid)} == scanned
