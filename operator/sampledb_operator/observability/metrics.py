@@ -15,7 +15,11 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
+
+# controller-runtime exports no *_created series; neither do we (it also halves the exposition).
+disable_created_metrics()
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 # process_* (CPU, resident memory, open fds, start time) and python_info, as controller-runtime's

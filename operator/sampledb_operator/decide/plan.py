@@ -1,0 +1,143 @@
+"""Desired vs observed children -> the writes to make, each with a reason.
+
+Pure. An observed object "matches" a desired one when every field the operator sets has the same
+value on the server (fields the server or other managers add are ignored; quantities compare by
+value, so "1024Mi" matches "1Gi"). A matching child needs no write: steady state costs nothing.
+Invariant (tested with Hypothesis): planning against the result of applying a plan yields no action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sampledb_operator.model.quantity import is_quantity, parse_quantity
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (kind, name)
+
+# Fields the API server never lets a client change after creation; a difference there is not
+# "drift" the operator can repair by applying, so it is ignored when comparing.
+IMMUTABLE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "StatefulSet": (("spec", "selector"), ("spec", "serviceName"), ("spec", "podManagementPolicy")),
+    "PersistentVolumeClaim": (("spec", "accessModes"), ("spec", "storageClassName")),
+    "Job": (("spec",),),
+}
+
+
+class Verb(StrEnum):
+    CREATE = "create"  # POST; AlreadyExists is success (a create-only object, e.g. the Secret or a Job)
+    APPLY = "apply"  # server-side apply of the desired fields
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One write: its verb, the desired object, and why it is needed."""
+
+    verb: Verb
+    obj: Obj
+    reason: str
+
+    @property
+    def key(self) -> Key:
+        return key_of(self.obj)
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    return (str(obj["kind"]), str(obj["metadata"]["name"]))
+
+
+def _scalar_equal(want: Any, have: Any) -> bool:
+    if want == have:
+        return True
+    if isinstance(want, (str, int)) and isinstance(have, (str, int)) and not isinstance(want, bool) \
+            and not isinstance(have, bool) and is_quantity(want) and is_quantity(have):
+        try:
+            return parse_quantity(want) == parse_quantity(have)
+        except ValueError:
+            return False
+    return False
+
+
+def first_difference(want: Any, have: Any, path: tuple[str, ...] = (), *,
+                     skip: tuple[tuple[str, ...], ...] = ()) -> str | None:
+    """The first path where `have` lacks or differs from a field of `want`, or None if it matches."""
+    if path in skip:
+        return None
+    where = ".".join(path) or "<root>"
+    if isinstance(want, Mapping):
+        if not isinstance(have, Mapping):
+            return where
+        for k, v in want.items():
+            if k not in have:
+                return ".".join((*path, str(k)))
+            diff = first_difference(v, have[k], (*path, str(k)), skip=skip)
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(want) != len(have):
+            return where
+        for i, (w, h) in enumerate(zip(want, have, strict=True)):
+            diff = first_difference(w, h, (*path, str(i)), skip=skip)
+            if diff is not None:
+                return diff
+        return None
+    return None if _scalar_equal(want, have) else where
+
+
+def _pvc_size(obj: Mapping[str, Any]) -> str | None:
+    size = obj.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
+    return str(size) if size is not None else None
+
+
+def pvc_needs_expansion(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    """True when the desired size is larger than the PVC's requested size."""
+    want, have = _pvc_size(desired), _pvc_size(observed)
+    if want is None or have is None:
+        return False
+    return parse_quantity(want) > parse_quantity(have)
+
+
+def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None:
+    """Why `observed` must be re-applied to become `desired`, or None when it already matches."""
+    kind = str(desired["kind"])
+    skip = IMMUTABLE_PATHS.get(kind, ())
+    if kind == "PersistentVolumeClaim":
+        # Only growth is applied: a PVC cannot shrink, and a larger PVC (expanded by hand) is fine.
+        skip = (*skip, ("spec", "resources"))
+        if pvc_needs_expansion(desired, observed):
+            return f"expand storage from {_pvc_size(observed)} to {_pvc_size(desired)}"
+    meta_diff = first_difference(
+        {k: desired["metadata"][k] for k in ("labels", "annotations", "ownerReferences") if k in desired["metadata"]},
+        observed.get("metadata", {}),
+        ("metadata",),
+    )
+    if meta_diff is not None:
+        return f"{meta_diff} differs"
+    body = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "metadata")}
+    body_diff = first_difference(body, observed, skip=skip)
+    return f"{body_diff} differs" if body_diff is not None else None
+
+
+def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozenset[str] = frozenset()) -> list[Action]:
+    """The writes that make `observed` match `desired`, in the order of `desired`.
+
+    Kinds in `create_only` (Secrets, Jobs) are created when missing and never updated.
+    """
+    actions: list[Action] = []
+    for obj in desired:
+        key = key_of(obj)
+        have = observed.get(key)
+        if have is None:
+            verb = Verb.CREATE if key[0] in create_only else Verb.APPLY
+            actions.append(Action(verb, obj, f"{key[0]} {key[1]} is missing"))
+            continue
+        if key[0] in create_only:
+            continue
+        reason = drift(obj, have)
+        if reason is not None:
+            actions.append(Action(Verb.APPLY, obj, f"{key[0]} {key[1]}: {reason}"))
+    return actions

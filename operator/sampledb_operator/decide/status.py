@@ -1,0 +1,175 @@
+"""Observed children -> the SampleDB's status: phase, conditions, version, endpoint.
+
+Pure. The status is a function of what the caches hold (plus the spec problems and blockers the
+reconciler found), so a restart recomputes the same status: nothing is remembered elsewhere.
+Conditions follow metav1.Condition semantics through model.conditions.set_condition (the
+transition time moves only when a condition's status changes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sampledb_operator.model import names
+from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
+from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, SampleDBStatus
+from sampledb_operator.model.schema import dump
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the reconciler saw of one SampleDB's world, from the caches and a few reads."""
+
+    statefulset: Obj | None = None
+    pvc: Obj | None = None
+    init_job: Obj | None = None
+    secret_exists: bool = False
+    problems: tuple[Problem, ...] = ()
+    blockers: tuple[Problem, ...] = ()  # e.g. the init SQL's ConfigMap is missing
+    degraded: tuple[Problem, ...] = ()  # e.g. the storage class cannot expand the volume
+    init_changed: bool = False  # spec.init differs from what the init Job ran
+    extra_conditions: tuple[Condition, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A Job's outcome as the operator reads it."""
+
+    finished: bool
+    succeeded: bool
+    reason: str
+    message: str
+
+
+def job_state(job: Obj | None) -> JobState | None:
+    """Complete / Failed from the Job's conditions (the Job controller's verdict), else running."""
+    if job is None:
+        return None
+    for cond in job.get("status", {}).get("conditions", []) or []:
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == "Complete":
+            return JobState(True, True, "Complete", cond.get("message", ""))
+        if cond.get("type") == "Failed":
+            return JobState(True, False, cond.get("reason") or "Failed", cond.get("message") or "the Job failed")
+    return JobState(False, False, "Running", "")
+
+
+def statefulset_ready(sts: Obj | None) -> bool:
+    """The database pod is Ready and runs the current template (the rollout is finished)."""
+    if sts is None:
+        return False
+    spec, status = sts.get("spec", {}), sts.get("status", {})
+    want = spec.get("replicas", 1)
+    generation = sts.get("metadata", {}).get("generation", 0)
+    return (
+        want > 0
+        and status.get("observedGeneration", 0) >= generation
+        and status.get("readyReplicas", 0) >= want
+        and status.get("updatedReplicas", 0) >= want
+        and status.get("currentRevision") == status.get("updateRevision")
+    )
+
+
+def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | None) -> Condition:
+    return Condition(type=type_, status="True" if ok else "False", reason=reason, message=message,
+                     observed_generation=generation)
+
+
+def _initialized(db: SampleDB, obs: Observed, db_ready: bool) -> tuple[bool, str, str]:
+    if db.spec.init is None:
+        return True, "NoInitSQL", "no init SQL to run"
+    for b in obs.blockers:
+        return False, b.reason, b.message
+    state = job_state(obs.init_job)
+    if state is None:
+        if not db_ready:
+            return False, "WaitingForDatabase", "the init SQL runs once the database is ready"
+        return False, "InitPending", "the init Job is being created"
+    if not state.finished:
+        return False, "InitRunning", "the init Job is running"
+    if state.succeeded:
+        if obs.init_changed:
+            return True, "InitChangedNotRerun", (
+                "spec.init changed after the init SQL ran; it is not run again against live data")
+        return True, "InitSucceeded", "the init SQL ran successfully"
+    return False, "InitFailed", f"the init Job failed: {state.reason}: {state.message}"
+
+
+def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
+    """The status the SampleDB should show; conditions keep their transition times when unchanged."""
+    gen = db.metadata.generation
+    old = db.status
+    conds = list(old.conditions)
+    name, ns = db.metadata.name, db.metadata.namespace or "default"
+
+    def put(c: Condition) -> None:
+        nonlocal conds
+        conds = set_condition(conds, c, now)
+
+    if obs.problems:
+        p = obs.problems[0]
+        msg = "; ".join(f"{q.field}: {q.message}" for q in obs.problems)
+        put(_cond(ConditionType.SPEC_VALID, False, p.reason, msg, gen))
+        put(_cond(ConditionType.READY, False, "InvalidSpec", msg, gen))
+        put(_cond(ConditionType.PROGRESSING, False, "InvalidSpec", "fix the spec to continue", gen))
+        return _status(old, conds, Phase.FAILED, gen, name=name, ns=ns)
+    put(_cond(ConditionType.SPEC_VALID, True, "Valid", "the spec is valid", gen))
+
+    if db.spec.paused:
+        put(_cond(ConditionType.PROGRESSING, False, "Paused",
+                  "spec.paused is true: the operator changes nothing", gen))
+        return _status(old, conds, Phase.PAUSED, gen, name=name, ns=ns)
+
+    db_ready = statefulset_ready(obs.statefulset)
+    init_ok, init_reason, init_msg = _initialized(db, obs, db_ready)
+    put(_cond(ConditionType.INITIALIZED, init_ok, init_reason, init_msg, gen))
+
+    degraded = list(obs.degraded)
+    if init_reason == "InitFailed":
+        degraded.append(Problem("InitFailed", init_msg, "spec.init"))
+    if degraded:
+        put(_cond(ConditionType.DEGRADED, True, degraded[0].reason,
+                  "; ".join(d.message for d in degraded), gen))
+    else:
+        put(_cond(ConditionType.DEGRADED, False, "AsExpected", "no problems found", gen))
+
+    ready = db_ready and init_ok
+    if ready:
+        put(_cond(ConditionType.READY, True, "DatabaseReady", "the database accepts connections", gen))
+        put(_cond(ConditionType.PROGRESSING, False, "Reconciled", "the database matches its spec", gen))
+        phase = Phase.DEGRADED if degraded else Phase.RUNNING
+    else:
+        if not db_ready:
+            reason, msg = "DatabaseNotReady", "waiting for the database pod to be ready"
+            phase = Phase.DEGRADED if degraded else Phase.PROVISIONING
+        else:
+            reason, msg = init_reason, init_msg
+            phase = Phase.DEGRADED if degraded else Phase.INITIALIZING
+        put(_cond(ConditionType.READY, False, reason, msg, gen))
+        put(_cond(ConditionType.PROGRESSING, not degraded, reason if not degraded else degraded[0].reason,
+                  msg, gen))
+    status = _status(old, conds, phase, gen, name=name, ns=ns)
+    if db_ready:
+        status = status.model_copy(update={"current_version": db.spec.version})
+    return status
+
+
+def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int | None, *, name: str,
+            ns: str) -> SampleDBStatus:
+    return old.model_copy(update={
+        "phase": phase.value,
+        "conditions": conds,
+        "observed_generation": gen,
+        "endpoint": names.endpoint(name, ns),
+        "secret_name": names.secret_name(name),
+    })
+
+
+def status_changed(old: SampleDBStatus, new: SampleDBStatus) -> bool:
+    """True when writing `new` would change what the API server holds."""
+    return dump(old) != dump(new)

@@ -1,0 +1,354 @@
+"""The SampleDB reconciler: cache -> decide -> apply -> status -> Result, for one database.
+
+Level-based and restart-safe: every call reads the caches, decides with the pure functions of
+decide/, makes only the writes the plan asks for, and writes the status only when it changed. It
+keeps no state between calls beyond what the cluster holds, never sleeps, and never calls another
+reconciler. Secrets are created once and never overwritten, and their values never reach a log,
+an event or the status.
+"""
+
+from __future__ import annotations
+
+import secrets as pysecrets
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from sampledb_operator import dataplane
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import lifecycle, plan
+from sampledb_operator.decide import status as st
+from sampledb_operator.kube.api import ResourceApi
+from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import ApiError, Conflict, NotFound
+from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.kube.resources import (
+    CONFIGMAP,
+    JOB,
+    PVC,
+    SAMPLEDB,
+    SECRET,
+    SERVICE,
+    STATEFULSET,
+    STORAGECLASS,
+    Resource,
+)
+from sampledb_operator.model import names
+from sampledb_operator.model.conditions import get_condition
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.sampledb import Problem, SampleDB, validate_spec
+from sampledb_operator.model.schema import dump
+from sampledb_operator.observability import metrics
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.controller import Result
+from sampledb_operator.runtime.storeset import StoreSet
+
+log = get_logger(__name__)
+
+Obj = dict[str, Any]
+PASSWORD_BYTES = 24
+CREATE_ONLY = frozenset({"Secret", "Job"})
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The informer caches the reconciler reads (children are cached by the operator's label)."""
+
+    sampledbs: StoreSet
+    statefulsets: StoreSet
+    pvcs: StoreSet
+    jobs: StoreSet
+    services: StoreSet
+    configmaps: StoreSet
+    secrets: StoreSet
+
+    def for_kind(self, kind: str) -> StoreSet:
+        return {
+            "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
+            "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
+        }[kind]
+
+
+class SampleDBReconciler:
+    """Drives one SampleDB to its declared state; `await reconciler(ref)` is one pass."""
+
+    def __init__(self, *, client: KubeClient, caches: Caches, recorder: EventRecorder, clock: Clock,
+                 field_manager: str = "sampledb-operator") -> None:
+        self.caches = caches
+        self.recorder = recorder
+        self.clock = clock
+        self.field_manager = field_manager
+        self.apis: dict[str, ResourceApi] = {
+            r.kind: ResourceApi(client, r) for r in (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB,
+                                                      STORAGECLASS)
+        }
+        self._scripts = dataplane.all_scripts()
+
+    async def __call__(self, ref: ObjectRef) -> Result | None:
+        obj = self.caches.sampledbs.get(ref)
+        try:
+            if obj is None:
+                return None  # deleted: the garbage collector removes what it owned
+            return await self._reconcile(obj)
+        finally:
+            self._count_phases()
+
+    # ------------------------------------------------------------------ one pass
+
+    async def _reconcile(self, obj: Obj) -> Result | None:
+        try:
+            db = SampleDB.model_validate(obj)
+        except ValidationError as exc:
+            await self._invalid_object(obj, exc)
+            return None
+        if db.metadata.deletion_timestamp is not None:
+            return await self._finalize(db, obj)
+        if lifecycle.FINALIZER not in db.metadata.finalizers and not db.spec.paused:
+            await self._add_finalizer(db)
+        problems = tuple(validate_spec(db.spec))
+        if problems or db.spec.paused:
+            await self._write_status(db, obj, st.Observed(problems=problems))
+            return None
+
+        observed_children = self._observed_children(db)
+        degraded: list[Problem] = []
+        await self._ensure_secret(db, observed_children, degraded)
+        await self._apply_children(db, observed_children, degraded)
+
+        sts = self._cached(self.caches.statefulsets, db, names.statefulset_name(db.metadata.name))
+        blockers: list[Problem] = []
+        init_job, init_changed = await self._ensure_init_job(db, st.statefulset_ready(sts), blockers)
+        observed = st.Observed(
+            statefulset=sts,
+            pvc=self._cached(self.caches.pvcs, db, names.data_pvc_name(db.metadata.name)),
+            init_job=init_job,
+            secret_exists=(("Secret", names.secret_name(db.metadata.name)) in observed_children),
+            blockers=tuple(blockers),
+            degraded=tuple(degraded),
+            init_changed=init_changed,
+        )
+        await self._write_status(db, obj, observed)
+        if blockers:
+            return Result(requeue=True)  # a missing reference: look again with backoff
+        return None
+
+    # ------------------------------------------------------------------ children
+
+    def _cached(self, store: StoreSet, db: SampleDB, name: str) -> Obj | None:
+        return store.get(ObjectRef(db.metadata.namespace or "", name))
+
+    def _observed_children(self, db: SampleDB) -> dict[plan.Key, Obj]:
+        """Children in the caches that this SampleDB (this uid) controls."""
+        out: dict[plan.Key, Obj] = {}
+        uid = db.metadata.uid or ""
+        for store in (self.caches.statefulsets, self.caches.pvcs, self.caches.services, self.caches.configmaps,
+                      self.caches.secrets, self.caches.jobs):
+            for child in store.by_owner(uid):
+                out[plan.key_of(child)] = child
+        return out
+
+    async def _ensure_secret(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:
+        key = ("Secret", names.secret_name(db.metadata.name))
+        if key in observed:
+            return
+        if ("PersistentVolumeClaim", names.data_pvc_name(db.metadata.name)) in observed:
+            # The data was initialised with the old password; a new one would lock clients out.
+            degraded.append(Problem(
+                "CredentialsMissing",
+                f"Secret {key[1]} was deleted after the database was created; restore it (the data"
+                " volume holds the old password), or delete the SampleDB",
+                "status.secretName",
+            ))
+            return
+        body = d.secret(db, pysecrets.token_urlsafe(PASSWORD_BYTES))
+        try:
+            await self.apis["Secret"].create(body)
+            await self._event(db, "Normal", "CreatedSecret", f"created credentials Secret {key[1]}")
+        except Conflict:
+            pass  # created by an earlier pass whose watch event has not arrived yet
+
+    async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:
+        inputs = d.Inputs(db=db, scripts=self._scripts)
+        for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY):
+            kind, name = action.key
+            have = observed.get(action.key)
+            if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
+                problem = await self._expansion_problem(have)
+                if problem is not None:
+                    degraded.append(problem)
+                    continue
+            try:
+                await self.apis[kind].apply(action.obj, field_manager=self.field_manager)
+            except ApiError as exc:
+                if kind == "PersistentVolumeClaim" and exc.status in (403, 422):
+                    degraded.append(Problem("StorageExpansionFailed", f"PVC {name}: {exc.message}",
+                                            "spec.storage.size"))
+                    continue
+                raise
+            created = have is None
+            log.info("applied child", kind=kind, child=name, reason=action.reason)
+            await self._event(db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
+                              action.reason if not created else f"created {kind} {name}")
+
+    async def _expansion_problem(self, pvc: Obj) -> Problem | None:
+        """Why the PVC's StorageClass cannot expand it, or None when it can."""
+        cls_name = pvc.get("spec", {}).get("storageClassName")
+        if not cls_name:
+            return Problem("StorageExpansionUnsupported", "the data volume has no StorageClass; it cannot be"
+                           " expanded", "spec.storage.size")
+        try:
+            sc = await self.apis["StorageClass"].get(cls_name)
+        except NotFound:
+            return Problem("StorageExpansionUnsupported", f"StorageClass {cls_name} does not exist",
+                           "spec.storage.size")
+        if not sc.get("allowVolumeExpansion"):
+            return Problem("StorageExpansionUnsupported",
+                           f"StorageClass {cls_name} does not allow volume expansion (allowVolumeExpansion"
+                           " is not true); the volume keeps its size", "spec.storage.size")
+        return None
+
+    # ------------------------------------------------------------------ init
+
+    async def _ensure_init_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> tuple[Obj | None, bool]:
+        """The init Job (created once the database is ready and the SQL's source exists)."""
+        body = d.init_job(db)
+        if body is None:
+            return None, False
+        name = body["metadata"]["name"]
+        job = self._cached(self.caches.jobs, db, name)
+        if job is not None:
+            ran = (job.get("metadata", {}).get("annotations") or {}).get(d.INIT_SOURCE_ANNOTATION)
+            return job, ran != d.init_source(db)
+        if st.job_state(job) is None and self._init_done(db):
+            return None, False  # the Job was removed after it succeeded; it is never run again
+        problem = await self._init_source_problem(db)
+        if problem is not None:
+            blockers.append(problem)
+            return None, False
+        if not db_ready:
+            return None, False
+        try:
+            await self.apis["Job"].create(body)
+            await self._event(db, "Normal", "CreatedInitJob", f"created init Job {name}")
+        except Conflict:
+            pass
+        return None, False
+
+    def _init_done(self, db: SampleDB) -> bool:
+        cond = get_condition(db.status.conditions, "Initialized")
+        return cond is not None and cond.status == "True" and cond.reason in ("InitSucceeded", "InitChangedNotRerun")
+
+    async def _init_source_problem(self, db: SampleDB) -> Problem | None:
+        init = db.spec.init
+        if init is None:
+            return None
+        ref = init.config_map_key_ref or init.secret_key_ref
+        assert ref is not None
+        kind = "ConfigMap" if init.config_map_key_ref is not None else "Secret"
+        try:
+            source = await self.apis[kind].get(ref.name, db.metadata.namespace)
+        except NotFound:
+            return Problem("InitSourceMissing", f"{kind} {ref.name} with the init SQL does not exist", "spec.init")
+        if ref.key not in (source.get("data") or {}) and ref.key not in (source.get("binaryData") or {}):
+            return Problem("InitSourceMissing", f"{kind} {ref.name} has no key {ref.key!r}", "spec.init")
+        return None
+
+    # ------------------------------------------------------------------ deletion
+
+    async def _add_finalizer(self, db: SampleDB) -> None:
+        patch = {"metadata": {"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
+                              "resourceVersion": db.metadata.resource_version}}
+        await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+
+    async def _finalize(self, db: SampleDB, obj: Obj) -> Result | None:
+        if lifecycle.FINALIZER not in db.metadata.finalizers:
+            return None
+        remaining = [f for f in db.metadata.finalizers if f != lifecycle.FINALIZER]
+        patch = {"metadata": {"finalizers": remaining, "resourceVersion": db.metadata.resource_version}}
+        try:
+            await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+        except NotFound:
+            return None
+        await self._event(db, "Normal", "Deleted", f"deletionPolicy {db.spec.deletion_policy}: children removed")
+        return None
+
+    # ------------------------------------------------------------------ status and events
+
+    async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> None:
+        new = st.compute(db, observed, self.clock.now())
+        if not st.status_changed(db.status, new):
+            return
+        await self._transition_events(db, new)
+        try:
+            await self.apis["SampleDB"].patch(
+                db.metadata.name, {"status": dump(new)}, namespace=db.metadata.namespace, subresource="status"
+            )
+        except NotFound:
+            return
+
+    async def _transition_events(self, db: SampleDB, new: Any) -> None:
+        for cond in new.conditions:
+            old = get_condition(db.status.conditions, cond.type)
+            if old is not None and old.status == cond.status and old.reason == cond.reason:
+                continue
+            if cond.type == "Ready" and cond.status == "True":
+                await self._event(db, "Normal", "DatabaseReady", cond.message)
+            elif (cond.type, cond.status) in (("Degraded", "True"), ("SpecValid", "False")):
+                await self._event(db, "Warning", cond.reason, cond.message)
+            elif cond.type == "Initialized" and (
+                    old is None or old.status != cond.status
+                    or cond.reason in ("InitSourceMissing", "InitChangedNotRerun")):
+                kind = "Normal" if cond.status == "True" else "Warning"
+                if cond.status == "True" or cond.reason in ("InitSourceMissing", "InitFailed"):
+                    await self._event(db, kind, cond.reason, cond.message)
+            elif cond.type == "Progressing" and cond.reason == "Paused":
+                await self._event(db, "Normal", "Paused", cond.message)
+
+    async def _event(self, db: SampleDB, type_: Any, reason: str, message: str) -> None:
+        ref = {"apiVersion": db.api_version, "kind": "SampleDB",
+               "metadata": {"name": db.metadata.name, "namespace": db.metadata.namespace,
+                            "uid": db.metadata.uid, "resourceVersion": db.metadata.resource_version}}
+        await self.recorder.event(ref, type_, reason, message)
+
+    async def _invalid_object(self, obj: Obj, exc: ValidationError) -> None:
+        """An object the models cannot read (admission should have stopped it): say so in status."""
+        meta = obj.get("metadata", {})
+        errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        log.warning("unreadable SampleDB", namespace=meta.get("namespace"), name=meta.get("name"), errors=errors)
+        current = obj.get("status") or {}
+        if current.get("phase") == "Failed" and any(
+                c.get("reason") == "UnreadableSpec" for c in current.get("conditions") or []):
+            return
+        now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        cond = {"type": "SpecValid", "status": "False", "reason": "UnreadableSpec", "message": errors[:1000],
+                "lastTransitionTime": now, "observedGeneration": meta.get("generation")}
+        ready = {**cond, "type": "Ready", "reason": "InvalidSpec"}
+        try:
+            await self.apis["SampleDB"].patch(
+                meta["name"], {"status": {"phase": "Failed", "conditions": [cond, ready]}},
+                namespace=meta.get("namespace"), subresource="status")
+        except NotFound:
+            return
+
+    def _count_phases(self) -> None:
+        counts = dict.fromkeys(metrics.PHASES, 0)
+        for obj in self.caches.sampledbs.list():
+            phase = (obj.get("status") or {}).get("phase") or "Pending"
+            counts[phase] = counts.get(phase, 0) + 1
+        for phase, n in counts.items():
+            metrics.databases.labels(phase=phase).set(n)
+
+
+def watched_resources() -> list[tuple[Resource, str | None]]:
+    """Every kind the SampleDB controller caches, with the server-side label selector it uses."""
+    return [
+        (SAMPLEDB, None),
+        (STATEFULSET, d.MANAGED_SELECTOR),
+        (PVC, d.MANAGED_SELECTOR),
+        (JOB, d.MANAGED_SELECTOR),
+        (SERVICE, d.MANAGED_SELECTOR),
+        (CONFIGMAP, d.MANAGED_SELECTOR),
+        (SECRET, d.MANAGED_SELECTOR),
+    ]
