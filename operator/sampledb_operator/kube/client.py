@@ -133,11 +133,11 @@ class KubeClient:
         """One request; the JSON-decoded answer, or None for an empty body."""
         method = method.upper()
         data = _encode_body(body)
-        headers = await self._headers(content_type if data is not None else None)
+        started = time.monotonic()
+        headers = await self._headers(content_type if data is not None else None, method, started)
         client_timeout = aiohttp.ClientTimeout(
             total=timeout, connect=min(timeout, self._connect_timeout), sock_connect=self._connect_timeout
         )
-        started = time.monotonic()
         try:
             async with self._get_session().request(
                 method, self._url(path), params=_query(query), data=data, headers=headers,
@@ -173,11 +173,11 @@ class KubeClient:
     async def _stream(
         self, path: str, query: Mapping[str, QueryValue] | None, connect_timeout: float, read_timeout: float
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        headers = await self._headers(None)
+        started = time.monotonic()
+        headers = await self._headers(None, "GET", started)
         client_timeout = aiohttp.ClientTimeout(
             total=None, connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         )
-        started = time.monotonic()
         try:
             resp = await self._get_session().request(
                 "GET", self._url(path), params=_query(query), headers=headers, timeout=client_timeout,
@@ -196,12 +196,16 @@ class KubeClient:
                 raise api_error(resp.status, payload, resp.headers.get("Retry-After"))
             yield _Lines(resp.content, path)
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None, method: str, started: float) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "sampledb-operator"}
         if content_type is not None:
             headers["Content-Type"] = content_type
         if self._authorization is not None:
-            value = await self._authorization()
+            try:
+                value = await self._authorization()
+            except KubeTransportError:  # no credential, no request: counted like a failed connect
+                _count("<error>", method, started)
+                raise
             if value:
                 headers["Authorization"] = value
         return headers
@@ -399,7 +403,10 @@ class _KubeconfigAuthorization:
     async def __call__(self) -> str | None:
         if hasattr(self._loader, "exec_plugin_expiry"):  # only exec plugins that gave an expiry
             async with self._lock:
-                await self._loader.load_from_exec_plugin()  # no-op until the token has expired
+                try:
+                    await self._loader.load_from_exec_plugin()  # no-op until the token has expired
+                except Exception as exc:  # the plugin's failures come in many types
+                    raise KubeTransportError(f"credential exec plugin failed: {exc}") from exc
                 self._configuration.api_key["BearerToken"] = self._loader.token
         value = await self._configuration.get_api_key_with_prefix("BearerToken")
         return str(value) if value else None

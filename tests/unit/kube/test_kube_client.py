@@ -187,7 +187,7 @@ async def test_stream_that_goes_silent_raises_read_timeout(serve: Serve, release
     client = await serve(app)
     received = []
     with pytest.raises(ReadTimeout):
-        async with client.stream("/w", connect_timeout=2, read_timeout=0.3) as got:
+        async with client.stream("/w", connect_timeout=2, read_timeout=0.5) as got:
             async for line in got:
                 received.append(line)
     assert received == [json_line({"n": 1})]

@@ -22,6 +22,7 @@ from aiohttp.test_utils import TestServer
 from sampledb_operator.kube import client as client_module
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import KubeError, KubeTransportError
+from sampledb_operator.observability.metrics import REGISTRY
 
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -149,6 +150,30 @@ async def test_expiring_exec_plugin_token_is_renewed_before_requests(
         await client.close()
     # a token expiring within the 5-minute skew counts as expired: each request runs the plugin again
     assert seen == ["Bearer tok-2", "Bearer tok-3"]
+
+
+async def test_a_failing_credential_plugin_makes_requests_fail_as_transport_errors(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib, sys, datetime\n"
+        f"marker = pathlib.Path({str(tmp_path / 'ran')!r})\n"
+        "if marker.exists():\n"
+        "    sys.exit('identity provider unreachable')\n"
+        "marker.touch()\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)\n"
+        "status = {'token': 't', 'expirationTimestamp': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "                  'status': status}))\n"
+    )
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                     "args": [str(plugin)], "interactiveMode": "Never"}}
+    client = await KubeClient.connect(str(_kubeconfig(tmp_path, pki, apiserver, {"me": user})))
+    before = REGISTRY.get_sample_value("rest_client_requests_total", {"code": "<error>", "method": "GET"}) or 0
+    with pytest.raises(KubeTransportError, match="identity provider unreachable"):
+        await _whoami(client)
+    assert REGISTRY.get_sample_value("rest_client_requests_total", {"code": "<error>", "method": "GET"}) == before + 1
 
 
 async def test_in_cluster_config_uses_service_account_token_ca_and_service_env(

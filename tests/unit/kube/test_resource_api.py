@@ -160,7 +160,7 @@ async def test_watch_on_a_silent_connection_raises_read_timeout(serve: Serve, re
     app.router.add_get(STS_PATH, handler)
     api = ResourceApi(await serve(app), STATEFULSET)
     received = []
-    stream = api.watch("ns", resource_version="10", timeout_seconds=600, read_timeout=0.3)
+    stream = api.watch("ns", resource_version="10", timeout_seconds=600, read_timeout=0.5)
     with pytest.raises(ReadTimeout):
         async with contextlib.aclosing(stream):
             async for event in stream:
