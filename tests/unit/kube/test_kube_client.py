@@ -15,7 +15,8 @@ from aiohttp import web
 from tests.support.apiserver import json_line, respond, status_body, stream_lines
 
 from sampledb_operator.kube import errors
-from sampledb_operator.kube.client import KubeClient, ReadTimeout, TokenFile, api_error, parse_retry_after
+from sampledb_operator.kube.client import KubeClient, ReadTimeout, api_error, parse_retry_after
+from sampledb_operator.kube.credentials import TokenFile
 from sampledb_operator.observability.metrics import REGISTRY
 
 Serve = Callable[..., Awaitable[KubeClient]]

@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from sampledb_operator.kube import client as client_module
+from sampledb_operator.kube import credentials
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import KubeError, KubeTransportError
 from sampledb_operator.observability.metrics import REGISTRY
@@ -183,7 +183,7 @@ async def test_in_cluster_config_uses_service_account_token_ca_and_service_env(
     account.mkdir()
     (account / "token").write_text("sa-token")
     (account / "ca.crt").write_bytes((pki / "ca.crt").read_bytes())
-    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.setattr(credentials, "SERVICE_ACCOUNT_DIR", str(account))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(apiserver))
     client = await KubeClient.connect()
