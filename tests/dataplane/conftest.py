@@ -93,3 +93,11 @@ def dataset_env(pg_server: PgServer) -> dict[str, str]:
 def dataset_fingerprint(pg_server: PgServer, dataset_env: dict[str, str]) -> dict[str, Any]:
     with pg_server.connect(dataset_env["PGDATABASE"]) as conn:
         return pg_dataset.fingerprint(conn)
+
+
+@pytest.fixture
+def fresh_server(pg_root: Path, pg_bindir: Path) -> Iterator[PgServer]:
+    """A server of this test's own (for tests that change server-wide state); stopped afterwards."""
+    server = new_server(pg_bindir, pg_root)
+    yield server
+    server.stop()

@@ -78,21 +78,14 @@ def fingerprint(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """Everything the tests compare between an original and a copy."""
     out: dict[str, Any] = {}
     for table in TABLES:
-        row = conn.execute(
-            f"SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t.id)) FROM {table} t"
-        ).fetchone()
+        row = conn.execute(f"SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t.id)) FROM {table} t").fetchone()
         out[f"table:{table}"] = row
     out["large_objects"] = conn.execute(
-        "SELECT m.oid::bigint, md5(lo_get(m.oid)), length(lo_get(m.oid))"
-        " FROM pg_largeobject_metadata m ORDER BY m.oid"
+        "SELECT m.oid::bigint, md5(lo_get(m.oid)), length(lo_get(m.oid)) FROM pg_largeobject_metadata m ORDER BY m.oid"
     ).fetchall()
     out["sequence"] = conn.execute("SELECT last_value, is_called FROM invoice_no").fetchone()
-    out["view"] = conn.execute(
-        "SELECT md5(string_agg(v::text, '|' ORDER BY v.id)) FROM customer_totals v"
-    ).fetchone()
-    out["index"] = conn.execute(
-        "SELECT indexdef FROM pg_indexes WHERE indexname = 'orders_customer_idx'"
-    ).fetchone()
+    out["view"] = conn.execute("SELECT md5(string_agg(v::text, '|' ORDER BY v.id)) FROM customer_totals v").fetchone()
+    out["index"] = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'orders_customer_idx'").fetchone()
     out["encoding"] = conn.execute(
         "SELECT pg_encoding_to_char(encoding), datcollate FROM pg_database WHERE datname = current_database()"
     ).fetchone()

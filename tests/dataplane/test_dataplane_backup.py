@@ -138,9 +138,7 @@ def test_failing_dump_leaves_no_final_file(runner: ScriptRunner, pg_server: PgSe
 def test_restore_of_unknown_backup_is_a_config_error(
     runner: ScriptRunner, restore_server: PgServer, work_dir: Path
 ) -> None:
-    run = runner.run(
-        "restore.sh", {**restore_server.libpq_env(), "BACKUP_DIR": str(work_dir), "BACKUP_NAME": "never"}
-    )
+    run = runner.run("restore.sh", {**restore_server.libpq_env(), "BACKUP_DIR": str(work_dir), "BACKUP_NAME": "never"})
 
     assert run.returncode == 2
     assert "never.json" in run.result["message"]

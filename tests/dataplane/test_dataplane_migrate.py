@@ -30,9 +30,7 @@ def rows(server: PgServer, env: dict[str, str], sql: str) -> list[tuple[object, 
 
 
 def applied_versions(server: PgServer, env: dict[str, str]) -> list[int]:
-    found = rows(
-        server, env, "SELECT version FROM sampledb_meta.schema_migrations ORDER BY applied_at, version"
-    )
+    found = rows(server, env, "SELECT version FROM sampledb_meta.schema_migrations ORDER BY applied_at, version")
     return [int(str(v[0])) for v in found]
 
 
@@ -52,9 +50,7 @@ def test_applies_in_numeric_order_once(
     assert rows(pg_server, db_env, "SELECT label, price FROM items") == [("ü", 9.5)]
 
 
-def test_rerun_is_a_noop(
-    runner: ScriptRunner, pg_server: PgServer, db_env: dict[str, str], work_dir: Path
-) -> None:
+def test_rerun_is_a_noop(runner: ScriptRunner, pg_server: PgServer, db_env: dict[str, str], work_dir: Path) -> None:
     folder = migrations(work_dir, {"0001_items.sql": M1, "0002_price.sql": M2})
     env = {**db_env, "MIGRATIONS_DIR": str(folder)}
     assert runner.run("migrate.sh", env).returncode == 0
@@ -95,9 +91,9 @@ def test_failing_file_stops_and_keeps_earlier_ones(
     assert run.result["applied"] == [1]
     assert run.result["failed"] == "0002_broken.sql"
     assert applied_versions(pg_server, db_env) == [1]
-    assert rows(
-        pg_server, db_env, "SELECT to_regclass('partial') IS NULL, to_regclass('items') IS NOT NULL"
-    ) == [(True, True)]
+    assert rows(pg_server, db_env, "SELECT to_regclass('partial') IS NULL, to_regclass('items') IS NOT NULL") == [
+        (True, True)
+    ]
     assert rows(pg_server, db_env, "SELECT to_regclass('items_label_idx') IS NULL") == [(True,)]
 
 
@@ -131,9 +127,7 @@ def test_out_of_order_file_is_refused(
     assert applied_versions(pg_server, db_env) == [1, 3]
 
 
-@pytest.mark.parametrize(
-    "bad_name", ["1_short.sql", "0001-dash.sql", "0001_items.txt", "notes.md", "0001_.sql"]
-)
+@pytest.mark.parametrize("bad_name", ["1_short.sql", "0001-dash.sql", "0001_items.txt", "notes.md", "0001_.sql"])
 def test_bad_file_names_are_rejected_before_anything_runs(
     runner: ScriptRunner, pg_server: PgServer, db_env: dict[str, str], work_dir: Path, bad_name: str
 ) -> None:
@@ -146,9 +140,7 @@ def test_bad_file_names_are_rejected_before_anything_runs(
     assert rows(pg_server, db_env, "SELECT to_regclass('items') IS NULL") == [(True,)]
 
 
-def test_duplicate_versions_are_rejected(
-    runner: ScriptRunner, db_env: dict[str, str], work_dir: Path
-) -> None:
+def test_duplicate_versions_are_rejected(runner: ScriptRunner, db_env: dict[str, str], work_dir: Path) -> None:
     folder = migrations(work_dir, {"0001_items.sql": M1, "00001_other.sql": M2})
 
     run = runner.run("migrate.sh", {**db_env, "MIGRATIONS_DIR": str(folder)})
@@ -172,9 +164,7 @@ def test_configmap_dot_entries_are_ignored(
     assert run.result["applied"] == [1]
 
 
-def test_empty_directory_applies_nothing(
-    runner: ScriptRunner, db_env: dict[str, str], work_dir: Path
-) -> None:
+def test_empty_directory_applies_nothing(runner: ScriptRunner, db_env: dict[str, str], work_dir: Path) -> None:
     folder = migrations(work_dir, {})
 
     run = runner.run("migrate.sh", {**db_env, "MIGRATIONS_DIR": str(folder)})

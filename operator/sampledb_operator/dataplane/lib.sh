@@ -47,8 +47,9 @@ one_line() {
     printf '%s' "${s:0:$SDB_MESSAGE_MAX}"
 }
 
+exec {SDB_LOG_FD}>&2 # log lines still reach stderr while a cleanup's own output is discarded
 log() {
-    printf 'sampledb-%s: %s\n' "$SDB_SCRIPT" "$(one_line "$*")" >&2
+    printf 'sampledb-%s: %s\n' "$SDB_SCRIPT" "$(one_line "$*")" >&"$SDB_LOG_FD"
 }
 
 # emit_result OK(true|false) CODE MESSAGE [EXTRA]: write the result line. EXTRA is a JSON fragment

@@ -1,8 +1,258 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# sampledb data plane: major upgrade (not implemented yet).
+# sampledb data plane: major upgrade into a new data directory NEW_PGDATA on the same volume.
+#
+# Sources of the old cluster, in order of preference:
+#   pg_upgrade  OLD_BINDIR and OLD_PGDATA present, old server stopped, UPGRADE_METHOD auto|pg_upgrade
+#   local       OLD_BINDIR and OLD_PGDATA present, old server stopped, UPGRADE_METHOD=logical:
+#               the old server is started read-only on a private socket and dumped
+#   network     otherwise (the Kubernetes flow: this image has only the new major): the running old
+#               server named by the PG* variables is dumped with the new pg_dumpall; with
+#               UPGRADE_FREEZE=1 (default) it is first made read-only (ALTER SYSTEM) and its other
+#               sessions ended, and this is undone if the upgrade fails.
+# The new cluster is built in "$NEW_PGDATA.sampledb-staging" with NEW_BINDIR (default: the
+# binaries on PATH) and the old cluster's encoding, locale and checksum setting; a temporary server
+# on a private unix socket restores and is verified (per-table row counts, large objects, roles,
+# databases equal to the old cluster's), stopped and synced; the marker SAMPLEDB_UPGRADE_COMPLETE
+# is written and the staging directory renamed to NEW_PGDATA. OLD_PGDATA is never written, except
+# by starting its own server; rollback is to keep using it. A completed NEW_PGDATA is a no-op success.
 set -Eeuo pipefail
 SDB_SCRIPT=upgrade
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
-die "$SDB_EXIT_CONFIG" "upgrade.sh is not implemented yet"
+
+MARKER=SAMPLEDB_UPGRADE_COMPLETE
+TEMP_PORT=50432
+
+require_env NEW_PGDATA
+new_dir=${NEW_PGDATA%/}
+staging="$new_dir.sampledb-staging"
+method=${UPGRADE_METHOD:-auto}
+case $method in auto | logical | pg_upgrade) ;; *) die "$SDB_EXIT_CONFIG" "invalid UPGRADE_METHOD '$method'" ;; esac
+
+if [[ -f $new_dir/$MARKER ]]; then
+    succeed "upgrade already complete in $new_dir" "\"outcome\":\"exists\",\"new_dir\":$(json_str "$new_dir")"
+fi
+if [[ -e $new_dir && -n $(ls -A -- "$new_dir" 2>/dev/null || echo x) ]]; then
+    die "$SDB_EXIT_CONFIG" "$new_dir exists, is not empty and has no $MARKER; refusing to touch it"
+fi
+parent=$(dirname -- "$new_dir")
+if [[ ! -d $parent || ! -w $parent ]]; then
+    die "$SDB_EXIT_CONFIG" "parent directory $parent of NEW_PGDATA is missing or not writable"
+fi
+if [[ -n ${OLD_PGDATA:-} && $(realpath -m -- "$OLD_PGDATA") == $(realpath -m -- "$new_dir") ]]; then
+    die "$SDB_EXIT_CONFIG" "OLD_PGDATA and NEW_PGDATA are the same directory"
+fi
+
+new_bindir=${NEW_BINDIR:-}
+if [[ -z $new_bindir ]]; then
+    initdb_path=$(command -v initdb || true)
+    new_bindir=${initdb_path%/initdb}
+fi
+for tool in initdb pg_ctl postgres pg_dumpall psql vacuumdb; do
+    if [[ ! -x $new_bindir/$tool ]]; then
+        die "$SDB_EXIT_CONFIG" "new binaries incomplete: $new_bindir/$tool is missing (set NEW_BINDIR)"
+    fi
+done
+new_version=$("$new_bindir/postgres" --version)
+new_major=$(sed -E 's/[^0-9]*([0-9]+).*/\1/' <<<"$new_version")
+
+old_local=0
+if [[ -n ${OLD_BINDIR:-} && -x ${OLD_BINDIR:-}/postgres && -f ${OLD_PGDATA:-}/PG_VERSION ]]; then
+    if "$OLD_BINDIR/pg_ctl" status -D "$OLD_PGDATA" >/dev/null 2>&1; then
+        [[ $method != pg_upgrade ]] || die "$SDB_EXIT_CONFIG" "pg_upgrade needs the old server stopped; it is running"
+    else
+        old_local=1
+    fi
+fi
+if [[ $method == auto ]]; then
+    method=$([[ $old_local == 1 ]] && echo pg_upgrade || echo logical)
+fi
+if [[ $method == pg_upgrade && $old_local != 1 ]]; then
+    die "$SDB_EXIT_CONFIG" "pg_upgrade needs OLD_BINDIR and OLD_PGDATA of a stopped old cluster"
+fi
+make_temp_dir
+mkdir -m 0700 "$SDB_TMP/sock"
+printf 'local all all trust\n' >"$SDB_TMP/hba.conf"
+
+# ---- connection contexts: the old cluster (network or local socket) and the new temporary server
+declare -A saved_env=()
+for var in PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE PGHOSTADDR PGSERVICE PGSSLMODE; do
+    if [[ -n ${!var+set} ]]; then saved_env[$var]=${!var}; fi
+done
+use_env() { # NAME=VALUE...: set exactly these connection variables
+    unset PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE PGHOSTADDR PGSERVICE PGSSLMODE
+    local kv
+    for kv in "$@"; do export "${kv?}"; done
+}
+old_user=${saved_env[PGUSER]:-$(id -un)}
+ctx_old() {
+    if [[ $old_local == 1 ]]; then
+        use_env PGHOST="$SDB_TMP/sock" PGPORT=$((TEMP_PORT + 1)) PGUSER="$old_user" PGDATABASE=postgres
+    else
+        local kv=() var
+        for var in "${!saved_env[@]}"; do kv+=("$var=${saved_env[$var]}"); done
+        use_env "${kv[@]}"
+        export PGDATABASE=postgres
+    fi
+}
+ctx_new() {
+    use_env PGHOST="$SDB_TMP/sock" PGPORT=$TEMP_PORT PGUSER="${bootstrap:-$old_user}" PGDATABASE=postgres
+}
+
+# temp_start BINDIR DATADIR PORT EXTRA_OPTIONS: start a server on the private socket only.
+temp_start() {
+    local options="-c listen_addresses='' -c unix_socket_directories='$SDB_TMP/sock' -c port=$3"
+    options+=" -c hba_file='$SDB_TMP/hba.conf' $4"
+    on_cleanup "'$1/pg_ctl' -D '$2' -m fast -w stop"
+    if ! "$1/pg_ctl" -D "$2" -l "$SDB_TMP/server-$3.log" -w -t "${UPGRADE_START_TIMEOUT:-300}" \
+        -o "$options" start >/dev/null 2>&1; then
+        die "$SDB_EXIT_INTERNAL" "temporary server for $2 did not start: $(tail -n 3 "$SDB_TMP/server-$3.log" 2>/dev/null)"
+    fi
+}
+temp_stop() {
+    "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null
+}
+
+# collect_counts: sorted "database<TAB>what<TAB>count" lines for the current context's cluster.
+collect_counts() {
+    local db line
+    {
+        sql -At -F $'\t' -c "SELECT '-', 'roles', count(*) FROM pg_roles WHERE rolname !~ '^pg_'"
+        while IFS= read -r -d '' db; do
+            while IFS= read -r line; do
+                printf '%s\t%s\n' "$db" "$line"
+            done < <(PGDATABASE=$db sql -At -F $'\t' <<'SQL'
+SELECT format('SELECT %L, count(*) FROM %I.%I', n.nspname || '.' || c.relname, n.nspname, c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'
+ORDER BY 1 \gexec
+SELECT 'large objects', count(*) FROM pg_largeobject_metadata;
+SQL
+            )
+        done < <(sql -At -0 -c "SELECT datname FROM pg_database WHERE datallowconn AND datname <> 'template0'")
+    } | LC_ALL=C sort
+}
+
+# ---- old cluster facts
+if [[ $old_local == 1 ]]; then
+    log "starting the old cluster read-only on a private socket"
+    temp_start "$OLD_BINDIR" "$OLD_PGDATA" $((TEMP_PORT + 1)) "-c default_transaction_read_only=on"
+fi
+ctx_old
+connect_check
+old_version=$SDB_SERVER_VERSION
+old_num=$(sql_value "SHOW server_version_num")
+if [[ $(sql_value "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != t ]]; then
+    die "$SDB_EXIT_CONFIG" "the upgrade needs a superuser connection to the old server"
+fi
+if ((old_num / 10000 > new_major)); then
+    die "$SDB_EXIT_CONFIG" "refusing to downgrade from $old_version to $new_version"
+fi
+bootstrap=$(sql_value "SELECT rolname FROM pg_roles WHERE oid = 10")
+locale_query="SELECT pg_encoding_to_char(encoding), datcollate, datctype"
+if ((old_num >= 150000)); then locale_query+=", datlocprovider, coalesce(daticulocale, '')"; fi
+IFS='|' read -r encoding collate ctype provider icu_locale < <(sql_value "$locale_query FROM pg_database WHERE datname = 'template1'")
+initdb_args=(-D "$staging" -U "$bootstrap" "--encoding=$encoding" "--lc-collate=$collate" "--lc-ctype=$ctype" --no-sync)
+if [[ ${provider:-c} == i ]]; then initdb_args+=(--locale-provider=icu "--icu-locale=$icu_locale"); fi
+if [[ $(sql_value "SHOW data_checksums") == on ]]; then initdb_args+=(--data-checksums); fi
+
+frozen=0
+# shellcheck disable=SC2317  # called from the exit cleanups
+unfreeze_on_failure() {
+    if [[ $frozen == 1 && $SDB_SUCCEEDED != 1 ]]; then
+        ctx_old
+        sql -c "ALTER SYSTEM RESET default_transaction_read_only" -c "SELECT pg_reload_conf()"
+        log "old server made writable again"
+    fi
+}
+SDB_SUCCEEDED=0
+if [[ $old_local != 1 && ${UPGRADE_FREEZE:-1} == 1 ]]; then
+    log "making the old server read-only and ending its other sessions"
+    on_cleanup unfreeze_on_failure
+    frozen=1
+    sql -c "ALTER SYSTEM SET default_transaction_read_only = on" -c "SELECT pg_reload_conf()" >/dev/null
+    sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'" >/dev/null
+fi
+
+# ---- build the new cluster
+rm -rf -- "$staging"
+on_cleanup "[ \"\$SDB_SUCCEEDED\" = 1 ] || rm -rf -- '$staging'"
+log "initdb $staging ($new_version, $encoding, $collate)"
+if ! "$new_bindir/initdb" "${initdb_args[@]}" >"$SDB_TMP/initdb.log" 2>&1; then
+    die "$SDB_EXIT_INTERNAL" "initdb failed: $(first_error "$SDB_TMP/initdb.log")"
+fi
+fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum=off"
+
+if [[ $method == pg_upgrade ]]; then
+    old_counts=$(collect_counts)
+    temp_stop "$OLD_BINDIR" "$OLD_PGDATA"
+    log "running pg_upgrade (copy mode)"
+    mkdir "$SDB_TMP/pg_upgrade"
+    if ! (cd "$SDB_TMP/pg_upgrade" && use_env && "$new_bindir/pg_upgrade" -b "$OLD_BINDIR" -B "$new_bindir" \
+        -d "$OLD_PGDATA" -D "$staging" -U "$bootstrap" -s "$SDB_TMP/sock" -p $((TEMP_PORT + 1)) -P $TEMP_PORT \
+        -o "-c hba_file='$SDB_TMP/hba.conf'" -O "-c hba_file='$SDB_TMP/hba.conf'") >"$SDB_TMP/pg_upgrade.out" 2>&1; then
+        die "$SDB_EXIT_SQL" "pg_upgrade failed: $(grep -v -E '^[[:space:]]*$' "$SDB_TMP/pg_upgrade.out" | tail -n 4)"
+    fi
+    temp_start "$new_bindir" "$staging" $TEMP_PORT "$fast"
+    ctx_new
+else
+    temp_start "$new_bindir" "$staging" $TEMP_PORT "$fast"
+    log "dumping the old cluster with $new_bindir/pg_dumpall and restoring into the new one"
+    create_self="CREATE ROLE $(sql_value "SELECT quote_ident(rolname) FROM pg_roles WHERE oid = 10");"
+    set +e
+    (ctx_old && "$new_bindir/pg_dumpall" -w) 2>"$SDB_TMP/dump.err" |
+        SKIP=$create_self awk '/^\\connect /{seen=1} seen || $0 != ENVIRON["SKIP"]' |
+        (ctx_new && sql -d postgres -f - >/dev/null) 2>"$SDB_TMP/restore.err"
+    status=("${PIPESTATUS[@]}")
+    set -e
+    if [[ ${status[0]} -ne 0 && ${status[0]} -ne 141 ]]; then
+        die "$SDB_EXIT_DUMP" "pg_dumpall of the old server failed: $(first_error "$SDB_TMP/dump.err")"
+    fi
+    if [[ ${status[2]} -ne 0 || ${status[0]} -ne 0 ]]; then
+        die "$SDB_EXIT_SQL" "restoring into the new cluster failed: $(first_error "$SDB_TMP/restore.err")"
+    fi
+    ctx_new
+    if [[ ${UPGRADE_ANALYZE:-1} == 1 ]]; then
+        log "analyzing the new cluster"
+        "$new_bindir/vacuumdb" -w --all --analyze-only --quiet >/dev/null 2>"$SDB_TMP/analyze.err" ||
+            log "warning: analyze failed: $(first_error "$SDB_TMP/analyze.err")"
+    fi
+fi
+
+# ---- verify, stop, publish
+log "verifying row counts"
+new_counts=$(collect_counts)
+if [[ $method != pg_upgrade ]]; then
+    ctx_old
+    old_counts=$(collect_counts)
+fi
+if [[ $old_counts != "$new_counts" ]]; then
+    difference=$(diff <(printf '%s\n' "$old_counts") <(printf '%s\n' "$new_counts") | grep '^[<>]' | head -n 5 || true)
+    die "$SDB_EXIT_VERIFY" "verification failed: old and new clusters differ (< old, > new): $difference"
+fi
+rows=$(awk -F '\t' '$2 != "large objects" && $1 != "-" {n += $3} END {print n + 0}' <<<"$new_counts")
+databases=$(cut -f1 <<<"$new_counts" | grep -v -x -- - | sort -u | wc -l)
+temp_stop "$new_bindir" "$staging"
+if [[ $old_local == 1 && $method != pg_upgrade ]]; then
+    temp_stop "$OLD_BINDIR" "$OLD_PGDATA"
+fi
+"$new_bindir/initdb" --sync-only -D "$staging" >/dev/null
+for conf in pg_hba.conf pg_ident.conf; do
+    if [[ -n ${OLD_PGDATA:-} && -r $OLD_PGDATA/$conf ]]; then
+        cp -- "$OLD_PGDATA/$conf" "$staging/$conf"
+    elif [[ $conf == pg_hba.conf ]]; then
+        printf '\n# added by sampledb upgrade (as the postgres image does)\nhost all all all scram-sha-256\n' >>"$staging/$conf"
+    fi
+done
+printf '{"method":"%s","old_version":%s,"new_version":%s,"completed":"%s","databases":%s,"rows":%s}\n' \
+    "$method" "$(json_str "$old_version")" "$(json_str "$new_version")" "$(now_utc)" "$databases" "$rows" \
+    >"$staging/$MARKER"
+sync -- "$staging/$MARKER" "$staging"
+if [[ -d $new_dir ]]; then rmdir -- "$new_dir"; fi
+mv -T -- "$staging" "$new_dir"
+sync -- "$parent" || true
+SDB_SUCCEEDED=1
+succeed "upgraded $old_version to $new_version in $new_dir ($method, $databases databases, $rows rows verified)" \
+    "\"outcome\":\"upgraded\",\"method\":\"$method\",\"old_version\":$(json_str "$old_version"),\"new_version\":$(json_str "$new_version"),\"new_dir\":$(json_str "$new_dir"),\"databases\":$databases,\"rows\":$rows"
