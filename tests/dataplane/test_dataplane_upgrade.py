@@ -15,10 +15,8 @@ from pg_harness import (
     PgServer,
     ScriptRun,
     ScriptRunner,
-    as_postgres,
     bindir_for,
     installed_majors,
-    new_server,
     private_dir,
 )
 
@@ -164,7 +162,6 @@ def test_foreign_new_directory_is_refused_and_left_alone(
     new_dir = work_dir / "pgdata-new"
     new_dir.mkdir()
     (new_dir / "precious").write_text("keep me")
-    as_postgres(["true"])
 
     run = upgrade(runner, {**pg_server.libpq_env(), "NEW_PGDATA": str(new_dir)}, pg_bindir)
 
@@ -186,8 +183,3 @@ def test_non_superuser_is_refused_before_anything_changes(
     assert run.returncode == 2
     assert "superuser" in run.result["message"]
     assert not new_dir.exists()
-
-
-def test_new_server_helper_is_usable(pg_root: Path, pg_bindir: Path) -> None:
-    server = new_server(pg_bindir, pg_root)
-    server.stop()

@@ -1,0 +1,61 @@
+"""The packaged data-plane scripts: names, loading, shell syntax and the rules every script follows."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from importlib import resources
+
+import pytest
+
+from sampledb_operator import dataplane
+
+PACKAGED = sorted(p.name for p in resources.files("sampledb_operator.dataplane").iterdir() if p.name.endswith(".sh"))
+ENTRY_POINTS = [name for name in dataplane.SCRIPT_NAMES if name != "lib.sh"]
+
+
+def test_script_names_are_exactly_the_packaged_scripts() -> None:
+    assert sorted(dataplane.SCRIPT_NAMES) == PACKAGED
+
+
+def test_unknown_script_name_raises_key_error() -> None:
+    with pytest.raises(KeyError):
+        dataplane.script("rm-rf.sh")
+
+
+def test_all_scripts_is_the_configmap_data() -> None:
+    data = dataplane.all_scripts()
+
+    assert set(data) == set(dataplane.SCRIPT_NAMES)
+    assert all(text.startswith(("#!/usr/bin/env bash", "# shellcheck shell=bash")) for text in data.values())
+
+
+@pytest.mark.parametrize("name", dataplane.SCRIPT_NAMES)
+def test_script_is_valid_bash(name: str) -> None:
+    proc = subprocess.run(["bash", "-n"], check=False, input=dataplane.script(name), capture_output=True, text=True)
+
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_entry_point_is_strict_and_sources_the_library(name: str) -> None:
+    text = dataplane.script(name)
+
+    assert "\nset -Eeuo pipefail\n" in text
+    assert '/lib.sh}"' in text
+    assert f"\nSDB_SCRIPT={name.removesuffix('.sh')}\n" in text
+
+
+@pytest.mark.parametrize("name", dataplane.SCRIPT_NAMES)
+def test_no_script_traces_commands_or_prints_the_password(name: str) -> None:
+    text = dataplane.script(name)
+
+    assert not re.search(r"^\s*set -[a-zA-Z]*x", text, flags=re.MULTILINE)
+    assert "PGPASSWORD}" not in text and "$PGPASSWORD" not in text
+
+
+def test_documented_exit_codes_match_the_library() -> None:
+    lib = dataplane.script("lib.sh")
+    codes = {int(code) for code in re.findall(r"^SDB_EXIT_[A-Z_]+=(\d+)", lib, flags=re.MULTILINE)}
+
+    assert codes == set(dataplane.EXIT_CODES)
