@@ -95,6 +95,15 @@ class FakeClock:
         return min(live) if live else None
 
 
+async def sleep_until(clock: Clock, deadline: float) -> None:
+    """Sleep until clock.monotonic() reaches `deadline`.
+
+    The remaining time is computed when this coroutine starts running, not when it is created, so a
+    task started later (or a fake clock advanced meanwhile) still wakes at `deadline`.
+    """
+    await clock.sleep(deadline - clock.monotonic())
+
+
 async def wait_all(
     clock: Clock, tasks: Iterable[asyncio.Future[Any]], timeout: float | None  # noqa: ASYNC109 - on the Clock
 ) -> bool:
@@ -108,7 +117,7 @@ async def wait_all(
     if timeout is None:
         await asyncio.wait(pending)
         return True
-    timer = asyncio.ensure_future(clock.sleep(timeout))
+    timer = asyncio.ensure_future(sleep_until(clock, clock.monotonic() + timeout))
     try:
         while pending and not timer.done():
             _, still = await asyncio.wait(pending | {timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -116,3 +125,4 @@ async def wait_all(
         return not pending
     finally:
         timer.cancel()
+        await asyncio.wait({timer})

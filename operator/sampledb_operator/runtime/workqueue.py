@@ -1,0 +1,321 @@
+"""A work queue with client-go semantics: dedup, per-item serialisation, delayed and rate-limited adds.
+
+Invariants:
+- An item is waiting at most once (the dirty set); FIFO among waiting items.
+- An item handed out by get() is "processing" until done(item); an add meanwhile marks it dirty and
+  it is queued again at done(), so no item is ever processed concurrently with itself.
+- add_after(item, d) fires add(item) d seconds of clock time later (the earliest pending deadline of
+  an item wins); one internal task, owned by the queue and cancelled at shutdown, runs the delays.
+  A fired add of an item already waiting is a no-op (dedup).
+- After shutdown() every add is ignored. drain=True: get() keeps handing out waiting items (and items
+  re-queued by done()) until none is waiting or processing, or until the timeout; drain=False:
+  get() raises ShutDown at once.
+- Metrics (workqueue_* {name, controller}): depth counts dirty items (waiting, or re-added while
+  processing) as client-go; adds_total counts adds that were not deduplicated; retries_total counts
+  add_rate_limited() calls; queue_duration and work_duration are observed at get() and done().
+  unfinished_work_seconds and longest_running_processor_seconds are computed at scrape time
+  (Gauge.set_function over the items in progress), so they cost nothing between scrapes and stay
+  accurate when a processor is stuck. The queue must be used from one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import weakref
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from sampledb_operator.observability import metrics
+from sampledb_operator.runtime.clock import Clock, sleep_until, wait_all
+from sampledb_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """The queue is shut down: no more items will be handed out."""
+
+
+class _Metrics:
+    """The queue's metric children, looked up once."""
+
+    def __init__(self, name: str, controller: str) -> None:
+        metrics.init_queue(name, controller)
+        labels = {"name": name, "controller": controller}
+        self.depth = metrics.workqueue_depth.labels(**labels)
+        self.adds = metrics.workqueue_adds_total.labels(**labels)
+        self.retries = metrics.workqueue_retries_total.labels(**labels)
+        self.queue_duration = metrics.workqueue_queue_duration_seconds.labels(**labels)
+        self.work_duration = metrics.workqueue_work_duration_seconds.labels(**labels)
+        self.unfinished = metrics.workqueue_unfinished_work_seconds.labels(**labels)
+        self.longest = metrics.workqueue_longest_running_processor_seconds.labels(**labels)
+
+
+def _in_progress_gauges(queue: WorkQueue[K], m: _Metrics) -> None:
+    """Bind the two in-progress gauges to `queue` at scrape time, without keeping it alive."""
+    ref = weakref.ref(queue)
+
+    def unfinished() -> float:
+        q = ref()
+        return q.unfinished_work_seconds() if q is not None else 0.0
+
+    def longest() -> float:
+        q = ref()
+        return q.longest_running_processor_seconds() if q is not None else 0.0
+
+    m.unfinished.set_function(unfinished)
+    m.longest.set_function(longest)
+
+
+class WorkQueue(Generic[K]):
+    """Dedup + per-item serialisation + delayed and rate-limited adds (client-go semantics)."""
+
+    def __init__(self, name: str, *, clock: Clock, rate_limiter: RateLimiter[K] | None = None,
+                 controller: str | None = None) -> None:
+        self.name = name
+        self._clock = clock
+        self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(clock)
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._shutting_down = False
+        self._stopped = False  # get() raises at once
+        self._drained = asyncio.Event()
+        # delayed adds: heap of (ready_at, seq, item); _delayed maps item -> its live (ready_at, seq)
+        self._heap: list[tuple[float, int, K]] = []
+        self._delayed: dict[K, tuple[float, int]] = {}
+        self._seq = itertools.count()
+        self._delay_task: asyncio.Task[None] | None = None
+        self._delay_wakeup = asyncio.Event()
+        self._m = _Metrics(name, controller if controller is not None else name)
+        _in_progress_gauges(self, self._m)
+
+    # -- adds -------------------------------------------------------------------------------
+
+    def add(self, item: K) -> None:
+        """Mark `item` as needing processing (no-op if already waiting or after shutdown)."""
+        if self._shutting_down or item in self._dirty:
+            return
+        self._m.adds.inc()
+        self._dirty.add(item)
+        self._added_at.setdefault(item, self._clock.monotonic())
+        self._m.depth.set(len(self._dirty))
+        if item in self._processing:
+            return
+        self._queue.append(item)
+        self._wake_one()
+
+    def add_after(self, item: K, delay: float) -> None:
+        """add(item) after `delay` seconds of clock time; the earliest pending deadline wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(item)
+            return
+        ready_at = self._clock.monotonic() + delay
+        current = self._delayed.get(item)
+        if current is not None and current[0] <= ready_at:
+            return
+        seq = next(self._seq)
+        self._delayed[item] = (ready_at, seq)
+        heapq.heappush(self._heap, (ready_at, seq, item))
+        if self._heap[0][1] == seq:  # a new earliest deadline: the delay loop must look again
+            self._delay_wakeup.set()
+        self._ensure_delay_task()
+
+    def add_rate_limited(self, item: K) -> None:
+        """add_after(item, rate_limiter.when(item)); counts a retry."""
+        if self._shutting_down:
+            return
+        self._m.retries.inc()
+        self.add_after(item, self._limiter.when(item))
+
+    def forget(self, item: K) -> None:
+        """Reset the rate limiter's memory of `item` (it does not remove the item from the queue)."""
+        self._limiter.forget(item)
+
+    def num_requeues(self, item: K) -> int:
+        return self._limiter.num_requeues(item)
+
+    # -- processing -------------------------------------------------------------------------
+
+    async def get(self) -> K:
+        """The next waiting item, which becomes "processing" until done(item).
+
+        Raises ShutDown once shut down without drain, or, when draining, once nothing is waiting or
+        processing any more (or the drain timed out).
+        """
+        while not self._queue or self._stopped:
+            if self._stopped or (self._shutting_down and not self._processing):
+                raise ShutDown(self.name)
+            await self._wait_for_item()
+        item = self._queue.popleft()
+        now = self._clock.monotonic()
+        self._processing.add(item)
+        self._dirty.discard(item)
+        self._m.depth.set(len(self._dirty))
+        added = self._added_at.pop(item, None)
+        if added is not None:
+            self._m.queue_duration.observe(max(0.0, now - added))
+        self._started_at[item] = now
+        return item
+
+    def done(self, item: K) -> None:
+        """End processing of `item`; if it was re-added meanwhile it is queued again (at the back)."""
+        if item not in self._processing:
+            return
+        self._processing.discard(item)
+        started = self._started_at.pop(item, None)
+        if started is not None:
+            self._m.work_duration.observe(max(0.0, self._clock.monotonic() - started))
+        if item in self._dirty:
+            self._queue.append(item)
+            self._wake_one()
+        self._check_drained()
+
+    def __len__(self) -> int:
+        """Items waiting to be handed out (not those in progress, not delayed ones)."""
+        return len(self._queue)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    @property
+    def processing(self) -> int:
+        """Items handed out and not yet done()."""
+        return len(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Items waiting for an add_after deadline."""
+        return len(self._delayed)
+
+    def unfinished_work_seconds(self) -> float:
+        """Sum of the time every in-progress item has been processing."""
+        now = self._clock.monotonic()
+        return sum(max(0.0, now - started) for started in self._started_at.values())
+
+    def longest_running_processor_seconds(self) -> float:
+        """How long the oldest in-progress item has been processing (0 when none)."""
+        if not self._started_at:
+            return 0.0
+        return max(0.0, self._clock.monotonic() - min(self._started_at.values()))
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def shutdown_nowait(self) -> None:
+        """shutdown(drain=False) without awaiting: ignore adds, get() raises ShutDown at once."""
+        self._begin_shutdown()
+        self._stop_getting()
+
+    async def shutdown(
+        self, *, drain: bool = True, timeout: float | None = None  # noqa: ASYNC109 - on the Clock
+    ) -> None:
+        """Stop accepting adds; with drain, wait (up to `timeout` clock seconds) for the work to finish."""
+        delay_task = self._begin_shutdown()
+        try:
+            if delay_task is not None:
+                await asyncio.wait({delay_task})
+            if drain and not self._stopped:
+                self._check_drained()
+                waiter = asyncio.ensure_future(self._drained.wait())
+                try:
+                    await wait_all(self._clock, [waiter], timeout)
+                finally:
+                    waiter.cancel()
+                    await asyncio.wait({waiter})
+        finally:
+            self._stop_getting()
+
+    def _begin_shutdown(self) -> asyncio.Task[None] | None:
+        """Ignore adds from now on, drop delayed adds; the cancelled delay task, if any."""
+        self._shutting_down = True
+        self._heap.clear()
+        self._delayed.clear()
+        task, self._delay_task = self._delay_task, None
+        if task is not None:
+            task.cancel()
+        self._wake_all()
+        return task
+
+    def _stop_getting(self) -> None:
+        self._stopped = True
+        self._wake_all()
+
+    def _check_drained(self) -> None:
+        if self._shutting_down and not self._queue and not self._processing:
+            self._drained.set()
+            self._wake_all()
+
+    # -- getters ----------------------------------------------------------------------------
+
+    async def _wait_for_item(self) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._getters.append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future in self._getters:
+                self._getters.remove(future)
+            elif not future.cancelled():
+                self._wake_one()  # we were woken but will not take the item: pass the turn on
+            raise
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            future = self._getters.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
+
+    def _wake_all(self) -> None:
+        while self._getters:
+            future = self._getters.popleft()
+            if not future.done():
+                future.set_result(None)
+
+    # -- delayed adds -----------------------------------------------------------------------
+
+    def _ensure_delay_task(self) -> None:
+        if self._delay_task is None or self._delay_task.done():
+            self._delay_task = asyncio.get_running_loop().create_task(
+                self._delay_loop(), name=f"workqueue-{self.name}-delays"
+            )
+
+    def _fire_due(self) -> float | None:
+        """add() every item whose deadline passed, in deadline order; the next deadline or None."""
+        now = self._clock.monotonic()
+        while self._heap:
+            ready_at, seq, item = self._heap[0]
+            if self._delayed.get(item) != (ready_at, seq):
+                heapq.heappop(self._heap)  # superseded by an earlier deadline of the same item
+                continue
+            if ready_at > now:
+                return ready_at
+            heapq.heappop(self._heap)
+            del self._delayed[item]
+            self.add(item)
+        return None
+
+    async def _delay_loop(self) -> None:
+        while not self._shutting_down:
+            self._delay_wakeup.clear()
+            next_at = self._fire_due()
+            if next_at is None:
+                await self._delay_wakeup.wait()
+                continue
+            sleeper = asyncio.ensure_future(sleep_until(self._clock, next_at))
+            waker = asyncio.ensure_future(self._delay_wakeup.wait())
+            try:
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                waker.cancel()
+                await asyncio.wait({sleeper, waker})
