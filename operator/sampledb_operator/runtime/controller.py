@@ -1,0 +1,204 @@
+"""A controller: N workers taking keys from a WorkQueue and mapping each reconcile's outcome to queue ops.
+
+Invariants:
+- Reconcile is never called concurrently for one key (the queue hands a key to one worker at a time)
+  and done(key) is always called after it, whatever the outcome.
+- Outcome -> queue action, as controller-runtime: exception -> add_rate_limited, result "error";
+  TerminalError -> forget, no requeue, on_terminal(ref, err), terminal + error counters, result
+  "error"; Result(requeue_after > 0) -> forget + add_after, result "requeue_after";
+  Result(requeue=True) -> add_rate_limited, result "requeue"; otherwise forget, result "success".
+- A reconcile ended by asyncio.CancelledError during shutdown is not counted (no result, no error,
+  no time observed) and is not requeued.
+- shutdown(timeout) stops intake at once (the queue hands out nothing more, waiting keys are left to
+  the next run, as the cluster still holds the state); in-flight reconciles get `timeout` seconds of
+  clock time, then they are cancelled.
+- Each reconcile is logged with controller, namespace, name and reconcile_id bound, both on the logger
+  and in structlog's contextvars (so the reconciler's own logs carry them too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.observability import metrics
+from sampledb_operator.runtime.clock import Clock, wait_all
+from sampledb_operator.runtime.ratelimit import RateLimiter
+from sampledb_operator.runtime.workqueue import ShutDown, WorkQueue
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for: nothing (done), a look again after `requeue_after` seconds, or a
+    rate-limited requeue (`requeue`, controller-runtime's deprecated Result.Requeue)."""
+
+    requeue_after: float | None = None
+    requeue: bool = False
+
+
+class TerminalError(Exception):
+    """A reconcile error that retrying cannot fix: the key is not requeued."""
+
+
+Reconcile = Callable[[ObjectRef], Awaitable[Result | None]]
+OnTerminal = Callable[[ObjectRef, TerminalError], Awaitable[None]]
+
+
+class _Metrics:
+    def __init__(self, name: str, workers: int) -> None:
+        metrics.init_controller(name, workers)
+        self.total = {r: metrics.reconcile_total.labels(controller=name, result=r)
+                      for r in metrics.RECONCILE_RESULTS}
+        self.errors = metrics.reconcile_errors_total.labels(controller=name)
+        self.terminal = metrics.terminal_reconcile_errors_total.labels(controller=name)
+        self.time = metrics.reconcile_time_seconds.labels(controller=name)
+        self.active = metrics.active_workers.labels(controller=name)
+
+
+class Controller:
+    """Runs `workers` reconcile loops over one work queue of ObjectRefs."""
+
+    def __init__(self, name: str, reconcile: Reconcile, *, clock: Clock, workers: int = 1,
+                 rate_limiter: RateLimiter[ObjectRef] | None = None,
+                 on_terminal: OnTerminal | None = None) -> None:
+        if workers < 1:
+            raise ValueError("a controller needs at least one worker")
+        self.name = name
+        self.workers = workers
+        self.queue = WorkQueue[ObjectRef](name, clock=clock, rate_limiter=rate_limiter, controller=name)
+        self._reconcile = reconcile
+        self._on_terminal = on_terminal
+        self._clock = clock
+        self._tasks: list[asyncio.Task[None]] = []
+        self._m = _Metrics(name, workers)
+
+    def enqueue(self, ref: ObjectRef) -> None:
+        self.queue.add(ref)
+
+    def enqueue_after(self, ref: ObjectRef, delay: float) -> None:
+        self.queue.add_after(ref, delay)
+
+    @property
+    def running(self) -> bool:
+        return any(not task.done() for task in self._tasks)
+
+    async def run(self) -> None:
+        """Run the workers until the queue is shut down; cancelling run() cancels them at once."""
+        if self._tasks:
+            raise RuntimeError(f"controller {self.name} was already started")
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._worker(), name=f"controller-{self.name}-worker-{i}")
+                       for i in range(self.workers)]
+        structlog.get_logger().info("controller started", controller=self.name, workers=self.workers)
+        try:
+            await asyncio.wait(self._tasks)
+        finally:
+            self.queue.shutdown_nowait()
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.wait(self._tasks)
+        for task in self._tasks:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
+
+    async def shutdown(self, *, timeout: float) -> None:  # noqa: ASYNC109 - runs on the injected Clock
+        """Stop intake; give in-flight reconciles `timeout` clock seconds, then cancel them."""
+        self.queue.shutdown_nowait()
+        tasks = [task for task in self._tasks if not task.done()]
+        if await wait_all(self._clock, tasks, timeout):
+            return
+        structlog.get_logger().warning(
+            "reconciles still running at shutdown deadline, cancelling", controller=self.name,
+            timeout=timeout, in_flight=self.queue.processing,
+        )
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                ref = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self._reconcile_one(ref)
+            finally:
+                self.queue.done(ref)
+
+    async def _reconcile_one(self, ref: ObjectRef) -> None:
+        keys: dict[str, Any] = {"controller": self.name, "namespace": ref.namespace, "name": ref.name,
+                                "reconcile_id": str(uuid.uuid4())}
+        log = structlog.get_logger().bind(**keys)
+        with structlog.contextvars.bound_contextvars(**keys):
+            self._m.active.inc()
+            started = self._clock.monotonic()
+            try:
+                if await self._attempt(ref, log):
+                    self._m.time.observe(max(0.0, self._clock.monotonic() - started))
+            finally:
+                self._m.active.dec()
+
+    async def _attempt(self, ref: ObjectRef, log: Any) -> bool:
+        """One reconcile and its queue action; False if it was cut short by shutdown (not counted).
+
+        CancelledError propagates when this worker itself is being cancelled.
+        """
+        try:
+            result = await self._reconcile(ref)
+        except asyncio.CancelledError as err:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:
+                log.info("reconcile cancelled by shutdown")
+                raise
+            if self.queue.shutting_down:
+                log.info("reconcile cancelled during shutdown")
+                return False
+            self._failed(ref, err, log)  # cancelled inside the reconciler: an ordinary failure
+        except TerminalError as err:
+            await self._terminal(ref, err, log)
+        except Exception as err:
+            self._failed(ref, err, log)
+        else:
+            self._succeeded(ref, result, log)
+        return True
+
+    def _failed(self, ref: ObjectRef, err: BaseException, log: Any) -> None:
+        self.queue.add_rate_limited(ref)
+        self._m.errors.inc()
+        self._m.total["error"].inc()
+        log.error("reconcile failed", error=repr(err), requeues=self.queue.num_requeues(ref), exc_info=err)
+
+    async def _terminal(self, ref: ObjectRef, err: TerminalError, log: Any) -> None:
+        self.queue.forget(ref)
+        self._m.terminal.inc()
+        self._m.errors.inc()
+        self._m.total["error"].inc()
+        log.error("reconcile failed terminally, not requeued", error=str(err))
+        if self._on_terminal is None:
+            return
+        try:
+            await self._on_terminal(ref, err)
+        except Exception as hook_err:
+            log.error("on_terminal hook failed", error=repr(hook_err), exc_info=hook_err)
+
+    def _succeeded(self, ref: ObjectRef, result: Result | None, log: Any) -> None:
+        if result is not None and result.requeue_after is not None and result.requeue_after > 0:
+            self.queue.forget(ref)
+            self.queue.add_after(ref, result.requeue_after)
+            self._m.total["requeue_after"].inc()
+            log.debug("reconcile done, requeue after", requeue_after=result.requeue_after)
+        elif result is not None and result.requeue:
+            self.queue.add_rate_limited(ref)
+            self._m.total["requeue"].inc()
+            log.debug("reconcile done, rate-limited requeue")
+        else:
+            self.queue.forget(ref)
+            self._m.total["success"].inc()
+            log.debug("reconcile done")
