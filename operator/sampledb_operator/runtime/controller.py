@@ -103,6 +103,7 @@ class Controller:
             for task in self._tasks:
                 task.cancel()
             await asyncio.wait(self._tasks)
+            await self.queue.shutdown(drain=False)  # awaits the queue's delay task
         for task in self._tasks:
             if not task.cancelled() and (error := task.exception()) is not None:
                 raise error

@@ -211,7 +211,10 @@ class WorkQueue(Generic[K]):
     # -- shutdown ---------------------------------------------------------------------------
 
     def shutdown_nowait(self) -> None:
-        """shutdown(drain=False) without awaiting: ignore adds, get() raises ShutDown at once."""
+        """shutdown(drain=False) without awaiting: ignore adds, get() raises ShutDown at once.
+
+        The delay task is cancelled but not awaited; a later `await shutdown()` awaits it.
+        """
         self._begin_shutdown()
         self._stop_getting()
 
@@ -219,10 +222,10 @@ class WorkQueue(Generic[K]):
         self, *, drain: bool = True, timeout: float | None = None  # noqa: ASYNC109 - on the Clock
     ) -> None:
         """Stop accepting adds; with drain, wait (up to `timeout` clock seconds) for the work to finish."""
-        delay_task = self._begin_shutdown()
+        self._begin_shutdown()
         try:
-            if delay_task is not None:
-                await asyncio.wait({delay_task})
+            if self._delay_task is not None:
+                await asyncio.wait({self._delay_task})
             if drain and not self._stopped:
                 self._check_drained()
                 waiter = asyncio.ensure_future(self._drained.wait())
@@ -234,16 +237,14 @@ class WorkQueue(Generic[K]):
         finally:
             self._stop_getting()
 
-    def _begin_shutdown(self) -> asyncio.Task[None] | None:
-        """Ignore adds from now on, drop delayed adds; the cancelled delay task, if any."""
+    def _begin_shutdown(self) -> None:
+        """Ignore adds from now on; drop delayed adds and cancel the delay task."""
         self._shutting_down = True
         self._heap.clear()
         self._delayed.clear()
-        task, self._delay_task = self._delay_task, None
-        if task is not None:
-            task.cancel()
+        if self._delay_task is not None:
+            self._delay_task.cancel()
         self._wake_all()
-        return task
 
     def _stop_getting(self) -> None:
         self._stopped = True

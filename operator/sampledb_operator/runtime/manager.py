@@ -1,0 +1,203 @@
+"""The manager: starts watchers, waits for their caches, (leads,) runs controllers, shuts down cleanly.
+
+Invariants:
+- No controller worker starts before every watcher's store is synced (and, with a leader elector,
+  before the lease is held). `ready` is true once every store is synced (for /readyz).
+- On the stop event: controllers get `shutdown_timeout` seconds of clock time to finish in-flight
+  reconciles, then the lease is released (a standby takes over at once), then watchers are cancelled;
+  run() returns 0.
+- On lost leadership: controllers are cancelled at once (another replica may already be acting) and
+  run() returns 1. A watcher or controller task that ends by itself is a fault: run() returns 1.
+- Every task the manager creates is owned by run() and cancelled (and awaited) before it returns.
+- With resync_period, every watcher's resync() is called each period while controllers run
+  (controller-runtime's SyncPeriod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine, Iterable
+from typing import Any, Protocol
+
+import structlog
+
+from sampledb_operator.runtime.clock import Clock, wait_all
+from sampledb_operator.runtime.controller import Controller
+
+
+class SyncedStore(Protocol):
+    """What the manager needs of a cache: its synced flag."""
+
+    @property
+    def synced(self) -> asyncio.Event: ...
+
+
+class WatcherLike(Protocol):
+    """What the manager needs of a watcher (runtime.watcher.Watcher satisfies it)."""
+
+    @property
+    def store(self) -> SyncedStore: ...
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        ...
+
+    def resync(self) -> None:
+        """Deliver every cached object to the handlers again."""
+        ...
+
+
+class LeaderLike(Protocol):
+    """What the manager needs of a leader elector (runtime.leader.LeaderElector satisfies it)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    async def acquire(self) -> None:
+        """Return once this process holds the lease."""
+        ...
+
+    async def hold(self) -> None:
+        """Keep renewing; return when leadership is lost."""
+        ...
+
+    async def release(self) -> None:
+        """Give the lease up so a standby takes over at once."""
+        ...
+
+
+class Manager:
+    """Owns the watchers, the controllers and the lease for one run."""
+
+    def __init__(self, *, clock: Clock, leader: LeaderLike | None = None, shutdown_timeout: float = 30.0,
+                 resync_period: float | None = None) -> None:
+        if resync_period is not None and resync_period <= 0:
+            raise ValueError("resync_period must be > 0")
+        self._clock = clock
+        self._leader = leader
+        self._shutdown_timeout = shutdown_timeout
+        self._resync_period = resync_period
+        self._watchers: list[WatcherLike] = []
+        self._controllers: list[Controller] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._log = structlog.get_logger().bind(component="manager")
+
+    def add_watcher(self, watcher: WatcherLike) -> None:
+        self._watchers.append(watcher)
+
+    def add_controller(self, controller: Controller) -> None:
+        self._controllers.append(controller)
+
+    @property
+    def ready(self) -> bool:
+        """Every watcher's cache is synced."""
+        return all(w.store.synced.is_set() for w in self._watchers)
+
+    @property
+    def leading(self) -> bool:
+        """This process may act (it holds the lease, or there is no leader election)."""
+        return self._leader is None or self._leader.is_leader
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until `stop` is set (0) or leadership is lost or a component dies (1)."""
+        try:
+            return await self._run(stop)
+        finally:
+            await self._cancel(self._tasks)
+            for controller in self._controllers:  # those never started still own a queue
+                await controller.queue.shutdown(drain=False)
+
+    async def _run(self, stop: asyncio.Event) -> int:
+        stopper = self._spawn(stop.wait(), "manager-stop")
+        watchers = [self._spawn(w.run(), f"watcher-{i}") for i, w in enumerate(self._watchers)]
+        synced = self._spawn(self._wait_synced(), "manager-sync")
+        first = await self._first(stopper, synced, *watchers)
+        if first is not synced:
+            return await self._stop_before_start(first, stopper)
+        self._log.info("caches synced")
+        if self._leader is not None:
+            acquired = self._spawn(self._leader.acquire(), "leader-acquire")
+            first = await self._first(stopper, acquired, *watchers)
+            if first is not acquired:
+                return await self._stop_before_start(first, stopper)
+            self._log.info("leadership acquired")
+        controllers = [self._spawn(c.run(), f"controller-{c.name}") for c in self._controllers]
+        holder = self._spawn(self._leader.hold(), "leader-hold") if self._leader is not None else None
+        if self._resync_period is not None:
+            self._spawn(self._resync_loop(self._resync_period), "manager-resync")
+        first = await self._first(stopper, *([holder] if holder else []), *watchers, *controllers)
+        if first is stopper:
+            await self._graceful_stop(holder)
+            return 0
+        if first is holder:
+            self._log.error("leadership lost, stopping controllers at once")
+            await self._cancel(controllers)
+            return 1
+        self._log.error("a watcher or controller stopped unexpectedly", task=first.get_name(),
+                        error=_describe(first))
+        await self._graceful_stop(holder)
+        return 1
+
+    async def _stop_before_start(self, first: asyncio.Task[Any], stopper: asyncio.Task[Any]) -> int:
+        if first is stopper:
+            self._log.info("stopped before controllers started")
+            return 0
+        self._log.error("a component stopped before controllers started", task=first.get_name(),
+                        error=_describe(first))
+        return 1
+
+    async def _graceful_stop(self, holder: asyncio.Task[Any] | None) -> None:
+        self._log.info("shutting down controllers", timeout=self._shutdown_timeout)
+        await asyncio.gather(*(c.shutdown(timeout=self._shutdown_timeout) for c in self._controllers))
+        if holder is not None and self._leader is not None:
+            await self._cancel({holder})
+            await self._release()
+
+    async def _release(self) -> None:
+        assert self._leader is not None
+        release = self._spawn(self._leader.release(), "leader-release")
+        if not await wait_all(self._clock, [release], self._shutdown_timeout):
+            self._log.warning("lease release timed out")  # an error of release() is logged by _cancel
+
+    async def _wait_synced(self) -> None:
+        for watcher in self._watchers:
+            await watcher.store.synced.wait()
+
+    async def _resync_loop(self, period: float) -> None:
+        while True:
+            await self._clock.sleep(period)
+            for watcher in self._watchers:
+                watcher.resync()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        return task
+
+    async def _first(self, *tasks: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """The first of `tasks` to finish (the earliest in argument order if several have)."""
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        return next(task for task in tasks if task.done())
+
+    async def _cancel(self, tasks: Iterable[asyncio.Task[Any]]) -> None:
+        """Cancel and await `tasks`; log (and so retrieve) any error one of them ended with."""
+        owned = list(tasks)
+        pending = [task for task in owned if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        for task in owned:
+            self._tasks.discard(task)
+            if not task.cancelled() and (error := task.exception()) is not None:
+                self._log.error("task ended with an error", task=task.get_name(), error=repr(error))
+
+
+def _describe(task: asyncio.Task[Any]) -> str:
+    if task.cancelled():
+        return "cancelled"
+    with contextlib.suppress(asyncio.InvalidStateError):
+        error = task.exception()
+        return repr(error) if error is not None else "returned"
+    return "running"
