@@ -30,6 +30,8 @@ OS_USER = "postgres"
 SUPERUSER = "postgres"
 PASSWORD = "s3cr3t-Pa55-never-printed"
 START_TIMEOUT = 30.0
+DEBIAN_ROOT = Path("/usr/lib/postgresql")
+EXTRA_ROOT = Path("/opt/sampledb-pg")
 RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 
 
@@ -42,9 +44,13 @@ def os_user() -> pwd.struct_passwd:
 
 
 def bindir_for(major: int) -> Path | None:
-    """The binaries of PostgreSQL ``major`` if installed (Debian layout)."""
-    path = Path(f"/usr/lib/postgresql/{major}/bin")
-    return path if (path / "postgres").exists() else None
+    """The binaries of PostgreSQL ``major`` if installed: Debian's layout, else the extra major
+    that hack/install-postgres.sh unpacks under EXTRA_ROOT."""
+    for root in (DEBIAN_ROOT, EXTRA_ROOT):
+        path = root / str(major) / "bin"
+        if (path / "postgres").exists():
+            return path
+    return None
 
 
 def default_bindir() -> Path:
@@ -65,11 +71,11 @@ def default_bindir() -> Path:
 
 
 def installed_majors() -> list[int]:
-    """Majors with server binaries under /usr/lib/postgresql."""
-    root = Path("/usr/lib/postgresql")
-    if not root.is_dir():
-        return []
-    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and bindir_for(int(p.name)))
+    """Majors with server binaries under DEBIAN_ROOT or EXTRA_ROOT."""
+    found = {
+        int(p.name) for root in (DEBIAN_ROOT, EXTRA_ROOT) if root.is_dir() for p in root.iterdir() if p.name.isdigit()
+    }
+    return sorted(m for m in found if bindir_for(m))
 
 
 def as_postgres(

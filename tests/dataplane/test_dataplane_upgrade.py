@@ -99,11 +99,14 @@ def test_network_flow_rebuilds_identical_cluster_and_writes_marker(
     assert again.result["outcome"] == "exists"
 
 
+@pytest.mark.parametrize("new_major", TARGET_MAJORS)
 @pytest.mark.parametrize("method", ["auto", "logical"])
 def test_stopped_old_cluster_upgrades_locally_and_stays_usable(
-    runner: ScriptRunner, stopped_old: tuple[PgServer, dict[str, Any]], pg_root: Path, pg_bindir: Path, method: str
+    runner: ScriptRunner, stopped_old: tuple[PgServer, dict[str, Any]], pg_root: Path, method: str, new_major: int
 ) -> None:
     old, expected = stopped_old
+    new_bindir = bindir_for(new_major)
+    assert new_bindir is not None
     new_dir = old.sockdir / "pgdata-new"
     env = {
         "PGUSER": "postgres",
@@ -113,13 +116,14 @@ def test_stopped_old_cluster_upgrades_locally_and_stays_usable(
         "UPGRADE_METHOD": method,
     }
 
-    run = upgrade(runner, env, pg_bindir)
+    run = upgrade(runner, env, new_bindir)
 
     assert run.returncode == 0, run.stderr
     assert run.result["method"] == ("pg_upgrade" if method == "auto" else "logical")
     assert (new_dir / MARKER).exists()
-    new = start_upgraded(new_dir, pg_bindir, pg_root)
+    new = start_upgraded(new_dir, new_bindir, pg_root)
     try:
+        assert new.major == new_major
         assert_new_cluster_matches(new, expected)
     finally:
         new.stop()

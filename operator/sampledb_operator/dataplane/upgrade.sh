@@ -155,7 +155,11 @@ if ((old_num >= 150000)); then locale_query+=", datlocprovider, coalesce(daticul
 IFS='|' read -r encoding collate ctype provider icu_locale < <(sql_value "$locale_query FROM pg_database WHERE datname = 'template1'")
 initdb_args=(-D "$staging" -U "$bootstrap" "--encoding=$encoding" "--lc-collate=$collate" "--lc-ctype=$ctype" --no-sync)
 if [[ ${provider:-c} == i ]]; then initdb_args+=(--locale-provider=icu "--icu-locale=$icu_locale"); fi
-if [[ $(sql_value "SHOW data_checksums") == on ]]; then initdb_args+=(--data-checksums); fi
+if [[ $(sql_value "SHOW data_checksums") == on ]]; then
+    initdb_args+=(--data-checksums)
+elif ((new_major >= 18)); then
+    initdb_args+=(--no-data-checksums) # on by default since 18; pg_upgrade needs the old setting
+fi
 
 frozen=0
 # shellcheck disable=SC2317  # called from the exit cleanups
