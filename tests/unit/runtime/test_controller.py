@@ -37,6 +37,10 @@ def value(metric: str, controller: Controller, **labels: str) -> float:
     return found
 
 
+def count_reaches(calls: list[ObjectRef], n: int) -> Callable[[], bool]:
+    return lambda: len(calls) >= n
+
+
 def results(controller: Controller) -> dict[str, float]:
     return {r: value("controller_runtime_reconcile_total", controller, result=r)
             for r in ("success", "error", "requeue", "requeue_after")}
@@ -114,7 +118,7 @@ async def test_exception_requeues_rate_limited_with_growing_delay(harnesses: lis
         await asyncio.sleep(0)
         assert len(calls) == done, f"retried before {expected_delay} s"
         h.clock.advance(0.01)
-        await eventually(lambda done=done: len(calls) == done + 1)
+        await eventually(count_reaches(calls, done + 1))
     await eventually(lambda: h.controller.queue.processing == 0)
     assert value("controller_runtime_reconcile_errors_total", h.controller) == 4
     assert results(h.controller)["error"] == 4

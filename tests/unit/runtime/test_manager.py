@@ -83,9 +83,10 @@ class FakeLeader:
 
 class Setup:
     def __init__(self, reconcile: Reconcile, *, watchers: int = 1, leader: bool = False,
-                 shutdown_timeout: float = 30.0, resync_period: float | None = None) -> None:
+                 shutdown_timeout: float = 30.0, resync_period: float | None = None,
+                 journal: list[str] | None = None) -> None:
         self.clock = FakeClock()
-        self.journal: list[str] = []
+        self.journal: list[str] = journal if journal is not None else []
         self.watchers = [FakeWatcher(self.journal, f"w{i}") for i in range(watchers)]
         self.leader = FakeLeader(self.journal) if leader else None
         self.manager = Manager(clock=self.clock, leader=self.leader, shutdown_timeout=shutdown_timeout,
@@ -116,6 +117,15 @@ async def setups() -> AsyncIterator[list[Setup]]:
             await asyncio.wait({setup.task})
 
 
+def ready(manager: Manager) -> bool:
+    """manager.ready, read through a call (the value changes between reads)."""
+    return manager.ready
+
+
+def leading(manager: Manager) -> bool:
+    return manager.leading
+
+
 def recording(calls: list[ObjectRef]) -> Reconcile:
     async def reconcile(ref: ObjectRef) -> None:
         calls.append(ref)
@@ -130,14 +140,14 @@ async def test_no_worker_runs_before_every_store_is_synced(setups: list[Setup]) 
     s.controller.enqueue(A)
     s.start()
     await eventually(lambda: all(w.running for w in s.watchers))
-    assert not s.manager.ready
+    assert not ready(s.manager)
     s.watchers[0].store.synced.set()
     for _ in range(5):
         await asyncio.sleep(0)
     assert calls == [] and not s.controller.running
     s.watchers[1].store.synced.set()
     await eventually(lambda: calls == [A])
-    assert s.manager.ready and s.manager.leading
+    assert ready(s.manager) and leading(s.manager)
 
 
 async def test_stop_shuts_controllers_then_releases_lease_then_cancels_watchers(setups: list[Setup]) -> None:
@@ -150,18 +160,16 @@ async def test_stop_shuts_controllers_then_releases_lease_then_cancels_watchers(
         await gate.wait()
         journal.append("reconcile finished")
 
-    s = Setup(reconcile, leader=True)
+    s = Setup(reconcile, leader=True, journal=journal)
     setups.append(s)
-    s.journal = journal
-    s.leader.journal = journal  # type: ignore[union-attr]
-    s.watchers[0].journal = journal
+    assert s.leader is not None
     s.controller.enqueue(A)
     task = s.start()
     s.sync_all()
-    assert not s.manager.leading
-    s.leader.grant.set()  # type: ignore[union-attr]
+    assert not leading(s.manager)
+    s.leader.grant.set()
     await asyncio.wait_for(started.wait(), 1.0)
-    assert s.manager.leading
+    assert leading(s.manager)
     s.stop.set()
     await eventually(lambda: s.controller.queue.shutting_down)
     assert not task.done()  # waits for the in-flight reconcile

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from sampledb_operator.runtime.workqueue import ShutDown, WorkQueue
 KEYS = st.sampled_from("abcdef")
 DELAYS = st.sampled_from([0.5, 1.0, 2.0, 3.0])
 _names = itertools.count()
+T = TypeVar("T")
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -45,9 +47,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def run(self, coro_fn: Callable[[], object]) -> object:
-        async def wrapper() -> object:
-            return await asyncio.wait_for(coro_fn(), 2.0)  # type: ignore[arg-type]
+    def run(self, coro_fn: Callable[[], Awaitable[T]]) -> T:
+        """Run a coroutine of the queue inside the loop, bounded in real time."""
+
+        async def wrapper() -> T:
+            return await asyncio.wait_for(coro_fn(), 2.0)
+
         return self.loop.run_until_complete(wrapper())
 
     def call(self, fn: Callable[[], None]) -> None:
@@ -106,7 +111,6 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def get(self) -> None:
         item = self.run(self.queue.get)
-        assert isinstance(item, str)
         assert item not in self.processing, f"{item} handed out while in progress"
         assert self.adds_since_get.get(item, 0) > 0, f"{item} handed out twice without an add"
         assert item == self.waiting[0], f"FIFO broken: got {item}, expected {self.waiting[0]}"
@@ -150,7 +154,6 @@ class QueueMachine(RuleBasedStateMachine):
             drained: list[str] = []
             while len(self.queue):
                 item = self.run(self.queue.get)
-                assert isinstance(item, str)
                 drained.append(item)
                 self.queue.done(item)
             assert drained == self.waiting, "items lost or duplicated"
