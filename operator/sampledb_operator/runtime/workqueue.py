@@ -12,7 +12,8 @@ Invariants:
   get() raises ShutDown at once.
 - Metrics (workqueue_* {name, controller}): depth counts dirty items (waiting, or re-added while
   processing) as client-go; adds_total counts adds that were not deduplicated; retries_total counts
-  add_rate_limited() calls; queue_duration and work_duration are observed at get() and done().
+  add_rate_limited() calls only (client-go also counts plain AddAfter: here a requeue_after is not a
+  retry); queue_duration and work_duration are observed at get() and done().
   unfinished_work_seconds and longest_running_processor_seconds are computed at scrape time
   (Gauge.set_function over the items in progress), so they cost nothing between scrapes and stay
   accurate when a processor is stuck. The queue must be used from one event loop.
