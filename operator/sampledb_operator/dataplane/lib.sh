@@ -24,7 +24,7 @@ SDB_EXIT_CONNECT=9     # cannot connect or authenticate (server up but refusing 
 SDB_SCRIPT=${SDB_SCRIPT:-$(basename "${0%.sh}")}
 SDB_RESULT_DONE=0
 SDB_CLEANUPS=()
-SDB_MESSAGE_MAX=1500
+SDB_MESSAGE_MAX=1000 # characters; keeps the result line under the 4 KiB termination message
 
 # json_str VALUE: VALUE as a JSON string literal (control characters escaped or dropped).
 json_str() {
