@@ -62,7 +62,6 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     """Run the operator until `stop` is set (or a signal arrives); the process exit code."""
     clock = RealClock()
     metrics.init_operator()
-    metrics.init_controller(CONTROLLER, settings.workers)
     stop = stop or asyncio.Event()
     client = await KubeClient.connect(settings.kubeconfig, context=settings.context, in_cluster=settings.in_cluster)
     health: HealthServer | None = None

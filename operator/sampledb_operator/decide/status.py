@@ -66,7 +66,7 @@ def statefulset_ready(sts: Obj | None) -> bool:
     spec, status = sts.get("spec", {}), sts.get("status", {})
     want = spec.get("replicas", 1)
     generation = sts.get("metadata", {}).get("generation", 0)
-    return (
+    return bool(
         want > 0
         and status.get("observedGeneration", 0) >= generation
         and status.get("readyReplicas", 0) >= want

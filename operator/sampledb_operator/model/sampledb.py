@@ -68,7 +68,7 @@ class Phase(StrEnum):
     PROVISIONING = "Provisioning"
     INITIALIZING = "Initializing"
     RESTORING = "Restoring"
-    READY = "Ready"
+    RUNNING = "Running"
     UPGRADING = "Upgrading"
     MIGRATING = "Migrating"
     DEGRADED = "Degraded"

@@ -19,7 +19,7 @@ from prometheus_client import (
 )
 
 # controller-runtime exports no *_created series; neither do we (it also halves the exposition).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 # process_* (CPU, resident memory, open fds, start time) and python_info, as controller-runtime's

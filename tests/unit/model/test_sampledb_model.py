@@ -140,7 +140,7 @@ def test_whole_object_parses_with_metadata_and_without_status() -> None:
 
 def test_status_round_trips_with_conditions_and_times() -> None:
     status = SampleDBStatus(
-        phase=Phase.READY,
+        phase=Phase.RUNNING,
         conditions=[Condition(type="Ready", status="True", reason="DatabaseReady",
                               last_transition_time=datetime(2026, 1, 1, tzinfo=UTC), observed_generation=2)],
         observed_generation=2, current_version="16.4", endpoint="db.ns.svc:5432", secret_name="db-credentials",

@@ -1,0 +1,189 @@
+"""decide/desired.py and decide/plan.py: the children a SampleDB should have, and the writes to get there."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import plan
+from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+
+SCRIPTS = {"lib.sh": "#!/bin/bash\n", "init.sh": "#!/bin/bash\n"}
+
+
+def make_db(name: str = "orders", namespace: str = "shop", **spec: Any) -> SampleDB:
+    body: dict[str, Any] = {"version": "16.4", "storage": {"size": "1Gi"}}
+    body.update(spec)
+    return SampleDB.model_validate({
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": name, "namespace": namespace, "uid": "uid-1", "generation": 1},
+        "spec": body,
+    })
+
+
+def server_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the API server would hold after applying obj: our fields plus defaults it adds."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["uid"] = "child-uid"
+    out["metadata"]["resourceVersion"] = "7"
+    out["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = "1"
+    if obj["kind"] == "StatefulSet":
+        c = out["spec"]["template"]["spec"]["containers"][0]
+        c["terminationMessagePath"] = "/dev/termination-log"
+        c["imagePullPolicy"] = "IfNotPresent"
+        out["spec"]["revisionHistoryLimit"] = 10
+        out["status"] = {"replicas": 1}
+    if obj["kind"] == "Service":
+        out["spec"]["clusterIP"] = out["spec"].get("clusterIP", "10.96.0.17")
+        out["spec"]["sessionAffinity"] = "None"
+    if obj["kind"] == "PersistentVolumeClaim":
+        out["spec"]["storageClassName"] = "standard"
+        out["spec"]["volumeMode"] = "Filesystem"
+        out["status"] = {"phase": "Bound"}
+    return out
+
+
+def observed_from(objs: list[dict[str, Any]]) -> dict[plan.Key, dict[str, Any]]:
+    return {plan.key_of(o): server_view(o) for o in objs}
+
+
+def test_every_child_is_owned_by_the_sampledb_and_labelled_for_the_server_side_selector() -> None:
+    db = make_db()
+    for child in d.children(d.Inputs(db, SCRIPTS)):
+        meta = child["metadata"]
+        assert meta["namespace"] == "shop"
+        assert meta["ownerReferences"] == [{
+            "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": "uid-1",
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "sampledb-operator"
+        assert meta["labels"][d.DATABASE_LABEL] == "orders"
+
+
+def test_statefulset_runs_the_versions_image_on_the_data_pvc_with_probes_and_non_root() -> None:
+    db = make_db(parameters={"max_connections": "200", "shared_buffers": "256MB"},
+                 resources={"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}})
+    sts = d.statefulset(db)
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == "postgres:16.4"
+    assert c["args"] == ["postgres", "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
+    assert c["resources"] == {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}
+    assert {"readinessProbe", "livenessProbe", "startupProbe"} <= set(c)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    claim = next(v for v in pod["volumes"] if v["name"] == names.DATA_VOLUME)
+    assert claim["persistentVolumeClaim"]["claimName"] == names.data_pvc_name("orders")
+    assert sts["spec"]["serviceName"] == names.headless_service_name("orders")
+    password_env = next(e for e in c["env"] if e["name"] == "POSTGRES_PASSWORD")
+    assert "value" not in password_env  # from the Secret, never inline
+
+
+def test_secret_holds_generated_password_and_configmap_holds_no_secret() -> None:
+    db = make_db()
+    secret = d.secret(db, "s3cr3t-value")
+    assert secret["stringData"]["password"] == "s3cr3t-value"
+    assert "s3cr3t-value" in secret["stringData"]["uri"]
+    cm = d.configmap(db)
+    assert "s3cr3t-value" not in repr(cm)
+    assert cm["data"]["host"] == "orders.shop.svc"
+    assert cm["data"]["secretName"] == names.secret_name("orders")
+
+
+def test_init_job_mounts_the_sql_from_its_configmap_key_and_records_its_source() -> None:
+    db = make_db(init={"configMapKeyRef": {"name": "orders-init", "key": "init.sql"}})
+    job = d.init_job(db)
+    assert job is not None
+    assert job["metadata"]["name"] == names.init_job_name("orders", "uid-1")
+    assert job["metadata"]["annotations"][d.INIT_SOURCE_ANNOTATION] == "configmap/orders-init/init.sql"
+    vol = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "init-sql")
+    assert vol["configMap"] == {"name": "orders-init", "items": [{"key": "init.sql", "path": "init.sql"}]}
+    env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert {"PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "INIT_SQL_FILE"} <= env
+    assert d.init_job(make_db()) is None
+
+
+def test_testing_annotations_reach_job_pods_only() -> None:
+    db = make_db(init={"configMapKeyRef": {"name": "i", "key": "k"}})
+    db = db.model_copy(update={"metadata": db.metadata.model_copy(
+        update={"annotations": {"testing.sampledb.io/fail": "true", "other": "x"}})})
+    job = d.init_job(db)
+    assert job is not None
+    assert job["spec"]["template"]["metadata"]["annotations"] == {"testing.sampledb.io/fail": "true"}
+    assert "annotations" not in d.statefulset(db)["spec"]["template"]["metadata"]
+
+
+def test_missing_children_are_planned_in_order_and_nothing_when_all_match() -> None:
+    db = make_db()
+    want = d.children(d.Inputs(db, SCRIPTS))
+    actions = plan.plan(want, {})
+    assert [a.key for a in actions] == [plan.key_of(o) for o in want]
+    assert all(a.verb is plan.Verb.APPLY for a in actions)
+    assert plan.plan(want, observed_from(want)) == []
+
+
+def test_hand_edited_statefulset_is_drift_and_server_defaults_are_not() -> None:
+    db = make_db()
+    want = d.children(d.Inputs(db, SCRIPTS))
+    observed = observed_from(want)
+    sts_key = ("StatefulSet", "orders")
+    observed[sts_key]["spec"]["template"]["spec"]["containers"][0]["image"] = "postgres:9.6"
+    actions = plan.plan(want, observed)
+    assert [a.key for a in actions] == [sts_key]
+    assert "image" in actions[0].reason
+
+
+def test_quantities_compare_by_value() -> None:
+    db = make_db(resources={"limits": {"memory": "1024Mi"}})
+    want = d.children(d.Inputs(db, SCRIPTS))
+    observed = observed_from(want)
+    observed[("StatefulSet", "orders")]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "memory"] = "1Gi"
+    assert plan.plan(want, observed) == []
+
+
+def test_pvc_grows_but_never_shrinks() -> None:
+    small, big = make_db(storage={"size": "1Gi"}), make_db(storage={"size": "2Gi"})
+    observed = observed_from([d.data_pvc(small)])
+    grow = plan.plan([d.data_pvc(big)], observed)
+    assert len(grow) == 1 and "expand storage from 1Gi to 2Gi" in grow[0].reason
+    observed_big = observed_from([d.data_pvc(big)])
+    assert plan.plan([d.data_pvc(small)], observed_big) == []
+
+
+def test_create_only_kinds_are_created_when_missing_and_never_updated() -> None:
+    db = make_db()
+    secret = d.secret(db, "pw")
+    assert [a.verb for a in plan.plan([secret], {}, create_only=frozenset({"Secret"}))] == [plan.Verb.CREATE]
+    changed = observed_from([d.secret(db, "other")])
+    assert plan.plan([secret], changed, create_only=frozenset({"Secret"})) == []
+
+
+_param_names = hs.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True)
+_param_values = hs.from_regex(r"[A-Za-z0-9]{1,8}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    version=hs.sampled_from(["13.9", "14.12", "15.8", "16.4", "17.2"]),
+    size=hs.sampled_from(["64Mi", "1Gi", "1536Mi", "10Gi"]),
+    params=hs.dictionaries(_param_names.filter(lambda n: n not in ("port", "config_file")), _param_values,
+                           max_size=4),
+    cpu=hs.sampled_from([None, "100m", "1", "2500m"]),
+    name=hs.from_regex(r"[a-z][a-z0-9]{0,20}", fullmatch=True),
+)
+def test_a_plan_applied_to_its_own_result_is_empty(version: str, size: str, params: dict[str, str],
+                                                   cpu: str | None, name: str) -> None:
+    spec: dict[str, Any] = {"version": version, "storage": {"size": size}, "parameters": params or None}
+    if cpu:
+        spec["resources"] = {"requests": {"cpu": cpu}}
+    db = make_db(name=name, **spec)
+    want = d.children(d.Inputs(db, SCRIPTS))
+    first = plan.plan(want, {})
+    result = observed_from([a.obj for a in first])
+    assert plan.plan(want, result) == []
