@@ -218,11 +218,17 @@ class ScriptRunner:
             os.chown(path, user.pw_uid, user.pw_gid)
         self.work = private_dir(parent, prefix="work-")
 
+    def command(self, name: str) -> list[str]:
+        return [RUNUSER, "-u", OS_USER, "--", "bash", str(self.dir / name)]
+
+    def environment(self, env: Mapping[str, str], bindir: Path | None = None) -> dict[str, str]:
+        path_dirs = f"{bindir or self.bindir}:/usr/local/bin:/usr/bin:/bin"
+        return {"PATH": path_dirs, "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": str(self.work), **env}
+
     def run(
         self, name: str, env: Mapping[str, str], bindir: Path | None = None, use_result_file: bool = True
     ) -> ScriptRun:
-        path_dirs = f"{bindir or self.bindir}:/usr/local/bin:/usr/bin:/bin"
-        full_env = {"PATH": path_dirs, "TMPDIR": str(self.work), **env}
+        full_env = self.environment(env, bindir)
         result_file = self.work / f"result-{name}-{time.monotonic_ns()}.json"
         if use_result_file:
             full_env["RESULT_FILE"] = str(result_file)

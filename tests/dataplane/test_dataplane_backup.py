@@ -135,6 +135,16 @@ def test_failing_dump_leaves_no_final_file(runner: ScriptRunner, pg_server: PgSe
     assert list(work_dir.iterdir()) == []
 
 
+def test_unknown_database_fails_to_connect_and_writes_nothing(
+    runner: ScriptRunner, pg_server: PgServer, work_dir: Path
+) -> None:
+    run = backup(runner, pg_server.libpq_env("no_such_db"), work_dir, "nothing")
+
+    assert run.returncode == 9
+    assert 'database "no_such_db" does not exist' in run.result["message"]
+    assert list(work_dir.iterdir()) == []
+
+
 def test_restore_of_unknown_backup_is_a_config_error(
     runner: ScriptRunner, restore_server: PgServer, work_dir: Path
 ) -> None:

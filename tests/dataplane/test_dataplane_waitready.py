@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+from subprocess import PIPE
+
 import pytest
-from pg_harness import PASSWORD, PgServer, ScriptRunner, free_port
+from pg_harness import PASSWORD, PgServer, ScriptRunner, free_port, private_dir
 
 pytestmark = pytest.mark.postgres
 
@@ -40,3 +45,25 @@ def test_invalid_timeout_is_a_config_error(runner: ScriptRunner, pg_server: PgSe
 
     assert run.returncode == 2
     assert "WAIT_TIMEOUT" in run.result["message"]
+
+
+def test_waits_for_a_server_that_starts_later(runner: ScriptRunner, pg_root: Path, pg_bindir: Path) -> None:
+    base = private_dir(pg_root, prefix="late-")
+    server = PgServer(bindir=pg_bindir, datadir=base / "data", sockdir=base)
+    server.initdb()
+    env = runner.environment({**server.libpq_env(), "WAIT_TIMEOUT": "60", "WAIT_INTERVAL": "0.2"})
+    proc = subprocess.Popen(runner.command("wait-ready.sh"), env=env, stdout=PIPE, stderr=PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # blocks until the script reports its first failed attempt
+        assert "waiting up to 60s for the server" in first
+        server.start()
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+        server.stop()
+
+    assert proc.returncode == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["ready"] is True
+    assert result["attempts"] >= 2

@@ -218,11 +218,11 @@ else
         die "$SDB_EXIT_SQL" "restoring into the new cluster failed: $(first_error "$SDB_TMP/restore.err")"
     fi
     ctx_new
-    if [[ ${UPGRADE_ANALYZE:-1} == 1 ]]; then
-        log "analyzing the new cluster"
-        "$new_bindir/vacuumdb" -w --all --analyze-only --quiet >/dev/null 2>"$SDB_TMP/analyze.err" ||
-            log "warning: analyze failed: $(first_error "$SDB_TMP/analyze.err")"
-    fi
+fi
+if [[ ${UPGRADE_ANALYZE:-1} == 1 ]]; then
+    log "analyzing the new cluster"
+    "$new_bindir/vacuumdb" -w --all --analyze-only --quiet >/dev/null 2>"$SDB_TMP/analyze.err" ||
+        log "warning: analyze failed: $(first_error "$SDB_TMP/analyze.err")"
 fi
 
 # ---- verify, stop, publish

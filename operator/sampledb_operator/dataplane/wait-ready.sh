@@ -36,6 +36,9 @@ while :; do
     if ((SECONDS >= deadline)); then
         break
     fi
+    if ((attempts == 1)); then
+        log "waiting up to ${timeout}s for the server (pg_isready status $status)"
+    fi
     sleep "$interval"
 done
 case $status in
