@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from sampledb_operator.model.sampledb import (
     MANAGED_PARAMETERS,
@@ -22,6 +23,16 @@ from sampledb_operator.model.sampledb import (
     UpgradeSpec,
 )
 from sampledb_operator.model.schema import KeyRef
+
+
+def _model(cls: type[BaseModel], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """cls built from exactly these fields (st.builds would also guess the alias-named parameters)."""
+    return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
+
+
+def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
 
 versions = st.builds(
     lambda major, minor: f"{major}.{minor}", st.sampled_from(SUPPORTED_MAJORS), st.integers(0, 40)
@@ -55,39 +66,35 @@ schedules = st.one_of(
     st.lists(cron_fields, min_size=5, max_size=5).map(" ".join),
 )
 
-key_refs = st.builds(KeyRef, name=subdomains, key=st.from_regex(r"[-._a-zA-Z0-9]{1,20}", fullmatch=True))
+key_refs = _model(KeyRef, name=subdomains, key=st.from_regex(r"[-._a-zA-Z0-9]{1,20}", fullmatch=True))
 inits = st.one_of(
-    st.builds(InitSpec, config_map_key_ref=key_refs),
-    st.builds(InitSpec, secret_key_ref=key_refs),
+    _model(InitSpec, config_map_key_ref=key_refs),
+    _model(InitSpec, secret_key_ref=key_refs),
 )
 
 
-def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.none(), strategy)
-
-
-specs = st.builds(
+specs = _model(
     SampleDBSpec,
     version=versions,
     image=_maybe(st.builds(lambda v: f"registry.example.com/db/postgres:{v}", versions)),
-    storage=st.builds(StorageSpec, size=storage_sizes, storage_class_name=_maybe(subdomains)),
+    storage=_model(StorageSpec, size=storage_sizes, storage_class_name=_maybe(subdomains)),
     resources=_maybe(
-        st.builds(ResourceRequirements, requests=_maybe(resource_lists), limits=_maybe(resource_lists))
+        _model(ResourceRequirements, requests=_maybe(resource_lists), limits=_maybe(resource_lists))
     ),
     parameters=_maybe(st.dictionaries(parameter_names, parameter_values, max_size=6)),
     init=_maybe(inits),
-    backup=st.builds(
+    backup=_model(
         BackupSpec,
         schedule=_maybe(schedules),
         retention=st.integers(1, 1000),
-        storage=st.builds(
+        storage=_model(
             BackupStorageSpec, size=_maybe(storage_sizes), storage_class_name=_maybe(subdomains)
         ),
     ),
     deletion_policy=st.sampled_from(DeletionPolicy),
-    restore=_maybe(st.builds(RestoreSpec, backup_name=subdomains)),
+    restore=_maybe(_model(RestoreSpec, backup_name=subdomains)),
     paused=st.booleans(),
-    migrations=_maybe(st.builds(MigrationsSpec, config_map_name=subdomains)),
-    upgrade=st.builds(UpgradeSpec, backup_before_minor=st.booleans()),
+    migrations=_maybe(_model(MigrationsSpec, config_map_name=subdomains)),
+    upgrade=_model(UpgradeSpec, backup_before_minor=st.booleans()),
 )
 """Valid SampleDB specs (creation-time valid: restore may be set)."""
