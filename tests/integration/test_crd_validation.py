@@ -71,8 +71,8 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
     ("version-v-prefix", {"spec.version": "v16.4"}, "must be MAJOR.MINOR"),
     ("version-leading-zero", {"spec.version": "16.04"}, "must be MAJOR.MINOR"),
     ("version-major-too-old", {"spec.version": "12.9"},
-     "unsupported PostgreSQL major version; supported majors: 13, 14, 15, 16, 17, 18"),
-    ("version-major-too-new", {"spec.version": "19.0"}, "unsupported PostgreSQL major version"),
+     "PostgreSQL 12 is not supported: the major version must be one of 13, 14, 15, 16, 17, 18"),
+    ("version-major-too-new", {"spec.version": "19.0"}, "PostgreSQL 19 is not supported"),
     ("version-a-number", {"spec.version": 16.4}, "spec.version: Invalid value: \"number\""),
     ("version-too-long", {"spec.version": "16." + "1" * 20}, "spec.version: Too long"),
     ("storage-missing", {"spec.storage": DELETE}, "spec.storage: Required value"),
@@ -166,7 +166,7 @@ def test_invalid_backup_is_rejected_with_a_clear_message(
 def test_real_create_rejects_like_the_dry_run(namespace: str) -> None:
     proc = create(variant(VALID, {"spec.version": "12.9"}), namespace)
     assert proc.returncode != 0
-    assert "supported majors: 13, 14, 15, 16, 17, 18" in proc.stderr
+    assert "the major version must be one of 13, 14, 15, 16, 17, 18" in proc.stderr
     assert kubectl("get", "sdb", "-n", namespace, "-o", "name").stdout.strip() == ""
 
 

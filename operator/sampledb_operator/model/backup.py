@@ -16,6 +16,7 @@ from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.schema import (
     API_VERSION,
     NAME_MAX,
+    SHA256_RE,
     SHORT_TEXT_MAX,
     LabelName,
     ObjectMeta,
@@ -28,7 +29,6 @@ from sampledb_operator.model.schema import (
 )
 
 KIND = "SampleDBBackup"
-SHA256_RE = r"^[0-9a-f]{64}$"
 
 
 class BackupReason(StrEnum):

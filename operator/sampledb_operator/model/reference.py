@@ -37,7 +37,7 @@ def _kind_section(info: KindInfo) -> str:
     lines = [
         f"## {info.kind}",
         "",
-        schema["description"],
+        _cell(schema["description"]),
         "",
         f"`kubectl get {info.plural}` (short name: {', '.join(f'`{s}`' for s in info.short_names)}),"
         " namespaced, with a `status` subresource.",
@@ -49,7 +49,7 @@ def _kind_section(info: KindInfo) -> str:
         lines.append(f"| {col.name} | `{_cell(col.json_path)}` | {'-o wide' if col.priority else 'always'} |")
     lines.append("")
     for rule in schema.get("x-kubernetes-validations", []):
-        lines.append(f"- Object rule: {_rule_text(rule)}")
+        lines.append(f"- {_cell(_rule_text(rule))}")
     lines.append("")
     for top in ("spec", "status"):
         lines += _object_sections(info.kind, top, schema["properties"][top])
@@ -62,9 +62,9 @@ def _anchor(kind: str, path: str) -> str:
 
 def _object_sections(kind: str, path: str, node: dict[str, Any]) -> list[str]:
     lines = [f'<a id="{_anchor(kind, path)}"></a>', f"### {kind} `{path}`", ""]
-    lines += [node.get("description", ""), ""]
+    lines += [_cell(node.get("description", "")), ""]
     for rule in node.get("x-kubernetes-validations", []):
-        lines.append(f"- Rule: {_rule_text(rule)}")
+        lines.append(f"- Rule: {_cell(_rule_text(rule))}")
     if node.get("x-kubernetes-validations"):
         lines.append("")
     lines += ["| Field | Type | Default | Constraints | Description |", "|---|---|---|---|---|"]
@@ -106,25 +106,27 @@ def _constraints(prop: dict[str, Any], required: bool) -> str:
     out = ["**required**"] if required else []
     if "enum" in prop:
         out.append("one of " + ", ".join(f"`{v}`" for v in prop["enum"]))
-    for key, label in (("minimum", ">="), ("maximum", "<="), ("minLength", "length >="),
-                       ("maxLength", "length <="), ("maxItems", "items <="), ("maxProperties", "entries <=")):
+    for key, label in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"),
+                       ("maxLength", "length ≤"), ("maxItems", "items ≤"), ("maxProperties", "entries ≤")):
         if key in prop:
             out.append(f"{label} {prop[key]}")
     if "pattern" in prop:
         out.append(f"matches `{prop['pattern']}`")
     inner = prop.get("additionalProperties") or prop.get("items") or {}
-    rules = [*prop.get("x-kubernetes-validations", []), *inner.get("x-kubernetes-validations", [])]
+    own = [] if "properties" in prop else prop.get("x-kubernetes-validations", [])  # else in its section
+    rules = [*own, *inner.get("x-kubernetes-validations", [])]
     if inner.get("x-kubernetes-int-or-string"):
-        out.append(f"values: quantities, length <= {inner.get('maxLength')}")
+        out.append(f"values: quantities, length ≤ {inner.get('maxLength')}")
     elif inner.get("type") == "string" and "maxLength" in inner:
-        out.append(f"values: length <= {inner['maxLength']}")
+        out.append(f"values: length ≤ {inner['maxLength']}")
     out += [_rule_text(r) for r in rules]
-    return "; ".join(_cell(x) for x in out)
+    return "<br>".join(_cell(x) for x in out)
 
 
 def _rule_text(rule: dict[str, str]) -> str:
     when = " *(on update)*" if "oldSelf" in rule["rule"] else ""
-    return f"{rule['message']}{when}"
+    where = f"`{rule['fieldPath'].lstrip('.')}`: " if "fieldPath" in rule else ""
+    return f"{where}{rule['message']}{when}"
 
 
 def _json(value: Any) -> str:
@@ -136,4 +138,5 @@ def _json(value: Any) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a table cell (no pipes, newlines or HTML-looking <words>)."""
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")

@@ -22,6 +22,7 @@ from sampledb_operator.model.schema import (
     API_VERSION,
     DNS1035_LABEL_RE,
     NAME_MAX,
+    SHA256_RE,
     SHORT_TEXT_MAX,
     KeyRef,
     ObjectMeta,
@@ -47,7 +48,6 @@ MANAGED_PARAMETERS: tuple[str, ...] = (
     "listen_addresses", "port", "unix_socket_directories",
 )
 MIN_STORAGE = "64Mi"
-SHA256_RE = r"^[0-9a-f]{64}$"
 
 _MAJORS = ", ".join(str(m) for m in SUPPORTED_MAJORS)
 _Q = "quantity(string(self))"
@@ -107,7 +107,10 @@ Version = Annotated[
     Rule(f"self.matches('{VERSION_RE}')", 'must be MAJOR.MINOR without leading zeros, e.g. "16.4"'),
     Rule(
         f"!self.matches('{VERSION_RE}') || int(self.split('.')[0]) in [{_MAJORS}]",
-        f"unsupported PostgreSQL major version; supported majors: {_MAJORS}",
+        f"the major version must be one of {_MAJORS}",
+        message_expression=(
+            f"'PostgreSQL ' + self.split('.')[0] + ' is not supported: the major version must be one of {_MAJORS}'"
+        ),
     ),
     Rule(
         f"!self.matches('{VERSION_RE}') || !oldSelf.matches('{VERSION_RE}')"

@@ -33,6 +33,7 @@ QUANTITY_MAX = 64
 DNS1123_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS1035_LABEL_RE = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 CONFIG_KEY_RE = r"^[-._a-zA-Z0-9]+$"
+SHA256_RE = r"^[0-9a-f]{64}$"
 
 
 @dataclass(frozen=True, slots=True)

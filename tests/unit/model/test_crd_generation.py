@@ -239,3 +239,26 @@ def test_cron_format_rejects(text: str) -> None:
                                           ("Shared_Buffers", False), ("a b", False), ("x.", False)])
 def test_parameter_name_format(text: str, ok: bool) -> None:
     assert bool(re.fullmatch(PARAMETER_NAME_RE, text)) is ok
+
+
+# ------------------------------------------------------------------------------------ docs/reference.md
+
+
+def test_reference_documents_every_field_with_its_default() -> None:
+    reference = (REPO / "docs" / "reference.md").read_text().replace("&lt;", "<").replace("&gt;", ">")
+    for kind in ("SampleDB", "SampleDBBackup"):
+        for top in ("spec", "status"):
+            for path, node in _nodes(_schema(kind)["properties"][top], top):
+                for name, prop in node.get("properties", {}).items():
+                    row = next((line for line in reference.splitlines()
+                                if line.startswith(f"| `{name}` |") and prop["description"][:30] in line), None)
+                    assert row is not None, f"{kind} {path}.{name} is not in docs/reference.md"
+                    default_cell = row.split(" | ")[2]
+                    assert default_cell.startswith("`") == ("default" in prop), row
+
+
+def test_reference_lists_every_rule_message() -> None:
+    reference = (REPO / "docs" / "reference.md").read_text().replace("&lt;", "<").replace("&gt;", ">")
+    for _kind, _path, node in ALL_NODES:
+        for rule in node.get("x-kubernetes-validations", []):
+            assert rule["message"] in reference
