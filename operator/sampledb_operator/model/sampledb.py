@@ -23,7 +23,6 @@ from sampledb_operator.model.schema import (
     DNS1035_LABEL_RE,
     NAME_MAX,
     SHA256_RE,
-    SHORT_TEXT_MAX,
     KeyRef,
     ObjectMeta,
     OneOf,
@@ -34,23 +33,33 @@ from sampledb_operator.model.schema import (
     SubdomainName,
     Time,
 )
+from sampledb_operator.model.spec_rules import (
+    CLASS_IMMUTABLE_RULE,
+    CRON_RE,
+    MAJORS_TEXT,
+    MANAGED_PARAMETERS,
+    MIN_SIZE_RULE,
+    MIN_STORAGE,
+    PARAMETER_NAME_RE,
+    SUPPORTED_MAJORS,
+    VERSION_RE,
+    CronSchedule,
+    Parameters,
+    ResourceList,
+    Version,
+    grow_only,
+)
 
 KIND = "SampleDB"
-SUPPORTED_MAJORS: tuple[int, ...] = (13, 14, 15, 16, 17, 18)
 DEFAULT_IMAGE_REPOSITORY = "postgres"
-VERSION_RE = r"^[1-9][0-9]?[.](0|[1-9][0-9]?)$"
-CRON_FIELD = r"[-0-9A-Za-z*?/,#]+"
-CRON_RE = rf"^(@(yearly|annually|monthly|weekly|daily|hourly)|{CRON_FIELD}( +{CRON_FIELD}){{4}})$"
-PARAMETER_NAME_RE = r"^[a-z][a-z0-9_]*([.][a-z][a-z0-9_]*)?$"
-# postgresql.conf settings the operator sets itself; a user value would break the pod or its probes.
-MANAGED_PARAMETERS: tuple[str, ...] = (
-    "config_file", "data_directory", "external_pid_file", "hba_file", "ident_file",
-    "listen_addresses", "port", "unix_socket_directories",
-)
-MIN_STORAGE = "64Mi"
 
-_MAJORS = ", ".join(str(m) for m in SUPPORTED_MAJORS)
-_Q = "quantity(string(self))"
+__all__ = [  # re-exported from spec_rules: the spec's constants live with the spec
+    "CRON_RE", "DEFAULT_IMAGE_REPOSITORY", "KIND", "MANAGED_PARAMETERS", "MIN_STORAGE", "PARAMETER_NAME_RE",
+    "SUPPORTED_MAJORS", "VERSION_RE",
+    "AppliedMigration", "BackupRecord", "BackupSpec", "BackupStorageSpec", "DeletionPolicy", "InitSpec",
+    "MigrationsSpec", "Phase", "Problem", "ResourceRequirements", "RestoreSpec", "SampleDB", "SampleDBSpec",
+    "SampleDBStatus", "StorageSpec", "UpgradeSpec", "image_for", "major_of", "validate_spec",
+]
 
 
 class DeletionPolicy(StrEnum):
@@ -77,84 +86,12 @@ class Phase(StrEnum):
     FAILED = "Failed"
 
 
-def _grow_only(what: str) -> Rule:
-    old = "quantity(string(oldSelf))"
-    return Rule(
-        f"!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || {_Q}.compareTo({old}) >= 0",
-        f"{what} can only grow: a volume cannot be shrunk",
-        message_expression=(
-            f"'{what} can only grow: cannot shrink from ' + string(oldSelf) + ' to ' + string(self)"
-        ),
-    )
-
-
-_MIN_SIZE = Rule(
-    f"!isQuantity(string(self)) || {_Q}.compareTo(quantity('{MIN_STORAGE}')) >= 0",
-    f"must be at least {MIN_STORAGE}",
-)
-
-_CLASS_IMMUTABLE = Rule(
-    "has(self.storageClassName) == has(oldSelf.storageClassName)"
-    " && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
-    "storageClassName is immutable: it cannot be set, changed or removed after creation",
-    reason="FieldValueForbidden",
-    field_path=".storageClassName",
-)
-
-Version = Annotated[
-    str,
-    Field(min_length=1, max_length=16),
-    Rule(f"self.matches('{VERSION_RE}')", 'must be MAJOR.MINOR without leading zeros, e.g. "16.4"'),
-    Rule(
-        f"!self.matches('{VERSION_RE}') || int(self.split('.')[0]) in [{_MAJORS}]",
-        f"the major version must be one of {_MAJORS}",
-        message_expression=(
-            f"'PostgreSQL ' + self.split('.')[0] + ' is not supported: the major version must be one of {_MAJORS}'"
-        ),
-    ),
-    Rule(
-        f"!self.matches('{VERSION_RE}') || !oldSelf.matches('{VERSION_RE}')"
-        " || int(self.split('.')[0]) >= int(oldSelf.split('.')[0])",
-        "a major-version downgrade is not allowed; restore a backup into a new SampleDB instead",
-        message_expression=(
-            "'major-version downgrade from ' + oldSelf + ' to ' + self + ' is not allowed;"
-            " restore a backup into a new SampleDB instead'"
-        ),
-    ),
-]
-
-CronSchedule = Annotated[
-    str,
-    Field(min_length=1, max_length=128),
-    Rule(
-        f"self.matches('{CRON_RE}')",
-        "must be a cron schedule of 5 fields (minute hour day-of-month month day-of-week), e.g."
-        ' "0 3 * * *", or one of @hourly, @daily, @weekly, @monthly, @yearly',
-    ),
-]
-
-ParameterValue = Annotated[
-    str,
-    Field(max_length=SHORT_TEXT_MAX),
-    Rule("!self.contains('\\n') && !self.contains('\\r')", "parameter values must be a single line"),
-]
-
-ResourceList = Annotated[
-    dict[str, Quantity],
-    Field(max_length=8),
-    Rule(
-        "self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-'))",
-        "resource names must be cpu, memory, ephemeral-storage or hugepages-<size>",
-    ),
-]
-
-
 class StorageSpec(SpecModel):
     """The database's data volume."""
 
-    cel_rules = (_CLASS_IMMUTABLE,)
+    cel_rules = (CLASS_IMMUTABLE_RULE,)
 
-    size: Annotated[Quantity, _MIN_SIZE, _grow_only("storage size")] = Field(
+    size: Annotated[Quantity, MIN_SIZE_RULE, grow_only("storage size")] = Field(
         description="Size of the data volume, e.g. 10Gi. It can be increased later (when the storage"
         " class allows volume expansion) but never reduced."
     )
@@ -197,9 +134,9 @@ class InitSpec(SpecModel):
 class BackupStorageSpec(SpecModel):
     """The volume backups are written to; it is kept when the SampleDB is deleted."""
 
-    cel_rules = (_CLASS_IMMUTABLE,)
+    cel_rules = (CLASS_IMMUTABLE_RULE,)
 
-    size: Annotated[Quantity, _MIN_SIZE, _grow_only("backup storage size")] | None = Field(
+    size: Annotated[Quantity, MIN_SIZE_RULE, grow_only("backup storage size")] | None = Field(
         default=None, description="Size of the backup volume; the data volume's size when omitted."
     )
     storage_class_name: SubdomainName | None = Field(
@@ -267,7 +204,7 @@ class SampleDBSpec(SpecModel):
     )
 
     version: Version = Field(
-        description=f'PostgreSQL version as MAJOR.MINOR, e.g. "16.4" (supported majors: {_MAJORS}).'
+        description=f'PostgreSQL version as MAJOR.MINOR, e.g. "16.4" (supported majors: {MAJORS_TEXT}).'
         " Raising it upgrades the database; a major-version downgrade is rejected."
     )
     image: str | None = Field(
@@ -278,20 +215,7 @@ class SampleDBSpec(SpecModel):
     resources: ResourceRequirements | None = Field(
         default=None, description="CPU and memory for the database container."
     )
-    parameters: Annotated[
-        dict[str, ParameterValue],
-        Field(max_length=64),
-        Rule(
-            f"self.all(k, k.matches('{PARAMETER_NAME_RE}'))",
-            "parameter names must be lowercase postgresql.conf settings, e.g. shared_buffers or"
-            " pg_stat_statements.max",
-        ),
-        Rule(
-            f"self.all(k, !(k in [{', '.join(repr(p) for p in MANAGED_PARAMETERS)}]))",
-            "these parameters are managed by the operator and cannot be set: "
-            + ", ".join(MANAGED_PARAMETERS),
-        ),
-    ] | None = Field(
+    parameters: Parameters | None = Field(
         default=None,
         description='postgresql.conf settings, as strings: {max_connections: "200", shared_buffers: 256MB}.',
     )
@@ -444,7 +368,7 @@ def _check_version(spec: SampleDBSpec) -> list[Problem]:
     if major not in SUPPORTED_MAJORS:
         return [Problem(
             "UnsupportedVersion",
-            f"PostgreSQL {major} is not supported; supported majors: {_MAJORS}", "spec.version",
+            f"PostgreSQL {major} is not supported; supported majors: {MAJORS_TEXT}", "spec.version",
         )]
     image_major = _image_major(spec.image) if spec.image else None
     if image_major is not None and image_major != major:
