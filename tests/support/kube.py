@@ -71,7 +71,7 @@ def wait_until(
         time.sleep(interval)  # poll interval of a wait loop, not synchronisation by sleeping
 
 
-async def async_wait_until(
+async def async_wait_until(  # noqa: ASYNC109 - a deadline for polling, not a request timeout
     predicate: Callable[[], Awaitable[T | None]], *, timeout: float = 60.0, interval: float = 0.2,
     what: str = "condition",
 ) -> T:

@@ -145,7 +145,7 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
         phase = Phase.DEGRADED if degraded else Phase.RUNNING
     else:
         if not db_ready:
-            reason, msg = "DatabaseNotReady", "waiting for the database pod to be ready"
+            reason, msg = _not_ready_reason(obs)
             phase = Phase.DEGRADED if degraded else Phase.PROVISIONING
         else:
             reason, msg = init_reason, init_msg
@@ -157,6 +157,18 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
     if db_ready:
         status = status.model_copy(update={"current_version": db.spec.version})
     return status
+
+
+def _not_ready_reason(obs: Observed) -> tuple[str, str]:
+    """Why the database pod is not ready yet, as precisely as the children tell."""
+    pvc = obs.pvc
+    if pvc is not None and (pvc.get("status") or {}).get("phase") != "Bound":
+        name = pvc.get("metadata", {}).get("name", "")
+        cls = pvc.get("spec", {}).get("storageClassName") or "the default StorageClass"
+        return "VolumeNotBound", f"waiting for PVC {name} to be bound (storage class {cls})"
+    if obs.statefulset is None:
+        return "Provisioning", "creating the database's StatefulSet"
+    return "DatabaseNotReady", "waiting for the database pod to be ready"
 
 
 def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int | None, *, name: str,

@@ -45,7 +45,9 @@ def cond(status: Any, type_: str) -> tuple[str, str]:
 def test_new_database_is_provisioning_until_its_pod_is_ready() -> None:
     s = st.compute(make_db(), st.Observed(), NOW)
     assert s.phase == "Provisioning"
-    assert cond(s, "Ready") == ("False", "DatabaseNotReady")
+    assert cond(s, "Ready") == ("False", "Provisioning")
+    waiting = st.compute(make_db(), st.Observed(statefulset=sts(False)), NOW)
+    assert cond(waiting, "Ready") == ("False", "DatabaseNotReady")
     assert cond(s, "Progressing")[0] == "True"
     assert s.observed_generation == 3
     assert s.endpoint == "db.ns.svc:5432"
@@ -118,3 +120,11 @@ def test_transition_time_moves_only_when_status_changes() -> None:
     valid = get_condition(second.conditions, "SpecValid")
     assert ready is not None and ready.last_transition_time == later
     assert valid is not None and valid.last_transition_time == NOW
+
+
+def test_unbound_volume_is_named_as_the_reason_for_waiting() -> None:
+    pvc = {"metadata": {"name": "data-db-0"}, "spec": {"storageClassName": "slow"}, "status": {"phase": "Pending"}}
+    s = st.compute(make_db(), st.Observed(statefulset=sts(False), pvc=pvc), NOW)
+    assert cond(s, "Ready") == ("False", "VolumeNotBound")
+    c = get_condition(s.conditions, "Ready")
+    assert c is not None and "data-db-0" in c.message and "slow" in c.message
