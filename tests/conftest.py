@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from tests.support import kube
 from tests.support.cluster import (
     CRD_DIR,

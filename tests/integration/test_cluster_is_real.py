@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from tests.support.kube import get_or_none, kubeconfig, kubectl, kubectl_argv, kubectl_json, wait_until
 
 pytestmark = pytest.mark.cluster

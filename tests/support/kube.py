@@ -71,8 +71,10 @@ def wait_until(
         time.sleep(interval)  # poll interval of a wait loop, not synchronisation by sleeping
 
 
-async def async_wait_until(  # noqa: ASYNC109 - a deadline for polling, not a request timeout
-    predicate: Callable[[], Awaitable[T | None]], *, timeout: float = 60.0, interval: float = 0.2,
+async def async_wait_until(
+    predicate: Callable[[], Awaitable[T | None]], *,
+    timeout: float = 60.0,  # noqa: ASYNC109 - a polling deadline, not a request timeout
+    interval: float = 0.2,
     what: str = "condition",
 ) -> T:
     """Async twin of wait_until."""
