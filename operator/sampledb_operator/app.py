@@ -14,27 +14,31 @@ import signal
 from typing import Any
 
 from sampledb_operator.config import Settings
+from sampledb_operator.decide.desired import DATABASE_LABEL
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.kube.resources import LEASE, SAMPLEDB, Resource
+from sampledb_operator.kube.resources import LEASE, Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.health import HealthServer
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.sampledb import Caches, SampleDBReconciler, watched_resources
+from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
+from sampledb_operator.reconcilers.context import Caches, Context
+from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
-from sampledb_operator.runtime.triggers import enqueue_controller_owner, enqueue_self
-from sampledb_operator.runtime.watcher import Watcher
+from sampledb_operator.runtime.triggers import enqueue_controller_owner, enqueue_mapped, enqueue_self
+from sampledb_operator.runtime.watcher import EventHandler, Watcher
 
 log = get_logger(__name__)
 CONTROLLER = "sampledb"
+BACKUP_CONTROLLER = "sampledbbackup"
 
 
 def build_caches(client: KubeClient, settings: Settings, clock: Clock) -> tuple[dict[str, StoreSet], list[Watcher]]:
@@ -52,10 +56,24 @@ def build_caches(client: KubeClient, settings: Settings, clock: Clock) -> tuple[
     return sets, watchers
 
 
-def _handlers_for(resource: Resource, controller: Controller) -> Any:
-    if resource.kind == SAMPLEDB.kind:
-        return enqueue_self(controller.enqueue)
-    return enqueue_controller_owner(controller.enqueue, owner_kind=SAMPLEDB.kind, owner_api_version=API_VERSION)
+def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
+    """A child (by its database label) or a SampleDBBackup (by spec.database) -> its SampleDB."""
+    meta = obj.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(DATABASE_LABEL) or (obj.get("spec") or {}).get("database")
+    return [ObjectRef(meta.get("namespace") or "", str(name))] if name else []
+
+
+def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
+    """Which controllers an event of this kind wakes up."""
+    if kind == "SampleDB":
+        return [enqueue_self(dbs.enqueue), enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
+    if kind == "SampleDBBackup":
+        return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
+    handlers = [enqueue_mapped(dbs.enqueue, _database_of)]
+    if kind == "Job":
+        handlers.append(enqueue_controller_owner(backups.enqueue, owner_kind="SampleDBBackup",
+                                                 owner_api_version=API_VERSION))
+    return handlers
 
 
 async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
@@ -68,20 +86,23 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     try:
         sets, watchers = build_caches(client, settings, clock)
         caches = Caches(
-            sampledbs=sets["SampleDB"], statefulsets=sets["StatefulSet"], pvcs=sets["PersistentVolumeClaim"],
-            jobs=sets["Job"], services=sets["Service"], configmaps=sets["ConfigMap"], secrets=sets["Secret"],
+            sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
+            pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
+            configmaps=sets["ConfigMap"], secrets=sets["Secret"],
         )
         recorder = EventRecorder(client)
-        reconciler = SampleDBReconciler(client=client, caches=caches, recorder=recorder, clock=clock,
-                                        field_manager=settings.field_manager)
+        ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
+                      field_manager=settings.field_manager)
 
         async def on_terminal(ref: ObjectRef, err: TerminalError) -> None:
             obj = caches.sampledbs.get(ref)
             if obj is not None:
                 await recorder.event(obj, "Warning", "ReconcileFailed", str(err))
 
-        controller = Controller(CONTROLLER, reconciler, clock=clock, workers=settings.workers,
+        controller = Controller(CONTROLLER, SampleDBReconciler(ctx), clock=clock, workers=settings.workers,
                                 on_terminal=on_terminal)
+        backup_controller = Controller(BACKUP_CONTROLLER, BackupReconciler(ctx), clock=clock,
+                                       workers=max(1, settings.workers // 2))
         leader = None
         if settings.leader_elect:
             leader = LeaderElector(
@@ -92,9 +113,11 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,
                           resync_period=settings.resync_period or None)
         for watcher, (resource, _) in zip(watchers, _resources_per_watcher(settings), strict=True):
-            watcher.add_handler(_handlers_for(resource, controller))
+            for handler in _handlers_for(resource.kind, controller, backup_controller, ctx):
+                watcher.add_handler(handler)
             manager.add_watcher(watcher)
         manager.add_controller(controller)
+        manager.add_controller(backup_controller)
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,
                               metrics_address=settings.metrics_address)

@@ -60,17 +60,25 @@ def test_created_database_gets_every_child_then_becomes_ready(namespace: str, op
         assert [(r["kind"], r["uid"], r.get("controller")) for r in refs] == [("SampleDB", uid, True)], kind
         return obj
 
+    def data_bearing(kind: str, name: str) -> dict[str, Any]:
+        """Labelled for the database but never garbage collected: only the deletion policy removes it."""
+        obj = kubectl_json("get", kind, name, "-n", ns)
+        assert "ownerReferences" not in obj["metadata"], kind
+        assert obj["metadata"]["labels"]["sampledb.io/database"] == "shop"
+        return obj
+
     secret = owned("secret", "shop-credentials")
     assert set(secret["data"]) >= {"username", "password", "uri", "host", "port", "database"}
     cm = owned("configmap", "shop-config")
     assert cm["data"]["host"] == f"shop.{ns}.svc"
     assert "password" not in json.dumps(cm["data"]).lower()
-    pvc = owned("pvc", "data-shop-0")
+    pvc = data_bearing("pvc", "data-shop-0")
     assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert pvc["status"]["phase"] == "Bound"
     assert owned("service", "shop-headless")["spec"]["clusterIP"] == "None"
     assert owned("service", "shop")["spec"]["ports"][0]["port"] == 5432
-    sts = owned("statefulset", "shop")
+    sts = data_bearing("statefulset", "shop")
+    assert data_bearing("pvc", "shop-backups")["status"]["phase"] == "Bound"
     c = sts["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == "postgres:16.4"
     assert c["args"] == ["postgres", "-c", "max_connections=50"]
@@ -233,3 +241,18 @@ def test_operator_killed_mid_reconcile_converges_without_a_duplicate_job(kubecon
     assert len([j for j in jobs if j["metadata"]["labels"].get("app.kubernetes.io/component") == "init"]) == 1
     events = kubectl_json("get", "events", "-n", ns, "--field-selector", "reason=CreatedInitJob")["items"]
     assert len(events) == 1
+
+
+def test_a_63_character_name_yields_valid_children_and_becomes_ready(namespace: str,
+                                                                   operator: OperatorProcess) -> None:
+    ns = namespace
+    name = "l" + "o" * 61 + "g"
+    assert len(name) == 63
+    apply(sampledb(name, ns))
+    wait_ready(name, ns)
+    sts = kubectl_json("get", "statefulsets", "-n", ns)["items"]
+    assert len(sts) == 1 and len(sts[0]["metadata"]["name"]) <= 52
+    pods = kubectl_json("get", "pods", "-n", ns)["items"]
+    assert len(pods) == 1 and pods[0]["status"]["phase"] == "Running"
+    services = sorted(s["metadata"]["name"] for s in kubectl_json("get", "services", "-n", ns)["items"])
+    assert name in services and all(len(s) <= 63 for s in services)

@@ -97,8 +97,8 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
     ("retention-too-many", {"spec.backup.retention": 5000}, "should be less than or equal to 1000"),
     ("backup-storage-too-small", {"spec.backup.storage": {"size": "1Mi"}},
      "spec.backup.storage.size: Invalid value: \"1Mi\": must be at least 64Mi"),
-    ("name-too-long", {"metadata.name": "a" * 46}, "metadata.name: Invalid value: "
-     "must be at most 45 characters, so that the names derived from it"),
+    ("name-too-long", {"metadata.name": "a" * 64}, "metadata.name: Invalid value: "
+     "must be at most 63 characters: it names the database's Service"),
     ("name-starts-with-digit", {"metadata.name": "1db"}, "metadata.name: Invalid value: must be a DNS-1035 label"),
     ("name-with-dot", {"metadata.name": "my.db"}, "must be a DNS-1035 label"),
     ("init-both-sources", {"spec.init": {"configMapKeyRef": KEY, "secretKeyRef": KEY}},
@@ -132,7 +132,7 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
 
 INVALID_BACKUPS: list[tuple[str, dict[str, Any], str]] = [
     ("database-missing", {"spec.database": DELETE}, "spec.database: Required value"),
-    ("database-too-long", {"spec.database": "a" * 46}, "spec.database: Too long"),
+    ("database-too-long", {"spec.database": "a" * 64}, "spec.database: Too long"),
     ("database-not-a-label", {"spec.database": "my.db"}, "must be a DNS-1035 label"),
     ("reason-unknown", {"spec.reason": "because"}, 'spec.reason: Unsupported value: "because"'),
     ("claim-name-invalid", {"spec.storage": {"claimName": "No_Such"}}, "must be a DNS-1123 subdomain"),

@@ -30,10 +30,6 @@ DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
-INIT_SQL_DIR = "/sampledb/init"
-INIT_SQL_FILE = f"{INIT_SQL_DIR}/init.sql"
-JOB_BACKOFF_LIMIT = 2
-JOB_DEADLINE_SECONDS = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,44 +76,12 @@ def owner_reference(db: SampleDB) -> Obj:
     }
 
 
-def _meta(db: SampleDB, name: str, component: str, **extra: Any) -> Obj:
-    meta: Obj = {
-        "name": name,
-        "namespace": namespace_of(db),
-        "labels": labels(db, component),
-        "ownerReferences": [owner_reference(db)],
-    }
-    meta.update(extra)
-    return meta
-
-
-TEST_ANNOTATION_PREFIX = "testing.sampledb.io/"
-
-
-def test_annotations(db: SampleDB) -> dict[str, str]:
-    """SampleDB annotations under testing.sampledb.io/, copied onto every Job's pods.
-
-    They let a simulated cluster (kwok stages) select the pods of one database's Jobs, e.g. to make
-    them fail; on a real cluster they are inert labels of intent.
-    """
-    return {k: v for k, v in sorted(db.metadata.annotations.items()) if k.startswith(TEST_ANNOTATION_PREFIX)}
-
-
-def connection_env(db: SampleDB) -> list[Obj]:
-    """libpq environment for Jobs: host/port/db/user from the ConfigMap, password from the Secret."""
-    cm, secret = names.configmap_name(db_name(db)), names.secret_name(db_name(db))
-
-    def from_cm(var: str, key: str) -> Obj:
-        return {"name": var, "valueFrom": {"configMapKeyRef": {"name": cm, "key": key}}}
-
-    return [
-        from_cm("PGHOST", "host"),
-        from_cm("PGPORT", "port"),
-        from_cm("PGDATABASE", "database"),
-        {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_USERNAME_KEY}}},
-        {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_PASSWORD_KEY}}},
-        {"name": "PGCONNECT_TIMEOUT", "value": "10"},
-    ]
+def meta(db: SampleDB, name: str, component: str, *, owned: bool = True) -> Obj:
+    """Metadata of a child: labels, and the SampleDB as controller owner unless `owned` is False."""
+    out: Obj = {"name": name, "namespace": namespace_of(db), "labels": labels(db, component)}
+    if owned:
+        out["ownerReferences"] = [owner_reference(db)]
+    return out
 
 
 def secret(db: SampleDB, password: str) -> Obj:
@@ -128,7 +92,7 @@ def secret(db: SampleDB, password: str) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(db, names.secret_name(name), "credentials"),
+        "metadata": meta(db, names.secret_name(name), "credentials"),
         "type": "Opaque",
         "stringData": {
             SECRET_USERNAME_KEY: DEFAULT_USER,
@@ -147,7 +111,7 @@ def configmap(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(db, names.configmap_name(name), "connection"),
+        "metadata": meta(db, names.configmap_name(name), "connection"),
         "data": {
             "host": names.service_host(name, ns),
             "port": str(names.POSTGRES_PORT),
@@ -169,13 +133,14 @@ def scripts_configmap(inputs: Inputs) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(db, scripts_configmap_name(db), "scripts"),
+        "metadata": meta(db, scripts_configmap_name(db), "scripts"),
         "data": dict(sorted(inputs.scripts.items())),
     }
 
 
 def data_pvc(db: SampleDB) -> Obj:
-    """The data volume. The operator owns it (not a volumeClaimTemplate) so it can expand it."""
+    """The data volume: not a volumeClaimTemplate (so the operator can expand it), and not owned by the
+    SampleDB (so the garbage collector never deletes data; decide/lifecycle.py does, per policy)."""
     spec: Obj = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": str(db.spec.storage.size)}},
@@ -185,7 +150,7 @@ def data_pvc(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _meta(db, names.data_pvc_name(db_name(db)), "storage"),
+        "metadata": meta(db, names.data_pvc_name(db_name(db)), "storage", owned=False),
         "spec": spec,
     }
 
@@ -211,7 +176,7 @@ def _pg_isready(timeout: int) -> list[str]:
     return ["pg_isready", "-h", "127.0.0.1", "-p", str(names.POSTGRES_PORT), "-t", str(timeout)]
 
 
-def _pod_security() -> Obj:
+def pod_security() -> Obj:
     return {
         "runAsNonRoot": True,
         "runAsUser": POSTGRES_UID,
@@ -221,12 +186,15 @@ def _pod_security() -> Obj:
     }
 
 
-def _container_security() -> Obj:
+def container_security() -> Obj:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
-    """One PostgreSQL pod on the data PVC; parameters become `postgres -c key=value` arguments."""
+    """One PostgreSQL pod on the data PVC; parameters become `postgres -c key=value` arguments.
+
+    Not owned by the SampleDB: a foreground deletion must not stop the database before its final
+    snapshot. The deletion steps delete it."""
     name = db_name(db)
     secret_name = names.secret_name(name)
     container: Obj = {
@@ -251,7 +219,7 @@ def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
                           "timeoutSeconds": 6, "failureThreshold": 6},
         "startupProbe": {"exec": {"command": _pg_isready(3)}, "periodSeconds": 5, "timeoutSeconds": 5,
                          "failureThreshold": 120},
-        "securityContext": _container_security(),
+        "securityContext": container_security(),
     }
     resources = _resources(db)
     if resources:
@@ -259,7 +227,7 @@ def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _meta(db, names.statefulset_name(name), "database"),
+        "metadata": meta(db, names.statefulset_name(name), "database", owned=False),
         "spec": {
             "replicas": replicas,
             "serviceName": names.headless_service_name(name),
@@ -269,7 +237,7 @@ def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
             "template": {
                 "metadata": {"labels": labels(db, "database")},
                 "spec": {
-                    "securityContext": _pod_security(),
+                    "securityContext": pod_security(),
                     "terminationGracePeriodSeconds": 60,
                     "enableServiceLinks": False,
                     "containers": [container],
@@ -290,7 +258,7 @@ def headless_service(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(db, names.headless_service_name(db_name(db)), "database"),
+        "metadata": meta(db, names.headless_service_name(db_name(db)), "database"),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -306,7 +274,7 @@ def client_service(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(db, names.client_service_name(db_name(db)), "database"),
+        "metadata": meta(db, names.client_service_name(db_name(db)), "database"),
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(db),
@@ -316,95 +284,21 @@ def client_service(db: SampleDB) -> Obj:
     }
 
 
-def init_source(db: SampleDB) -> str | None:
-    """A stable description of where the init SQL comes from ("configmap/name/key"), or None."""
-    init = db.spec.init
-    if init is None:
-        return None
-    if init.config_map_key_ref is not None:
-        return f"configmap/{init.config_map_key_ref.name}/{init.config_map_key_ref.key}"
-    if init.secret_key_ref is not None:
-        return f"secret/{init.secret_key_ref.name}/{init.secret_key_ref.key}"
-    return None
-
-
-def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] | None = None,
-        extra_volumes: list[Obj] | None = None, extra_mounts: list[Obj] | None = None,
-        annotations: dict[str, str] | None = None, pod_annotations: dict[str, str] | None = None,
-        image: str | None = None) -> Obj:
-    """A Job that runs one data-plane script against the database with the postgres image.
-
-    The script's JSON result line goes to the pod's termination message, which the Job's pod
-    status shows and the operator reads. Jobs are never updated: a new piece of work is a new name.
-    """
-    meta = _meta(db, name, component)
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    pod_annotations = {**test_annotations(db), **(pod_annotations or {})}
-    container: Obj = {
-        "name": component,
-        "image": image or image_for(db.spec),
-        "command": ["bash", f"{SCRIPTS_MOUNT}/{script}"],
-        "env": [*connection_env(db), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
-                *(env or [])],
-        "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
-                         *(extra_mounts or [])],
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": _container_security(),
+def backup_pvc(db: SampleDB) -> Obj:
+    """The volume backups and snapshots are written to. Never owned: it outlives the SampleDB."""
+    store = db.spec.backup.storage
+    spec: Obj = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": str(store.size or db.spec.storage.size)}},
     }
-    pod_meta: Obj = {"labels": labels(db, component)}
-    if pod_annotations:
-        pod_meta["annotations"] = pod_annotations
+    if store.storage_class_name:
+        spec["storageClassName"] = store.storage_class_name
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": JOB_BACKOFF_LIMIT,
-            "activeDeadlineSeconds": JOB_DEADLINE_SECONDS,
-            "template": {
-                "metadata": pod_meta,
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": _pod_security(),
-                    "enableServiceLinks": False,
-                    "containers": [container],
-                    "volumes": [
-                        {"name": "scripts", "configMap": {"name": scripts_configmap_name(db),
-                                                          "defaultMode": 0o555}},
-                        *(extra_volumes or []),
-                    ],
-                },
-            },
-        },
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(db, names.backup_pvc_name(db_name(db)), "backups", owned=False),
+        "spec": spec,
     }
-
-
-def init_job(db: SampleDB) -> Obj | None:
-    """The one-time init Job running spec.init's SQL, or None when there is no init SQL."""
-    init = db.spec.init
-    source = init_source(db)
-    if init is None or source is None:
-        return None
-    if init.config_map_key_ref is not None:
-        ref = init.config_map_key_ref
-        volume: Obj = {"name": "init-sql", "configMap": {"name": ref.name,
-                                                         "items": [{"key": ref.key, "path": "init.sql"}]}}
-    else:
-        assert init.secret_key_ref is not None
-        ref = init.secret_key_ref
-        volume = {"name": "init-sql", "secret": {"secretName": ref.name,
-                                                 "items": [{"key": ref.key, "path": "init.sql"}]}}
-    return job(
-        db,
-        name=names.init_job_name(db_name(db), db.metadata.uid or ""),
-        component="init",
-        script="init.sh",
-        env=[{"name": "INIT_SQL_FILE", "value": INIT_SQL_FILE}, {"name": "WAIT_TIMEOUT", "value": "300"}],
-        extra_volumes=[volume],
-        extra_mounts=[{"name": "init-sql", "mountPath": INIT_SQL_DIR, "readOnly": True}],
-        annotations={INIT_SOURCE_ANNOTATION: source},
-    )
 
 
 def children(inputs: Inputs) -> list[Obj]:
@@ -414,6 +308,7 @@ def children(inputs: Inputs) -> list[Obj]:
         configmap(db),
         scripts_configmap(inputs),
         data_pvc(db),
+        backup_pvc(db),
         headless_service(db),
         client_service(db),
         statefulset(db),

@@ -1,10 +1,11 @@
 """Names of every object the operator creates for a SampleDB, derived from the SampleDB's name.
 
 Invariants: every function is pure and deterministic. For any SampleDB name that is a DNS-1035
-label of at most MAX_NAME_LENGTH characters (the CRD enforces both), every derived name is valid
-where Kubernetes needs it: label-bound names (Services, Jobs, the StatefulSet's pods and its
+label (at most 63 characters, which the CRD enforces), every derived name is valid where
+Kubernetes needs it: label-bound names (Services, Jobs, the StatefulSet's pods and its
 controller-revision-hash label value) stay DNS labels of at most 63 characters, other names DNS
-subdomains of at most 253.
+subdomains of at most 253. A name too long for its suffix is shortened and given a hash of the
+whole name (`fit`), so two long names that share a prefix still get distinct children.
 """
 
 from __future__ import annotations
@@ -34,18 +35,9 @@ class JobKind(StrEnum):
     MIGRATE = "migrate"
 
 
-def _job_suffix_length(kind: JobKind) -> int:
-    return len(f"-{kind.value}-") + HASH_LENGTH
-
-
-_LONGEST_SUFFIX = max(
-    REVISION_HASH_SUFFIX,
-    len("-headless"),
-    *(_job_suffix_length(k) for k in JobKind),
-)
-
-MAX_NAME_LENGTH = LABEL_LIMIT - _LONGEST_SUFFIX
-"""The longest SampleDB name whose derived names all fit (the CRD's CEL rule uses it)."""
+MAX_NAME_LENGTH = LABEL_LIMIT
+"""The longest SampleDB name (a DNS-1035 label: it names the client Service); the CRD enforces it."""
+STATEFULSET_LIMIT = LABEL_LIMIT - REVISION_HASH_SUFFIX
 
 
 def short_hash(*parts: str, length: int = HASH_LENGTH) -> str:
@@ -53,8 +45,17 @@ def short_hash(*parts: str, length: int = HASH_LENGTH) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
 
 
+def fit(base: str, suffix: str, limit: int = LABEL_LIMIT) -> str:
+    """`base + suffix` when it fits in `limit`, else a shortened base, a hash of the whole base, the suffix."""
+    if len(base) + len(suffix) <= limit:
+        return base + suffix
+    keep = limit - len(suffix) - HASH_LENGTH - 1
+    return f"{base[:keep].rstrip('-')}-{short_hash(base)}{suffix}"
+
+
 def statefulset_name(db: str) -> str:
-    return db
+    """The database's StatefulSet: short enough for its pods' controller-revision-hash label."""
+    return fit(db, "", STATEFULSET_LIMIT)
 
 
 def pod_name(db: str, ordinal: int = 0) -> str:
@@ -83,7 +84,7 @@ def configmap_name(db: str) -> str:
 
 def headless_service_name(db: str) -> str:
     """The StatefulSet's governing Service (stable pod DNS names)."""
-    return f"{db}-headless"
+    return fit(db, "-headless")
 
 
 def client_service_name(db: str) -> str:
@@ -102,7 +103,7 @@ def endpoint(db: str, namespace: str, port: int = POSTGRES_PORT) -> str:
 
 def job_name(db: str, kind: JobKind, token: str) -> str:
     """`<db>-<kind>-<hash>`; the hash of (db, kind, token) makes one name per distinct piece of work."""
-    return f"{db}-{kind.value}-{short_hash(db, kind.value, token)}"
+    return fit(db, f"-{kind.value}-{short_hash(db, kind.value, token)}")
 
 
 def init_job_name(db: str, uid: str) -> str:

@@ -293,8 +293,8 @@ class SampleDB(BaseModel):
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
             f"self.metadata.name.size() <= {MAX_NAME_LENGTH}",
-            f"must be at most {MAX_NAME_LENGTH} characters, so that the names derived from it (StatefulSet,"
-            " Pods, PVCs, Jobs, Services) stay within Kubernetes' 63-character limit",
+            f"must be at most {MAX_NAME_LENGTH} characters: it names the database's Service (longer derived"
+            " names, such as the StatefulSet's and the Jobs', are shortened with a hash)",
             field_path=".metadata.name",
         ),
         Rule(

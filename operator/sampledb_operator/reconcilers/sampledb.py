@@ -10,40 +10,36 @@ an event or the status.
 from __future__ import annotations
 
 import secrets as pysecrets
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import lifecycle, plan
+from sampledb_operator.decide import jobs, lifecycle, plan
 from sampledb_operator.decide import status as st
-from sampledb_operator.kube.api import ResourceApi
-from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import ApiError, Conflict, NotFound
-from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
     JOB,
     PVC,
     SAMPLEDB,
+    SAMPLEDBBACKUP,
     SECRET,
     SERVICE,
     STATEFULSET,
-    STORAGECLASS,
     Resource,
 )
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import get_condition
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import Problem, SampleDB, validate_spec
-from sampledb_operator.model.schema import dump
+from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.reconcilers import deletion
+from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.runtime.controller import Result
-from sampledb_operator.runtime.storeset import StoreSet
 
 log = get_logger(__name__)
 
@@ -52,45 +48,22 @@ PASSWORD_BYTES = 24
 CREATE_ONLY = frozenset({"Secret", "Job"})
 
 
-@dataclass(frozen=True)
-class Caches:
-    """The informer caches the reconciler reads (children are cached by the operator's label)."""
-
-    sampledbs: StoreSet
-    statefulsets: StoreSet
-    pvcs: StoreSet
-    jobs: StoreSet
-    services: StoreSet
-    configmaps: StoreSet
-    secrets: StoreSet
-
-    def for_kind(self, kind: str) -> StoreSet:
-        return {
-            "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
-            "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
-        }[kind]
-
-
 class SampleDBReconciler:
     """Drives one SampleDB to its declared state; `await reconciler(ref)` is one pass."""
 
-    def __init__(self, *, client: KubeClient, caches: Caches, recorder: EventRecorder, clock: Clock,
-                 field_manager: str = "sampledb-operator") -> None:
-        self.caches = caches
-        self.recorder = recorder
-        self.clock = clock
-        self.field_manager = field_manager
-        self.apis: dict[str, ResourceApi] = {
-            r.kind: ResourceApi(client, r) for r in (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB,
-                                                      STORAGECLASS)
-        }
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.caches = ctx.caches
+        self.clock = ctx.clock
+        self.apis = ctx.apis
+        self.field_manager = ctx.field_manager
         self._scripts = dataplane.all_scripts()
 
     async def __call__(self, ref: ObjectRef) -> Result | None:
         obj = self.caches.sampledbs.get(ref)
         try:
             if obj is None:
-                return None  # deleted: the garbage collector removes what it owned
+                return None  # gone: the finalizer's steps and the garbage collector have done their work
             return await self._reconcile(obj)
         finally:
             self._count_phases()
@@ -104,7 +77,7 @@ class SampleDBReconciler:
             await self._invalid_object(obj, exc)
             return None
         if db.metadata.deletion_timestamp is not None:
-            return await self._finalize(db, obj)
+            return await deletion.finalize(self.ctx, db)
         if lifecycle.FINALIZER not in db.metadata.finalizers and not db.spec.paused:
             await self._add_finalizer(db)
         problems = tuple(validate_spec(db.spec))
@@ -117,12 +90,12 @@ class SampleDBReconciler:
         await self._ensure_secret(db, observed_children, degraded)
         await self._apply_children(db, observed_children, degraded)
 
-        sts = self._cached(self.caches.statefulsets, db, names.statefulset_name(db.metadata.name))
+        sts = self.ctx.cached("StatefulSet", db.metadata.namespace, names.statefulset_name(db.metadata.name))
         blockers: list[Problem] = []
         init_job, init_changed = await self._ensure_init_job(db, st.statefulset_ready(sts), blockers)
         observed = st.Observed(
             statefulset=sts,
-            pvc=self._cached(self.caches.pvcs, db, names.data_pvc_name(db.metadata.name)),
+            pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=init_job,
             secret_exists=(("Secret", names.secret_name(db.metadata.name)) in observed_children),
             blockers=tuple(blockers),
@@ -136,17 +109,18 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ children
 
-    def _cached(self, store: StoreSet, db: SampleDB, name: str) -> Obj | None:
-        return store.get(ObjectRef(db.metadata.namespace or "", name))
-
     def _observed_children(self, db: SampleDB) -> dict[plan.Key, Obj]:
-        """Children in the caches that this SampleDB (this uid) controls."""
+        """Children in the caches: those this SampleDB (this uid) controls, and its data-bearing ones
+        (no ownerReference by design), found by name and the database label."""
         out: dict[plan.Key, Obj] = {}
         uid = db.metadata.uid or ""
-        for store in (self.caches.statefulsets, self.caches.pvcs, self.caches.services, self.caches.configmaps,
-                      self.caches.secrets, self.caches.jobs):
+        for store in (self.caches.services, self.caches.configmaps, self.caches.secrets, self.caches.jobs):
             for child in store.by_owner(uid):
                 out[plan.key_of(child)] = child
+        for kind, name in deletion.data_bearing(db):
+            found = self.ctx.cached(kind, db.metadata.namespace, name)
+            if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
+                out[(kind, name)] = found
         return out
 
     async def _ensure_secret(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:
@@ -213,14 +187,14 @@ class SampleDBReconciler:
 
     async def _ensure_init_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> tuple[Obj | None, bool]:
         """The init Job (created once the database is ready and the SQL's source exists)."""
-        body = d.init_job(db)
+        body = jobs.init_job(db)
         if body is None:
             return None, False
         name = body["metadata"]["name"]
-        job = self._cached(self.caches.jobs, db, name)
+        job = self.ctx.cached("Job", db.metadata.namespace, name)
         if job is not None:
             ran = (job.get("metadata", {}).get("annotations") or {}).get(d.INIT_SOURCE_ANNOTATION)
-            return job, ran != d.init_source(db)
+            return job, ran != jobs.init_source(db)
         if st.job_state(job) is None and self._init_done(db):
             return None, False  # the Job was removed after it succeeded; it is never run again
         problem = await self._init_source_problem(db)
@@ -262,18 +236,6 @@ class SampleDBReconciler:
                               "resourceVersion": db.metadata.resource_version}}
         await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
 
-    async def _finalize(self, db: SampleDB, obj: Obj) -> Result | None:
-        if lifecycle.FINALIZER not in db.metadata.finalizers:
-            return None
-        remaining = [f for f in db.metadata.finalizers if f != lifecycle.FINALIZER]
-        patch = {"metadata": {"finalizers": remaining, "resourceVersion": db.metadata.resource_version}}
-        try:
-            await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
-        except NotFound:
-            return None
-        await self._event(db, "Normal", "Deleted", f"deletionPolicy {db.spec.deletion_policy}: children removed")
-        return None
-
     # ------------------------------------------------------------------ status and events
 
     async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> None:
@@ -300,17 +262,15 @@ class SampleDBReconciler:
             elif cond.type == "Initialized" and (
                     old is None or old.status != cond.status
                     or cond.reason in ("InitSourceMissing", "InitChangedNotRerun")):
-                kind = "Normal" if cond.status == "True" else "Warning"
-                if cond.status == "True" or cond.reason in ("InitSourceMissing", "InitFailed"):
-                    await self._event(db, kind, cond.reason, cond.message)
+                if cond.status == "True":
+                    await self._event(db, "Normal", cond.reason, cond.message)
+                elif cond.reason in ("InitSourceMissing", "InitFailed"):
+                    await self._event(db, "Warning", cond.reason, cond.message)
             elif cond.type == "Progressing" and cond.reason == "Paused":
                 await self._event(db, "Normal", "Paused", cond.message)
 
-    async def _event(self, db: SampleDB, type_: Any, reason: str, message: str) -> None:
-        ref = {"apiVersion": db.api_version, "kind": "SampleDB",
-               "metadata": {"name": db.metadata.name, "namespace": db.metadata.namespace,
-                            "uid": db.metadata.uid, "resourceVersion": db.metadata.resource_version}}
-        await self.recorder.event(ref, type_, reason, message)
+    async def _event(self, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
+        await self.ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)
 
     async def _invalid_object(self, obj: Obj, exc: ValidationError) -> None:
         """An object the models cannot read (admission should have stopped it): say so in status."""
@@ -342,9 +302,10 @@ class SampleDBReconciler:
 
 
 def watched_resources() -> list[tuple[Resource, str | None]]:
-    """Every kind the SampleDB controller caches, with the server-side label selector it uses."""
+    """Every kind the operator caches, with the server-side label selector it uses."""
     return [
         (SAMPLEDB, None),
+        (SAMPLEDBBACKUP, None),
         (STATEFULSET, d.MANAGED_SELECTOR),
         (PVC, d.MANAGED_SELECTOR),
         (JOB, d.MANAGED_SELECTOR),

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import plan
+from sampledb_operator.decide import jobs, plan
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 
@@ -52,15 +52,23 @@ def observed_from(objs: list[dict[str, Any]]) -> dict[plan.Key, dict[str, Any]]:
     return {plan.key_of(o): server_view(o) for o in objs}
 
 
-def test_every_child_is_owned_by_the_sampledb_and_labelled_for_the_server_side_selector() -> None:
+DATA_BEARING = {("StatefulSet", "orders"), ("PersistentVolumeClaim", "data-orders-0"),
+                ("PersistentVolumeClaim", "orders-backups")}
+
+
+def test_children_are_owned_except_data_bearing_ones_and_all_are_labelled_for_the_selector() -> None:
     db = make_db()
     for child in d.children(d.Inputs(db, SCRIPTS)):
         meta = child["metadata"]
         assert meta["namespace"] == "shop"
-        assert meta["ownerReferences"] == [{
-            "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": "uid-1",
-            "controller": True, "blockOwnerDeletion": True,
-        }]
+        if plan.key_of(child) in DATA_BEARING:
+            # never garbage collected: only the deletion policy's steps remove data
+            assert "ownerReferences" not in meta
+        else:
+            assert meta["ownerReferences"] == [{
+                "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": "uid-1",
+                "controller": True, "blockOwnerDeletion": True,
+            }]
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "sampledb-operator"
         assert meta["labels"][d.DATABASE_LABEL] == "orders"
 
@@ -97,7 +105,7 @@ def test_secret_holds_generated_password_and_configmap_holds_no_secret() -> None
 
 def test_init_job_mounts_the_sql_from_its_configmap_key_and_records_its_source() -> None:
     db = make_db(init={"configMapKeyRef": {"name": "orders-init", "key": "init.sql"}})
-    job = d.init_job(db)
+    job = jobs.init_job(db)
     assert job is not None
     assert job["metadata"]["name"] == names.init_job_name("orders", "uid-1")
     assert job["metadata"]["annotations"][d.INIT_SOURCE_ANNOTATION] == "configmap/orders-init/init.sql"
@@ -105,14 +113,14 @@ def test_init_job_mounts_the_sql_from_its_configmap_key_and_records_its_source()
     assert vol["configMap"] == {"name": "orders-init", "items": [{"key": "init.sql", "path": "init.sql"}]}
     env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert {"PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "INIT_SQL_FILE"} <= env
-    assert d.init_job(make_db()) is None
+    assert jobs.init_job(make_db()) is None
 
 
 def test_testing_annotations_reach_job_pods_only() -> None:
     db = make_db(init={"configMapKeyRef": {"name": "i", "key": "k"}})
     db = db.model_copy(update={"metadata": db.metadata.model_copy(
         update={"annotations": {"testing.sampledb.io/fail": "true", "other": "x"}})})
-    job = d.init_job(db)
+    job = jobs.init_job(db)
     assert job is not None
     assert job["spec"]["template"]["metadata"]["annotations"] == {"testing.sampledb.io/fail": "true"}
     assert "annotations" not in d.statefulset(db)["spec"]["template"]["metadata"]

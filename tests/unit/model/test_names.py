@@ -45,8 +45,8 @@ SUBDOMAIN_ONLY: dict[str, Callable[[str], str]] = {
 db_names = st.from_regex(DNS1035_LABEL, fullmatch=True).filter(lambda n: len(n) <= names.MAX_NAME_LENGTH)
 
 
-def test_max_name_length_is_45() -> None:
-    assert names.MAX_NAME_LENGTH == 45
+def test_max_name_length_is_a_full_dns_label() -> None:
+    assert names.MAX_NAME_LENGTH == 63
 
 
 @pytest.mark.parametrize("what", sorted(LABEL_BOUND))
@@ -67,9 +67,15 @@ def test_longest_allowed_name_gives_valid_subdomain_names(what: str) -> None:
     assert len(child) <= 253 and DNS1123_SUBDOMAIN.match(child), child
 
 
-def test_one_character_longer_would_break_a_label_bound_name() -> None:
-    too_long = LONGEST + "x"
-    assert max(len(f(too_long)) for f in LABEL_BOUND.values()) > 63
+def test_long_names_are_shortened_with_a_hash_and_stay_distinct() -> None:
+    a, b = "a" * 62 + "x", "a" * 62 + "y"
+    assert len(a) == 63
+    for what in ("statefulset", "headless service", "init job", "upgrade job"):
+        ca, cb = LABEL_BOUND[what](a), LABEL_BOUND[what](b)
+        assert ca != cb, what
+        assert len(ca) <= 63 and DNS1123_LABEL.match(ca), ca
+    assert names.statefulset_name("short") == "short"
+    assert names.headless_service_name("short") == "short-headless"
 
 
 @given(db_names)

@@ -1,0 +1,179 @@
+"""Jobs that run data-plane scripts against a database: init now, backups and upgrades later.
+
+Pure: builds dicts. A Job is never updated: a new piece of work gets a new (deterministic) name,
+so creating it twice is harmless (AlreadyExists). Every Job mounts the database's scripts
+ConfigMap and connects with libpq variables from its ConfigMap and Secret; the script's JSON
+result goes to the pod's termination message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sampledb_operator.decide.desired import (
+    INIT_SOURCE_ANNOTATION,
+    SCRIPTS_MOUNT,
+    SECRET_PASSWORD_KEY,
+    SECRET_USERNAME_KEY,
+    container_security,
+    db_name,
+    labels,
+    meta,
+    pod_security,
+    scripts_configmap_name,
+)
+from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB, image_for
+
+Obj = dict[str, Any]
+INIT_SQL_DIR = "/sampledb/init"
+INIT_SQL_FILE = f"{INIT_SQL_DIR}/init.sql"
+JOB_BACKOFF_LIMIT = 2
+JOB_DEADLINE_SECONDS = 3600
+
+TEST_ANNOTATION_PREFIX = "testing.sampledb.io/"
+
+
+def test_annotations(db: SampleDB) -> dict[str, str]:
+    """SampleDB annotations under testing.sampledb.io/, copied onto every Job's pods.
+
+    They let a simulated cluster (kwok stages) select the pods of one database's Jobs, e.g. to make
+    them fail; on a real cluster they are inert labels of intent.
+    """
+    return {k: v for k, v in sorted(db.metadata.annotations.items()) if k.startswith(TEST_ANNOTATION_PREFIX)}
+
+
+def connection_env(db: SampleDB) -> list[Obj]:
+    """libpq environment for Jobs: host/port/db/user from the ConfigMap, password from the Secret."""
+    cm, secret = names.configmap_name(db_name(db)), names.secret_name(db_name(db))
+
+    def from_cm(var: str, key: str) -> Obj:
+        return {"name": var, "valueFrom": {"configMapKeyRef": {"name": cm, "key": key}}}
+
+    return [
+        from_cm("PGHOST", "host"),
+        from_cm("PGPORT", "port"),
+        from_cm("PGDATABASE", "database"),
+        {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_USERNAME_KEY}}},
+        {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_PASSWORD_KEY}}},
+        {"name": "PGCONNECT_TIMEOUT", "value": "10"},
+    ]
+
+
+def init_source(db: SampleDB) -> str | None:
+    """A stable description of where the init SQL comes from ("configmap/name/key"), or None."""
+    init = db.spec.init
+    if init is None:
+        return None
+    if init.config_map_key_ref is not None:
+        return f"configmap/{init.config_map_key_ref.name}/{init.config_map_key_ref.key}"
+    if init.secret_key_ref is not None:
+        return f"secret/{init.secret_key_ref.name}/{init.secret_key_ref.key}"
+    return None
+
+
+def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] | None = None,
+        extra_volumes: list[Obj] | None = None, extra_mounts: list[Obj] | None = None,
+        annotations: dict[str, str] | None = None, pod_annotations: dict[str, str] | None = None,
+        image: str | None = None, owner: Obj | None = None) -> Obj:
+    """A Job that runs one data-plane script against the database with the postgres image.
+
+    The script's JSON result line goes to the pod's termination message, which the Job's pod
+    status shows and the operator reads. Jobs are never updated: a new piece of work is a new name.
+    `owner` replaces the SampleDB as the controller owner (a backup's Job belongs to its
+    SampleDBBackup).
+    """
+    job_meta = meta(db, name, component)
+    if owner is not None:
+        job_meta["ownerReferences"] = [owner]
+    if annotations:
+        job_meta["annotations"] = dict(annotations)
+    pod_annotations = {**test_annotations(db), **(pod_annotations or {})}
+    container: Obj = {
+        "name": component,
+        "image": image or image_for(db.spec),
+        "command": ["bash", f"{SCRIPTS_MOUNT}/{script}"],
+        "env": [*connection_env(db), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
+                *(env or [])],
+        "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                         *(extra_mounts or [])],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": container_security(),
+    }
+    pod_meta: Obj = {"labels": labels(db, component)}
+    if pod_annotations:
+        pod_meta["annotations"] = pod_annotations
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": job_meta,
+        "spec": {
+            "backoffLimit": JOB_BACKOFF_LIMIT,
+            "activeDeadlineSeconds": JOB_DEADLINE_SECONDS,
+            "template": {
+                "metadata": pod_meta,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": pod_security(),
+                    "enableServiceLinks": False,
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "scripts", "configMap": {"name": scripts_configmap_name(db),
+                                                          "defaultMode": 0o555}},
+                        *(extra_volumes or []),
+                    ],
+                },
+            },
+        },
+    }
+
+
+def init_job(db: SampleDB) -> Obj | None:
+    """The one-time init Job running spec.init's SQL, or None when there is no init SQL."""
+    init = db.spec.init
+    source = init_source(db)
+    if init is None or source is None:
+        return None
+    if init.config_map_key_ref is not None:
+        ref = init.config_map_key_ref
+        volume: Obj = {"name": "init-sql", "configMap": {"name": ref.name,
+                                                         "items": [{"key": ref.key, "path": "init.sql"}]}}
+    else:
+        assert init.secret_key_ref is not None
+        ref = init.secret_key_ref
+        volume = {"name": "init-sql", "secret": {"secretName": ref.name,
+                                                 "items": [{"key": ref.key, "path": "init.sql"}]}}
+    return job(
+        db,
+        name=names.init_job_name(db_name(db), db.metadata.uid or ""),
+        component="init",
+        script="init.sh",
+        env=[{"name": "INIT_SQL_FILE", "value": INIT_SQL_FILE}, {"name": "WAIT_TIMEOUT", "value": "300"}],
+        extra_volumes=[volume],
+        extra_mounts=[{"name": "init-sql", "mountPath": INIT_SQL_DIR, "readOnly": True}],
+        annotations={INIT_SOURCE_ANNOTATION: source},
+    )
+
+
+BACKUP_MOUNT = "/sampledb/backups"
+
+
+def backup_job(db: SampleDB, *, backup_name: str, backup_uid: str, claim_name: str) -> Obj:
+    """The Job that writes the SampleDBBackup `backup_name` to the volume `claim_name`.
+
+    Owned by the SampleDBBackup, not the SampleDB: a pre-delete snapshot's Job must outlive the
+    deletion of the database's children.
+    """
+    owner = {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup", "name": backup_name,
+             "uid": backup_uid, "controller": True, "blockOwnerDeletion": True}
+    return job(
+        db,
+        name=names.backup_job_name(db_name(db), backup_name),
+        component="backup",
+        script="backup.sh",
+        env=[{"name": "BACKUP_DIR", "value": BACKUP_MOUNT}, {"name": "BACKUP_NAME", "value": backup_name},
+             {"name": "WAIT_TIMEOUT", "value": "120"}],
+        extra_volumes=[{"name": "backups", "persistentVolumeClaim": {"claimName": claim_name}}],
+        extra_mounts=[{"name": "backups", "mountPath": BACKUP_MOUNT}],
+        owner=owner,
+    )

@@ -1,0 +1,162 @@
+"""The SampleDBBackup reconciler: one Job per backup, its outcome mirrored into the backup's status.
+
+Level-based: a finished backup (Succeeded or Failed) is never touched again. A pending one gets
+its Job once the database is Ready (the Job's name is derived from the backup's, so a restart
+never starts a second one); a running one reflects its Job. The Job's script writes a JSON
+result line to the pod's termination message; size and checksum come from there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from sampledb_operator.decide import jobs
+from sampledb_operator.decide.status import job_state
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.model import names
+from sampledb_operator.model.backup import BackupPhase, SampleDBBackup
+from sampledb_operator.model.conditions import is_true
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.schema import API_VERSION, dump
+from sampledb_operator.observability import metrics
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.runtime.controller import Result
+
+log = get_logger(__name__)
+Obj = dict[str, Any]
+FINAL = (BackupPhase.SUCCEEDED.value, BackupPhase.FAILED.value)
+
+
+class BackupReconciler:
+    """Drives one SampleDBBackup; `await reconciler(ref)` is one pass."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def __call__(self, ref: ObjectRef) -> Result | None:
+        obj = self.ctx.caches.backups.get(ref)
+        if obj is None:
+            return None
+        try:
+            backup = SampleDBBackup.model_validate(obj)
+        except ValidationError as exc:
+            log.warning("unreadable SampleDBBackup", namespace=ref.namespace, name=ref.name, error=str(exc)[:500])
+            return None
+        if backup.status.phase in FINAL:
+            return None
+        ns = backup.metadata.namespace or ""
+        db_obj = self.ctx.cached("SampleDB", ns, backup.spec.database)
+        if db_obj is None:
+            await self._status(backup, BackupPhase.PENDING, f"SampleDB {backup.spec.database} does not exist")
+            return Result(requeue=True)
+        db = SampleDB.model_validate(db_obj)
+        claim = backup.spec.storage.claim_name if backup.spec.storage else names.backup_pvc_name(db.metadata.name)
+        job_name = names.backup_job_name(db.metadata.name, backup.metadata.name)
+        job = self.ctx.cached("Job", ns, job_name)
+        if job is None:
+            return await self._start(backup, db, claim)
+        state = job_state(job)
+        assert state is not None
+        if not state.finished:
+            await self._status(backup, BackupPhase.RUNNING, f"Job {job_name} is running", started=True)
+            return None
+        result = await self._result(ns, job_name)
+        if state.succeeded:
+            await self._succeeded(backup, db, claim, result)
+        else:
+            detail = result.get("message") or state.message
+            await self._failed(backup, f"Job {job_name} failed: {state.reason}: {detail}")
+        return None
+
+    async def _start(self, backup: SampleDBBackup, db: SampleDB, claim: str) -> Result | None:
+        ns = backup.metadata.namespace or ""
+        if not is_true(db.status.conditions, "Ready"):
+            await self._status(backup, BackupPhase.PENDING, f"waiting for SampleDB {db.metadata.name} to be Ready")
+            return None  # the SampleDB's next change brings this backup back (see app.py's mapping)
+        if self.ctx.cached("PersistentVolumeClaim", ns, claim) is None:
+            try:
+                await self.ctx.apis["PersistentVolumeClaim"].get(claim, ns)
+            except NotFound:
+                await self._status(backup, BackupPhase.PENDING, f"backup volume {claim} does not exist")
+                return Result(requeue=True)
+        body = jobs.backup_job(db, backup_name=backup.metadata.name, backup_uid=backup.metadata.uid or "",
+                               claim_name=claim)
+        try:
+            await self.ctx.apis["Job"].create(body)
+            await self._event(backup, "Normal", "BackupStarted", f"started Job {body['metadata']['name']}")
+        except Conflict:
+            pass
+        await self._status(backup, BackupPhase.RUNNING, f"Job {body['metadata']['name']} started", started=True)
+        return None
+
+    async def _result(self, namespace: str, job_name: str) -> dict[str, Any]:
+        """The JSON result line of the Job's last pod (its termination message), or {}."""
+        pods = await self.ctx.apis["Pod"].list(namespace, label_selector=f"job-name={job_name}")
+        for pod in sorted(pods.items, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True):
+            for cs in pod.get("status", {}).get("containerStatuses") or []:
+                message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
+                for line in reversed(message.strip().splitlines()):
+                    try:
+                        parsed = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(parsed, dict):
+                        return parsed
+        return {}
+
+    async def _succeeded(self, backup: SampleDBBackup, db: SampleDB, claim: str, result: dict[str, Any]) -> None:
+        reason = str(backup.spec.reason)
+        extra: dict[str, Any] = {
+            "location": {"pvcName": claim, "path": f"{jobs.BACKUP_MOUNT}/{backup.metadata.name}.dump"},
+            "version": db.status.current_version or db.spec.version,
+        }
+        if isinstance(result.get("size_bytes"), int):
+            extra["sizeBytes"] = result["size_bytes"]
+        if isinstance(result.get("sha256"), str) and len(result["sha256"]) == 64:
+            extra["checksum"] = result["sha256"]
+        await self._status(backup, BackupPhase.SUCCEEDED, "backup completed", completed=True, extra=extra)
+        metrics.backups_total.labels(reason=reason, result="succeeded").inc()
+        await self._event(backup, "Normal", "BackupSucceeded", f"backup of {db.metadata.name} completed")
+
+    async def _failed(self, backup: SampleDBBackup, message: str) -> None:
+        await self._status(backup, BackupPhase.FAILED, message, completed=True)
+        metrics.backups_total.labels(reason=str(backup.spec.reason), result="failed").inc()
+        await self._event(backup, "Warning", "BackupFailed", message)
+
+    async def _status(self, backup: SampleDBBackup, phase: BackupPhase, message: str, *, started: bool = False,
+                      completed: bool = False, extra: dict[str, Any] | None = None) -> None:
+        now = self.ctx.clock.now()
+        old = dump(backup.status)
+        new: dict[str, Any] = {**old, "phase": phase.value, "message": message[:1000],
+                               "observedGeneration": backup.metadata.generation}
+        if started and "startedAt" not in new:
+            new["startedAt"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if completed:
+            new["completedAt"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        new.update(extra or {})
+        if new == old:
+            return
+        try:
+            await self.ctx.apis["SampleDBBackup"].patch(backup.metadata.name, {"status": new},
+                                                         namespace=backup.metadata.namespace, subresource="status")
+        except NotFound:
+            return
+
+    async def _event(self, backup: SampleDBBackup, type_: EventType, reason: str, message: str) -> None:
+        await self.ctx.event(backup.metadata, API_VERSION, "SampleDBBackup", type_, reason, message)
+
+
+def backups_of(ctx: Context, db_obj: Obj) -> list[ObjectRef]:
+    """The unfinished SampleDBBackups of a SampleDB (to look at again when the database changes)."""
+    meta = db_obj.get("metadata") or {}
+    ns, name = meta.get("namespace") or "", meta.get("name")
+    out = []
+    for b in ctx.caches.backups.list(ns):
+        if (b.get("spec") or {}).get("database") == name and (b.get("status") or {}).get("phase") not in FINAL:
+            out.append(ObjectRef(ns, b["metadata"]["name"]))
+    return out

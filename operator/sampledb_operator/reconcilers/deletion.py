@@ -1,0 +1,180 @@
+"""Deleting a SampleDB: run the deletion policy's steps, then remove the finalizer.
+
+One call does the one step decide/lifecycle.py names and returns; the events of the objects it
+creates or deletes bring the next call. Nothing is deleted before the policy's work is done: with
+Snapshot, the StatefulSet and the data volume go only after the snapshot's SampleDBBackup
+Succeeded; a failed snapshot blocks the deletion (condition DeletionBlocked) and is retried with
+backoff, until it succeeds or the user sets the skip-snapshot annotation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Any
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import lifecycle
+from sampledb_operator.decide.lifecycle import Attempt, DeletionInput, Step
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.model import names
+from sampledb_operator.model.conditions import Condition, get_condition, set_condition
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.schema import API_VERSION, dump
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.runtime.controller import Result
+
+log = get_logger(__name__)
+Obj = dict[str, Any]
+
+DB_UID_LABEL = "sampledb.io/database-uid"
+ATTEMPT_LABEL = "sampledb.io/attempt"
+REASON_LABEL = "sampledb.io/backup-reason"
+
+
+def data_bearing(db: SampleDB) -> list[tuple[str, str]]:
+    """The children that hold or serve data and carry no ownerReference (kind, name)."""
+    name = db.metadata.name
+    return [("StatefulSet", names.statefulset_name(name)),
+            ("PersistentVolumeClaim", names.data_pvc_name(name)),
+            ("PersistentVolumeClaim", names.backup_pvc_name(name))]
+
+
+def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
+    """The pre-delete snapshot attempts of this incarnation (uid) of the database, oldest first."""
+    out = []
+    selector = {DB_UID_LABEL: db.metadata.uid or "", REASON_LABEL: "pre-delete"}
+    for backup in ctx.caches.backups.list(db.metadata.namespace, selector):
+        labels = backup["metadata"].get("labels") or {}
+        status = backup.get("status") or {}
+        completed = status.get("completedAt")
+        out.append(Attempt(
+            number=int(labels.get(ATTEMPT_LABEL, "1")),
+            phase=status.get("phase"),
+            completed_at=datetime.fromisoformat(completed.replace("Z", "+00:00")) if completed else None,
+            message=status.get("message") or "",
+        ))
+    return sorted(out, key=lambda a: a.number)
+
+
+async def _namespace_terminating(ctx: Context, namespace: str) -> bool:
+    try:
+        ns = await ctx.apis["Namespace"].get(namespace)
+    except NotFound:
+        return True
+    return bool(ns.get("metadata", {}).get("deletionTimestamp")) or ns.get("status", {}).get("phase") == "Terminating"
+
+
+async def finalize(ctx: Context, db: SampleDB) -> Result | None:
+    """One step of the deletion of `db` (which has a deletionTimestamp)."""
+    if lifecycle.FINALIZER not in db.metadata.finalizers:
+        return None
+    ns = db.metadata.namespace or ""
+    present = [(k, n) for k, n in data_bearing(db)[:2] if ctx.cached(k, ns, n) is not None]
+    attempts = snapshot_attempts(ctx, db)
+    policy = str(db.spec.deletion_policy)
+    inp = DeletionInput(
+        policy=policy,
+        skip_requested=db.metadata.annotations.get(lifecycle.SKIP_SNAPSHOT_ANNOTATION) == "true",
+        namespace_terminating=policy == "Snapshot" and bool(present) and await _namespace_terminating(ctx, ns),
+        ever_ran=db.status.current_version is not None,
+        data_present=bool(present),
+        latest=attempts[-1] if attempts else None,
+    )
+    decision = lifecycle.deletion_step(inp, ctx.clock.now())
+    log.info("deletion step", step=decision.step.value, reason=decision.reason, namespace=ns, name=db.metadata.name)
+    if decision.step is Step.START_SNAPSHOT:
+        await _start_snapshot(ctx, db, decision.attempt)
+        await _deleting_status(ctx, db, blocked=None)
+        return None
+    if decision.step is Step.WAIT_SNAPSHOT:
+        await _deleting_status(ctx, db, blocked=None)
+        return None
+    if decision.step is Step.RETRY_LATER:
+        await _deleting_status(ctx, db, blocked=decision.reason)
+        return Result(requeue_after=decision.wait_seconds)
+    if decision.step is Step.DELETE_DATA:
+        if inp.skip_requested:
+            await _event(ctx, db, "Warning", "SnapshotSkipped", decision.reason)
+        await _delete(ctx, "StatefulSet", ns, names.statefulset_name(db.metadata.name))
+        await _delete(ctx, "PersistentVolumeClaim", ns, names.data_pvc_name(db.metadata.name))
+        await _event(ctx, db, "Normal", "DataDeleted", decision.reason)
+    elif decision.step is Step.RETAIN_DATA:
+        await _delete(ctx, "StatefulSet", ns, names.statefulset_name(db.metadata.name))
+        await _retain(ctx, db)
+        await _event(ctx, db, "Normal", "DataRetained",
+                     f"PVC {names.data_pvc_name(db.metadata.name)} is kept, labelled "
+                     f"{lifecycle.RETAINED_FROM_LABEL}={db.metadata.name}; a new SampleDB of this name adopts it")
+    await _remove_finalizer(ctx, db)
+    return None
+
+
+async def _start_snapshot(ctx: Context, db: SampleDB, attempt: int) -> None:
+    name = lifecycle.snapshot_backup_name(db.metadata.name, db.metadata.uid or "", attempt)
+    body = {
+        "apiVersion": API_VERSION, "kind": "SampleDBBackup",
+        "metadata": {
+            "name": name, "namespace": db.metadata.namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": d.MANAGED_BY, d.DATABASE_LABEL: db.metadata.name,
+                DB_UID_LABEL: db.metadata.uid or "", ATTEMPT_LABEL: str(attempt), REASON_LABEL: "pre-delete",
+            },
+        },
+        "spec": {"database": db.metadata.name, "reason": "pre-delete",
+                 "storage": {"claimName": names.backup_pvc_name(db.metadata.name)}},
+    }
+    try:
+        await ctx.apis["SampleDBBackup"].create(body)
+    except Conflict:
+        return  # this attempt exists already (an earlier pass made it): never a second one
+    await _event(ctx, db, "Normal", "SnapshotStarted", f"taking the final snapshot (attempt {attempt}): {name}")
+
+
+async def _delete(ctx: Context, kind: str, namespace: str, name: str) -> None:
+    with contextlib.suppress(NotFound):
+        await ctx.apis[kind].delete(name, namespace)
+
+
+async def _retain(ctx: Context, db: SampleDB) -> None:
+    name = names.data_pvc_name(db.metadata.name)
+    patch = {"metadata": {"labels": {lifecycle.RETAINED_FROM_LABEL: db.metadata.name},
+                          "annotations": {"sampledb.io/retained-from-uid": db.metadata.uid or ""}}}
+    with contextlib.suppress(NotFound):
+        await ctx.apis["PersistentVolumeClaim"].patch(name, patch, namespace=db.metadata.namespace)
+
+
+async def _remove_finalizer(ctx: Context, db: SampleDB) -> None:
+    remaining = [f for f in db.metadata.finalizers if f != lifecycle.FINALIZER]
+    patch = {"metadata": {"finalizers": remaining, "resourceVersion": db.metadata.resource_version}}
+    try:
+        await ctx.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+    except NotFound:
+        return
+    log.info("finalizer removed", namespace=db.metadata.namespace, name=db.metadata.name)
+
+
+async def _deleting_status(ctx: Context, db: SampleDB, blocked: str | None) -> None:
+    """phase Deleting, and DeletionBlocked with the failed snapshot's reason (written only on change)."""
+    now = ctx.clock.now()
+    gen = db.metadata.generation
+    if blocked is None:
+        cond = Condition(type="DeletionBlocked", status="False", reason="Snapshotting",
+                         message="the final snapshot is in progress", observed_generation=gen)
+    else:
+        cond = Condition(type="DeletionBlocked", status="True", reason="SnapshotFailed", message=blocked[:1000],
+                         observed_generation=gen)
+    old = get_condition(db.status.conditions, "DeletionBlocked")
+    new = db.status.model_copy(update={"phase": "Deleting",
+                                       "conditions": set_condition(db.status.conditions, cond, now)})
+    if dump(new) == dump(db.status):
+        return
+    if blocked is not None and (old is None or old.status != "True"):
+        await _event(ctx, db, "Warning", "DeletionBlocked", blocked)
+    with contextlib.suppress(NotFound):
+        await ctx.apis["SampleDB"].patch(db.metadata.name, {"status": dump(new)}, namespace=db.metadata.namespace,
+                                         subresource="status")
+
+
+async def _event(ctx: Context, db: SampleDB, type_: Any, reason: str, message: str) -> None:
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)
