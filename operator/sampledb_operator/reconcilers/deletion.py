@@ -58,6 +58,11 @@ def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
     return sorted(out, key=lambda a: a.number)
 
 
+def _live(obj: Obj | None) -> bool:
+    """Exists and is not already being deleted."""
+    return obj is not None and not obj.get("metadata", {}).get("deletionTimestamp")
+
+
 async def _namespace_terminating(ctx: Context, namespace: str) -> bool:
     try:
         ns = await ctx.apis["Namespace"].get(namespace)
@@ -71,7 +76,7 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     if lifecycle.FINALIZER not in db.metadata.finalizers:
         return None
     ns = db.metadata.namespace or ""
-    present = [(k, n) for k, n in data_bearing(db)[:2] if ctx.cached(k, ns, n) is not None]
+    present = [(k, n) for k, n in data_bearing(db)[:2] if _live(ctx.cached(k, ns, n))]
     attempts = snapshot_attempts(ctx, db)
     policy = str(db.spec.deletion_policy)
     inp = DeletionInput(
