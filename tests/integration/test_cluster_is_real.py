@@ -189,3 +189,20 @@ def test_watch_sees_added_modified_deleted_and_bookmark_events(namespace: str) -
     assert bookmarks, f"no BOOKMARK in {[e['type'] for e in events]}"
     last_rv = int(bookmarks[-1]["object"]["metadata"]["resourceVersion"])
     assert last_rv >= int(rv)
+
+
+def test_fail_annotation_naming_a_component_fails_only_that_components_jobs(namespace: str) -> None:
+    def job(name: str, component: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"backoffLimit": 0, "template": {
+                "metadata": {"labels": {"app.kubernetes.io/component": component},
+                             "annotations": {"testing.sampledb.io/fail": "init,upgrade"}},
+                "spec": {"restartPolicy": "Never",
+                         "containers": [{"name": "c", "image": "postgres:16.4", "command": ["true"]}]}}},
+        }
+
+    apply(job("up", "upgrade"), namespace)
+    apply(job("bk", "backup"), namespace)
+    kubectl("wait", "-n", namespace, "--for=condition=Failed", "job/up", "--timeout=90s", timeout=120)
+    kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/bk", "--timeout=90s", timeout=120)

@@ -160,3 +160,32 @@ def backups_of(ctx: Context, db_obj: Obj) -> list[ObjectRef]:
         if (b.get("spec") or {}).get("database") == name and (b.get("status") or {}).get("phase") not in FINAL:
             out.append(ObjectRef(ns, b["metadata"]["name"]))
     return out
+
+
+async def ensure_backup(ctx: Context, db: SampleDB, *, reason: str, token: str) -> tuple[str, str | None]:
+    """The SampleDBBackup taken before some piece of work (an upgrade, a migration), created if missing.
+
+    Its name is derived from the database's uid, the reason and `token` (what the work is), so a
+    restart finds the same backup instead of taking a second one. Returns (name, phase), phase None
+    while the backup has no status yet.
+    """
+    ns = db.metadata.namespace or ""
+    name = names.fit(db.metadata.name, f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}", 253)
+    existing = ctx.cached("SampleDBBackup", ns, name)
+    if existing is not None:
+        return name, (existing.get("status") or {}).get("phase")
+    body = {
+        "apiVersion": API_VERSION, "kind": "SampleDBBackup",
+        "metadata": {"name": name, "namespace": ns, "labels": {
+            "app.kubernetes.io/managed-by": "sampledb-operator", "sampledb.io/database": db.metadata.name,
+            "sampledb.io/database-uid": db.metadata.uid or "", "sampledb.io/backup-reason": reason}},
+        "spec": {"database": db.metadata.name, "reason": reason,
+                 "storage": {"claimName": names.backup_pvc_name(db.metadata.name)}},
+    }
+    try:
+        await ctx.apis["SampleDBBackup"].create(body)
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "BackupRequested",
+                        f"{reason} backup {name} requested")
+    except Conflict:
+        pass
+    return name, None
