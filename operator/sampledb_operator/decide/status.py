@@ -14,7 +14,7 @@ from typing import Any
 
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
-from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, SampleDBStatus
+from sampledb_operator.model.sampledb import AppliedMigration, Phase, Problem, SampleDB, SampleDBStatus
 from sampledb_operator.model.schema import dump
 
 Obj = dict[str, Any]
@@ -32,7 +32,10 @@ class Observed:
     blockers: tuple[Problem, ...] = ()  # e.g. the init SQL's ConfigMap is missing
     degraded: tuple[Problem, ...] = ()  # e.g. the storage class cannot expand the volume
     init_changed: bool = False  # spec.init differs from what the init Job ran
-    extra_conditions: tuple[Condition, ...] = field(default_factory=tuple)
+    extra_conditions: tuple[Condition, ...] = field(default_factory=tuple)  # e.g. Upgrading, Migrated
+    busy_phase: Phase | None = None  # Upgrading or Migrating while that work runs on a ready database
+    applied_migrations: tuple[AppliedMigration, ...] | None = None  # replaces status.appliedMigrations
+    running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,8 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
         return _status(old, conds, Phase.PAUSED, gen, name=name, ns=ns)
 
     db_ready = statefulset_ready(obs.statefulset)
+    for extra in obs.extra_conditions:
+        put(extra)
     init_ok, init_reason, init_msg = _initialized(db, obs, db_ready)
     put(_cond(ConditionType.INITIALIZED, init_ok, init_reason, init_msg, gen))
 
@@ -142,7 +147,7 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
     if ready:
         put(_cond(ConditionType.READY, True, "DatabaseReady", "the database accepts connections", gen))
         put(_cond(ConditionType.PROGRESSING, False, "Reconciled", "the database matches its spec", gen))
-        phase = Phase.DEGRADED if degraded else Phase.RUNNING
+        phase = Phase.DEGRADED if degraded else (obs.busy_phase or Phase.RUNNING)
     else:
         if not db_ready:
             reason, msg = _not_ready_reason(obs)
@@ -155,7 +160,9 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
                   msg, gen))
     status = _status(old, conds, phase, gen, name=name, ns=ns)
     if db_ready:
-        status = status.model_copy(update={"current_version": db.spec.version})
+        status = status.model_copy(update={"current_version": obs.running_version or db.spec.version})
+    if obs.applied_migrations is not None:
+        status = status.model_copy(update={"applied_migrations": list(obs.applied_migrations)})
     return status
 
 

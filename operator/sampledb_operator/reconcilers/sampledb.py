@@ -33,11 +33,11 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import get_condition
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.model.sampledb import Problem, SampleDB, validate_spec
+from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, validate_spec
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion
+from sampledb_operator.reconcilers import deletion, migrations
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.runtime.controller import Result
 
@@ -93,7 +93,13 @@ class SampleDBReconciler:
         sts = self.ctx.cached("StatefulSet", db.metadata.namespace, names.statefulset_name(db.metadata.name))
         blockers: list[Problem] = []
         init_job, init_changed = await self._ensure_init_job(db, st.statefulset_ready(sts), blockers)
+        migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=st.statefulset_ready(sts),
+                                                          blocked=False)
+        degraded += migration.degraded
         observed = st.Observed(
+            extra_conditions=migration.conditions,
+            applied_migrations=migration.applied,
+            busy_phase=Phase.MIGRATING if migration.busy else None,
             statefulset=sts,
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=init_job,
@@ -103,7 +109,7 @@ class SampleDBReconciler:
             init_changed=init_changed,
         )
         await self._write_status(db, obj, observed)
-        if blockers:
+        if blockers or migration.requeue:
             return Result(requeue=True)  # a missing reference: look again with backoff
         return None
 
