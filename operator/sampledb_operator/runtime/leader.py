@@ -6,7 +6,9 @@ it last saw the record change (wall-clock renewTime is written, never trusted: n
 Every write is a create or a PUT carrying the resourceVersion read (optimistic concurrency), so
 of two simultaneous takeovers exactly one wins. A leader that cannot renew within renew_deadline
 (or sees another holder) stops being leader; since lease_duration > renew_deadline it stops
-before anyone may take over. release() empties holderIdentity so a standby takes over at once.
+before anyone may take over. release() empties holderIdentity so a standby takes over at once,
+re-reading the Lease after a conflict (our last record may be stale) and never overwriting a Lease
+that names another holder.
 acquire(), hold() and release() are called one at a time by one owner (the manager).
 """
 
@@ -31,6 +33,7 @@ log = structlog.stdlib.get_logger(__name__)
 
 T = TypeVar("T")
 JITTER_FACTOR = 1.2   # client-go: acquire retries wait retry_period * [1, 2.2)
+RELEASE_ATTEMPTS = 3
 
 
 class LeaseApi(Protocol):
@@ -129,28 +132,50 @@ class LeaderElector:
                 return
 
     async def release(self) -> None:
-        """Give the lease up (holder "", duration 1 s) so a standby takes over at once; best effort."""
+        """Give the lease up (holder "", duration 1 s) so a standby takes over at once; best effort.
+
+        The record we hold may be stale: a renewal cancelled in flight (hold() is cancelled on
+        shutdown) can have been applied by the server without our seeing the answer. So a conflict
+        is not the end: the Lease is read again and released if it still names us.
+        """
         if not self._leading or self._lease is None:
             return
         self._set_leading(False)
-        now = micro_time(self._clock.now())
-        spec = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
-                "leaseTransitions": self._spec().get("leaseTransitions", 0)}
-        released = copy.deepcopy(self._lease)
-        released["spec"] = spec
         try:
-            written = await self._within(self._api.replace(released), self._renew_deadline)
-        except Conflict:
-            self._log.info("lease changed before release; nothing to release")
-            return
+            released = await self._within(self._write_release(self._lease), self._renew_deadline)
         except KubeError as err:
             self._log.warning("could not release lease", error=str(err))
             return
-        if written is None:
+        if released is None:
             self._log.warning("could not release lease", error="timed out")
             return
-        self._observe(written)
+        if not released:
+            self._log.info("lease changed before release; nothing to release", holder=self.observed_holder)
+            return
         self._log.info("released leadership")
+
+    async def _write_release(self, lease: dict[str, Any]) -> bool:
+        """Write the released record over `lease`; on a conflict re-read and retry while it names us.
+
+        False when the Lease names another holder (or none): it is left alone.
+        """
+        for _ in range(RELEASE_ATTEMPTS):
+            now = micro_time(self._clock.now())
+            released = copy.deepcopy(lease)
+            released["spec"] = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now,
+                                "renewTime": now,
+                                "leaseTransitions": (lease.get("spec") or {}).get("leaseTransitions", 0)}
+            try:
+                written = await self._api.replace(released)
+            except Conflict:
+                lease = await self._api.get(self.name, self.namespace)
+                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                    self._observe(lease)
+                    return False
+                continue
+            self._observe(written)
+            return True
+        raise Conflict(409, "Conflict", f"lease kept changing during {RELEASE_ATTEMPTS} release attempts")
 
     # -- one attempt -------------------------------------------------------------------------
 
