@@ -183,7 +183,10 @@ def test_same_name_in_two_namespaces_does_not_clash(kubeconfig: str, namespace: 
         b = kubectl_json("get", "statefulset", "twin", "-n", other)
         assert a["spec"]["template"]["spec"]["containers"][0]["image"] == "postgres:16.4"
         assert b["spec"]["template"]["spec"]["containers"][0]["image"] == "postgres:15.8"
-        assert a["metadata"]["ownerReferences"][0]["uid"] != b["metadata"]["ownerReferences"][0]["uid"]
+        ca = kubectl_json("get", "configmap", "twin-config", "-n", namespace)
+        cb = kubectl_json("get", "configmap", "twin-config", "-n", other)
+        assert ca["metadata"]["ownerReferences"][0]["uid"] != cb["metadata"]["ownerReferences"][0]["uid"]
+        assert ca["data"]["host"] == f"twin.{namespace}.svc" and cb["data"]["host"] == f"twin.{other}.svc"
     finally:
         kubectl("delete", "namespace", other, "--wait=false", check=False)
 

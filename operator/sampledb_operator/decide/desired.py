@@ -24,7 +24,7 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 SCRIPTS_MOUNT = "/sampledb/scripts"
 DATA_MOUNT = "/var/lib/postgresql/data"
-PGDATA = f"{DATA_MOUNT}/pgdata"
+VERSION_ANNOTATION = "sampledb.io/version"
 POSTGRES_UID = 999  # the postgres user of the docker library image
 DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
@@ -33,11 +33,24 @@ SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
 
 
 @dataclass(frozen=True, slots=True)
+class Running:
+    """What the StatefulSet should run now: during an upgrade, not yet what spec.version says."""
+
+    version: str
+    image: str
+    data_dir: str = "pgdata"  # under DATA_MOUNT; a major upgrade moves to pgdata-<major>
+
+
+@dataclass(frozen=True, slots=True)
 class Inputs:
     """What desired-state functions read besides the SampleDB itself."""
 
     db: SampleDB
     scripts: dict[str, str]  # data-plane scripts by file name (the scripts ConfigMap's data)
+    running: Running | None = None  # None: spec.version with its image, default data directory
+
+    def run(self) -> Running:
+        return self.running or Running(self.db.spec.version, image_for(self.db.spec))
 
 
 def db_name(db: SampleDB) -> str:
@@ -190,16 +203,17 @@ def container_security() -> Obj:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
+def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None) -> Obj:
     """One PostgreSQL pod on the data PVC; parameters become `postgres -c key=value` arguments.
 
     Not owned by the SampleDB: a foreground deletion must not stop the database before its final
     snapshot. The deletion steps delete it."""
     name = db_name(db)
     secret_name = names.secret_name(name)
+    run = running or Running(db.spec.version, image_for(db.spec))
     container: Obj = {
         "name": "postgres",
-        "image": image_for(db.spec),
+        "image": run.image,
         "args": ["postgres", *_parameters_args(db)],
         "ports": [{"name": "postgres", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
         "env": [
@@ -208,7 +222,7 @@ def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
             {"name": "POSTGRES_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret_name,
                                                                            "key": SECRET_PASSWORD_KEY}}},
             {"name": "POSTGRES_DB", "value": DEFAULT_DATABASE},
-            {"name": "PGDATA", "value": PGDATA},
+            {"name": "PGDATA", "value": f"{DATA_MOUNT}/{run.data_dir}"},
         ],
         "volumeMounts": [{"name": names.DATA_VOLUME, "mountPath": DATA_MOUNT},
                          {"name": "run", "mountPath": "/var/run/postgresql"},
@@ -224,10 +238,12 @@ def statefulset(db: SampleDB, replicas: int = 1) -> Obj:
     resources = _resources(db)
     if resources:
         container["resources"] = resources
+    sts_meta = meta(db, names.statefulset_name(name), "database", owned=False)
+    sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(db, names.statefulset_name(name), "database", owned=False),
+        "metadata": sts_meta,
         "spec": {
             "replicas": replicas,
             "serviceName": names.headless_service_name(name),
@@ -311,5 +327,5 @@ def children(inputs: Inputs) -> list[Obj]:
         backup_pvc(db),
         headless_service(db),
         client_service(db),
-        statefulset(db),
+        statefulset(db, running=inputs.run()),
     ]

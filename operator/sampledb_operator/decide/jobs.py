@@ -177,3 +177,32 @@ def backup_job(db: SampleDB, *, backup_name: str, backup_uid: str, claim_name: s
         extra_mounts=[{"name": "backups", "mountPath": BACKUP_MOUNT}],
         owner=owner,
     )
+
+
+MIGRATIONS_DIR = "/sampledb/migrations"
+MIGRATION_DIGEST_ANNOTATION = "sampledb.io/migrations-digest"
+# migrate.sh's exit codes that a retry cannot fix: config (2), drift (3), sql (6).
+MIGRATE_FATAL_EXIT_CODES = (2, 3, 6)
+
+
+def migration_job(db: SampleDB, *, name: str, snapshot_configmap: str, digest: str) -> Obj:
+    """The Job applying the pending migrations with migrate.sh, from an immutable snapshot ConfigMap.
+
+    A retry helps only with a failed connection or a lost pod: the exit codes of a bad file name,
+    a changed applied file or a failing SQL file fail the Job at once (podFailurePolicy).
+    """
+    body = job(
+        db,
+        name=name,
+        component="migrate",
+        script="migrate.sh",
+        env=[{"name": "MIGRATIONS_DIR", "value": MIGRATIONS_DIR}],
+        extra_volumes=[{"name": "migrations", "configMap": {"name": snapshot_configmap}}],
+        extra_mounts=[{"name": "migrations", "mountPath": MIGRATIONS_DIR, "readOnly": True}],
+        annotations={MIGRATION_DIGEST_ANNOTATION: digest},
+    )
+    body["spec"]["podFailurePolicy"] = {"rules": [
+        {"action": "FailJob",
+         "onExitCodes": {"containerName": "migrate", "operator": "In", "values": list(MIGRATE_FATAL_EXIT_CODES)}},
+    ]}
+    return body

@@ -8,7 +8,6 @@ result line to the pod's termination message; size and checksum come from there.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,6 +24,7 @@ from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
@@ -96,18 +96,7 @@ class BackupReconciler:
 
     async def _result(self, namespace: str, job_name: str) -> dict[str, Any]:
         """The JSON result line of the Job's last pod (its termination message), or {}."""
-        pods = await self.ctx.apis["Pod"].list(namespace, label_selector=f"job-name={job_name}")
-        for pod in sorted(pods.items, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True):
-            for cs in pod.get("status", {}).get("containerStatuses") or []:
-                message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
-                for line in reversed(message.strip().splitlines()):
-                    try:
-                        parsed = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(parsed, dict):
-                        return parsed
-        return {}
+        return await job_result(self.ctx, namespace, job_name)
 
     async def _succeeded(self, backup: SampleDBBackup, db: SampleDB, claim: str, result: dict[str, Any]) -> None:
         reason = str(backup.spec.reason)

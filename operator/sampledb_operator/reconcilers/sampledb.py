@@ -37,7 +37,7 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, validate_
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations
+from sampledb_operator.reconcilers import deletion, migrations, upgrade
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.runtime.controller import Result
 
@@ -86,20 +86,23 @@ class SampleDBReconciler:
             return None
 
         observed_children = self._observed_children(db)
-        degraded: list[Problem] = []
-        await self._ensure_secret(db, observed_children, degraded)
-        await self._apply_children(db, observed_children, degraded)
-
         sts = self.ctx.cached("StatefulSet", db.metadata.namespace, names.statefulset_name(db.metadata.name))
+        ready = st.statefulset_ready(sts)
+        upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready)
+        degraded: list[Problem] = list(upgrading.degraded)
+        await self._ensure_secret(db, observed_children, degraded)
+        await self._apply_children(db, observed_children, degraded, upgrading.running)
+
         blockers: list[Problem] = []
-        init_job, init_changed = await self._ensure_init_job(db, st.statefulset_ready(sts), blockers)
-        migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=st.statefulset_ready(sts),
-                                                          blocked=False)
+        init_job, init_changed = await self._ensure_init_job(db, ready, blockers)
+        migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         degraded += migration.degraded
+        busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         observed = st.Observed(
-            extra_conditions=migration.conditions,
+            extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions),
             applied_migrations=migration.applied,
-            busy_phase=Phase.MIGRATING if migration.busy else None,
+            busy_phase=busy,
+            running_version=upgrade.sts_version(sts) if ready else None,
             statefulset=sts,
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=init_job,
@@ -149,8 +152,9 @@ class SampleDBReconciler:
         except Conflict:
             pass  # created by an earlier pass whose watch event has not arrived yet
 
-    async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:
-        inputs = d.Inputs(db=db, scripts=self._scripts)
+    async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem],
+                              running: d.Running) -> None:
+        inputs = d.Inputs(db=db, scripts=self._scripts, running=running)
         for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY):
             kind, name = action.key
             have = observed.get(action.key)
@@ -272,6 +276,9 @@ class SampleDBReconciler:
                     await self._event(db, "Normal", cond.reason, cond.message)
                 elif cond.reason in ("InitSourceMissing", "InitFailed"):
                     await self._event(db, "Warning", cond.reason, cond.message)
+            elif cond.type == "Upgrading":
+                failed = cond.reason in ("UpgradeFailed", "DowngradeRefused")
+                await self._event(db, "Warning" if failed else "Normal", cond.reason, cond.message)
             elif cond.type == "Progressing" and cond.reason == "Paused":
                 await self._event(db, "Normal", "Paused", cond.message)
 
