@@ -14,7 +14,14 @@ from typing import Any
 
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
-from sampledb_operator.model.sampledb import AppliedMigration, Phase, Problem, SampleDB, SampleDBStatus
+from sampledb_operator.model.sampledb import (
+    AppliedMigration,
+    BackupRecord,
+    Phase,
+    Problem,
+    SampleDB,
+    SampleDBStatus,
+)
 from sampledb_operator.model.schema import dump
 
 Obj = dict[str, Any]
@@ -36,6 +43,7 @@ class Observed:
     busy_phase: Phase | None = None  # Upgrading or Migrating while that work runs on a ready database
     applied_migrations: tuple[AppliedMigration, ...] | None = None  # replaces status.appliedMigrations
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
+    last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,8 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
     status = _status(old, conds, phase, gen, name=name, ns=ns)
     if db_ready:
         status = status.model_copy(update={"current_version": obs.running_version or db.spec.version})
+    if obs.last_backup is not None:
+        status = status.model_copy(update={"last_backup": obs.last_backup})
     if obs.applied_migrations is not None:
         status = status.model_copy(update={"applied_migrations": list(obs.applied_migrations)})
     return status

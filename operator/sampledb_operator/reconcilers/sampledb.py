@@ -37,7 +37,7 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, validate_
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations, upgrade
+from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.runtime.controller import Result
 
@@ -98,8 +98,11 @@ class SampleDBReconciler:
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         degraded += migration.degraded
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
+        backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None)
         observed = st.Observed(
-            extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions),
+            extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
+                              *((backups.condition,) if backups.condition else ())),
+            last_backup=backups.last_backup,
             applied_migrations=migration.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
@@ -114,6 +117,8 @@ class SampleDBReconciler:
         await self._write_status(db, obj, observed)
         if blockers or migration.requeue:
             return Result(requeue=True)  # a missing reference: look again with backoff
+        if backups.requeue_after is not None:
+            return Result(requeue_after=backups.requeue_after)  # the next scheduled backup
         return None
 
     # ------------------------------------------------------------------ children
