@@ -71,7 +71,8 @@ def test_prometheus_scrapes_controller_runtime_and_operator_metrics(kubeconfig: 
 
         total = 'sum(controller_runtime_reconcile_total{job="sampledb-operator",controller="sampledb"})'
         wait_until(lambda: (prom.scalar(total) or 0) >= 1, timeout=30, what=f"PromQL {total} >= 1")
-        by_result = {r["metric"]["result"] for r in prom.query('controller_runtime_reconcile_total{controller="sampledb"}')}
+        series = prom.query('controller_runtime_reconcile_total{controller="sampledb"}')
+        by_result = {r["metric"]["result"] for r in series}
         assert by_result == {"success", "error", "requeue", "requeue_after"}   # pre-initialised series
 
         assert prom.scalar('leader_election_master_status{name="metrics-lease"}') == 1
