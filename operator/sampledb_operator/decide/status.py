@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sampledb_operator.model import names
-from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
+from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
 from sampledb_operator.model.sampledb import (
     AppliedMigration,
     BackupRecord,
@@ -91,24 +91,36 @@ def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | Non
                      observed_generation=generation)
 
 
+DONE_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")
+
+
 def _initialized(db: SampleDB, obs: Observed, db_ready: bool) -> tuple[bool, str, str]:
-    if db.spec.init is None:
+    """Initialized: the init SQL ran, or the database was restored from a backup (then no init SQL)."""
+    restore = db.spec.restore
+    if restore is None and db.spec.init is None:
         return True, "NoInitSQL", "no init SQL to run"
+    prev = get_condition(db.status.conditions, ConditionType.INITIALIZED)
+    if prev is not None and prev.status == "True" and prev.reason in DONE_REASONS and obs.init_job is None:
+        return True, prev.reason, prev.message  # done once; the Job may have been removed since
     for b in obs.blockers:
         return False, b.reason, b.message
     state = job_state(obs.init_job)
+    what = f"the restore from SampleDBBackup {restore.backup_name}" if restore else "the init SQL"
     if state is None:
         if not db_ready:
-            return False, "WaitingForDatabase", "the init SQL runs once the database is ready"
-        return False, "InitPending", "the init Job is being created"
+            return False, "WaitingForDatabase", f"{what} runs once the database is ready"
+        return False, "RestorePending" if restore else "InitPending", f"the Job for {what} is being created"
     if not state.finished:
-        return False, "InitRunning", "the init Job is running"
+        return False, "Restoring" if restore else "InitRunning", f"{what} is running"
     if state.succeeded:
+        if restore:
+            return True, "Restored", f"restored from SampleDBBackup {restore.backup_name}"
         if obs.init_changed:
             return True, "InitChangedNotRerun", (
                 "spec.init changed after the init SQL ran; it is not run again against live data")
         return True, "InitSucceeded", "the init SQL ran successfully"
-    return False, "InitFailed", f"the init Job failed: {state.reason}: {state.message}"
+    failed = "RestoreFailed" if restore else "InitFailed"
+    return False, failed, f"the {'restore' if restore else 'init'} Job failed: {state.reason}: {state.message}"
 
 
 def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
@@ -143,8 +155,8 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
     put(_cond(ConditionType.INITIALIZED, init_ok, init_reason, init_msg, gen))
 
     degraded = list(obs.degraded)
-    if init_reason == "InitFailed":
-        degraded.append(Problem("InitFailed", init_msg, "spec.init"))
+    if init_reason in ("InitFailed", "RestoreFailed"):
+        degraded.append(Problem(init_reason, init_msg, "spec.restore" if db.spec.restore else "spec.init"))
     if degraded:
         put(_cond(ConditionType.DEGRADED, True, degraded[0].reason,
                   "; ".join(d.message for d in degraded), gen))
@@ -162,7 +174,7 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
             phase = Phase.DEGRADED if degraded else Phase.PROVISIONING
         else:
             reason, msg = init_reason, init_msg
-            phase = Phase.DEGRADED if degraded else Phase.INITIALIZING
+            phase = Phase.DEGRADED if degraded else (Phase.RESTORING if db.spec.restore else Phase.INITIALIZING)
         put(_cond(ConditionType.READY, False, reason, msg, gen))
         put(_cond(ConditionType.PROGRESSING, not degraded, reason if not degraded else degraded[0].reason,
                   msg, gen))

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import jobs, lifecycle, plan
+from sampledb_operator.decide import jobs, lifecycle, plan, restore
 from sampledb_operator.decide import status as st
 from sampledb_operator.kube.errors import ApiError, Conflict, NotFound
 from sampledb_operator.kube.resources import (
@@ -200,8 +200,36 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ init
 
+    async def _ensure_restore_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> Obj | None:
+        """The restore Job of spec.restore (created once the new database is ready and the backup is)."""
+        ns = db.metadata.namespace
+        job = self.ctx.cached("Job", ns, restore.restore_job_name(db))
+        if job is not None or self._init_done(db):
+            return job
+        assert db.spec.restore is not None
+        backup = self.ctx.cached("SampleDBBackup", ns, db.spec.restore.backup_name)
+        problem = restore.source_problem(db, backup)
+        if problem is not None:
+            blockers.append(problem)
+            return None
+        if not db_ready:
+            return None
+        assert backup is not None
+        body = restore.restore_job(db, backup)
+        try:
+            await self.apis["Job"].create(body)
+            job_name = body["metadata"]["name"]
+            await self._event(db, "Normal", "CreatedRestoreJob",
+                              f"restoring SampleDBBackup {db.spec.restore.backup_name} with Job {job_name}")
+        except Conflict:
+            pass
+        return None
+
     async def _ensure_init_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> tuple[Obj | None, bool]:
-        """The init Job (created once the database is ready and the SQL's source exists)."""
+        """The init Job (created once the database is ready and the SQL's source exists); for a database
+        created from a backup, the restore Job instead (the init SQL is not run then)."""
+        if db.spec.restore is not None:
+            return await self._ensure_restore_job(db, db_ready, blockers), False
         body = jobs.init_job(db)
         if body is None:
             return None, False
@@ -279,7 +307,8 @@ class SampleDBReconciler:
                     or cond.reason in ("InitSourceMissing", "InitChangedNotRerun")):
                 if cond.status == "True":
                     await self._event(db, "Normal", cond.reason, cond.message)
-                elif cond.reason in ("InitSourceMissing", "InitFailed"):
+                elif cond.reason in ("InitSourceMissing", "InitFailed", "RestoreFailed", "RestoreSourceMissing",
+                                     "RestoreSourceNotReady"):
                     await self._event(db, "Warning", cond.reason, cond.message)
             elif cond.type == "Upgrading":
                 failed = cond.reason in ("UpgradeFailed", "DowngradeRefused")

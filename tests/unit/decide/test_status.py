@@ -128,3 +128,23 @@ def test_unbound_volume_is_named_as_the_reason_for_waiting() -> None:
     assert cond(s, "Ready") == ("False", "VolumeNotBound")
     c = get_condition(s.conditions, "Ready")
     assert c is not None and "data-db-0" in c.message and "slow" in c.message
+
+
+def test_restored_database_reports_restore_progress_instead_of_init() -> None:
+    db = make_db(restore={"backupName": "b1"}, init={"configMapKeyRef": {"name": "i", "key": "k"}})
+    running = st.compute(db, st.Observed(statefulset=sts(True), init_job=job(None)), NOW)
+    assert running.phase == "Restoring"
+    assert cond(running, "Initialized") == ("False", "Restoring")
+    done = st.compute(db, st.Observed(statefulset=sts(True), init_job=job("Complete")), NOW)
+    assert cond(done, "Initialized") == ("True", "Restored")
+    failed = st.compute(db, st.Observed(statefulset=sts(True), init_job=job("Failed")), NOW)
+    assert cond(failed, "Initialized") == ("False", "RestoreFailed")
+    assert failed.phase == "Degraded"
+
+
+def test_initialized_stays_true_after_its_job_is_removed() -> None:
+    db = make_db(init={"configMapKeyRef": {"name": "i", "key": "k"}})
+    done = st.compute(db, st.Observed(statefulset=sts(True), init_job=job("Complete")), NOW)
+    later = st.compute(db.model_copy(update={"status": done}), st.Observed(statefulset=sts(True)), NOW)
+    assert cond(later, "Initialized") == ("True", "InitSucceeded")
+    assert later.phase == "Running"
