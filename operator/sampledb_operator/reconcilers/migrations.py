@@ -38,6 +38,7 @@ MIGRATED = "Migrated"
 COMPONENT = "migrate"
 BACKUP_REASON = "pre-migration"
 MESSAGE_LIMIT = 1000
+DETAIL_LIMIT = 600  # of the script's message, so the advice after it always fits
 
 
 @dataclass(frozen=True)
@@ -187,13 +188,15 @@ async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name:
     else:
         result = await job_result(ctx, db.metadata.namespace or "", job_name)
         if isinstance(result.get("message"), str) and result["message"]:
-            message = f"{prefix}: {result['message']}"
+            message = f"{prefix}: {result['message'][:DETAIL_LIMIT]}"
             by_version = {f.version: f.name for f in plan.pending}
             done = [by_version[v] for v in result.get("applied") or [] if isinstance(v, int) and v in by_version]
             if done:
                 message += f" (applied before the failure: {', '.join(done)})"
         else:
             message = f"{prefix}: {state.reason}: {state.message} (applying {_names(plan.pending)})"
+        message += (f". Fix the migrations ConfigMap to try again, or delete Job {job_name} to retry the same"
+                    " files")
     return _waiting_for_user(db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
 
 

@@ -1,0 +1,319 @@
+"""reconcilers/migrations.py against an in-memory cluster: the steps, their writes, and their messages.
+
+The fake API writes straight into the caches (as the watch echo would), so each test drives the
+step pass by pass and checks exactly which objects it created or deleted. The real script's
+termination message, which kwok cannot produce, is exercised here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from sampledb_operator.kube.api import ListResult
+from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
+from sampledb_operator.reconcilers import migrations
+from sampledb_operator.reconcilers.context import Caches, Context
+from sampledb_operator.runtime.clock import FakeClock
+from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.storeset import StoreSet
+
+Obj = dict[str, Any]
+NS = "shop"
+INIT, INDEX = "CREATE TABLE t (id int);", "CREATE INDEX t_id ON t (id);"
+CACHED = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap",
+          "Secret")
+
+
+class FakeApi:
+    """One kind's REST verbs over the fake cluster; cached kinds land in their store at once."""
+
+    def __init__(self, cluster: FakeCluster, kind: str) -> None:
+        self.cluster, self.kind = cluster, kind
+
+    async def get(self, name: str, namespace: str | None = None) -> Obj:
+        obj = self.cluster.objects.get((self.kind, namespace or "", name))
+        if obj is None:
+            raise NotFound(404, "NotFound", f"{self.kind} {name} not found")
+        return obj
+
+    async def create(self, obj: Obj, namespace: str | None = None) -> Obj:
+        key = (self.kind, obj["metadata"].get("namespace") or namespace or "", obj["metadata"]["name"])
+        self.cluster.writes.append(("create", self.kind, key[2]))  # a write request, even when refused
+        if key in self.cluster.objects:
+            raise Conflict(409, "AlreadyExists", "exists")
+        self.cluster.put(self.kind, {**obj, "kind": self.kind})
+        return obj
+
+    async def delete(self, name: str, namespace: str | None = None) -> Obj:
+        self.cluster.writes.append(("delete", self.kind, name))
+        obj = self.cluster.objects.pop((self.kind, namespace or "", name), None)
+        if obj is None:
+            raise NotFound(404, "NotFound", "gone")
+        if self.kind in self.cluster.stores:
+            self.cluster.stores[self.kind].delete(ObjectRef(namespace or "", name))
+        return obj
+
+    async def list(self, namespace: str | None = None, *, label_selector: str | None = None,
+                   **_options: Any) -> ListResult:
+        self.cluster.lists.append((self.kind, label_selector or ""))
+        key, _, value = (label_selector or "").partition("=")
+        items = [o for (k, ns, _n), o in self.cluster.objects.items() if k == self.kind and ns == (namespace or ns)
+                 and (not key or (o["metadata"].get("labels") or {}).get(key) == value)]
+        return ListResult(items, "1", None)
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.stores = {kind: Store(kind) for kind in CACHED}
+        self.writes: list[tuple[str, str, str]] = []
+        self.lists: list[tuple[str, str]] = []
+        self.recorder = FakeRecorder()
+        sets = {kind: StoreSet({None: store}) for kind, store in self.stores.items()}
+        caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
+                        pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
+                        configmaps=sets["ConfigMap"], secrets=sets["Secret"])
+        self.clock = FakeClock(wall_start=datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
+        self.ctx = Context(client=cast(KubeClient, None), caches=caches,
+                           recorder=cast(EventRecorder, self.recorder), clock=self.clock)
+        self.ctx.apis = {kind: cast(Any, FakeApi(self, kind)) for kind in (*CACHED, "Pod")}
+
+    def put(self, kind: str, obj: Obj) -> None:
+        obj = {**obj, "kind": kind, "metadata": {"namespace": NS, **obj["metadata"]}}
+        meta = obj["metadata"]
+        self.objects[(kind, meta["namespace"], meta["name"])] = obj
+        managed = "app.kubernetes.io/managed-by" in (meta.get("labels") or {})
+        if kind in self.stores and (kind != "ConfigMap" or managed):
+            self.stores[kind].upsert(obj)
+
+    def of_kind(self, kind: str) -> list[Obj]:
+        return [o for (k, _ns, _n), o in self.objects.items() if k == kind]
+
+    def set_status(self, kind: str, name: str, status: Obj) -> None:
+        obj = self.objects[(kind, NS, name)]
+        self.put(kind, {**obj, "status": status})
+
+
+def make_db(*, ready: bool = True, applied: list[AppliedMigration] | None = None,
+            conditions: list[Obj] | None = None, annotations: dict[str, str] | None = None) -> SampleDB:
+    conds = [{"type": "Ready", "status": "True" if ready else "False", "reason": "R"}, *(conditions or [])]
+    return SampleDB.model_validate({
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "orders", "namespace": NS, "uid": "uid-1", "generation": 1,
+                     "annotations": annotations or {}},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "migrations": {"configMapName": "orders-sql"}},
+        "status": {"conditions": conds, "appliedMigrations": [a.model_dump(by_alias=True, mode="json")
+                                                              for a in applied or []]},
+    })
+
+
+def source(files: dict[str, str]) -> Obj:
+    return {"apiVersion": "v1", "metadata": {"name": "orders-sql", "namespace": NS}, "data": files}
+
+
+async def run(cluster: FakeCluster, db: SampleDB) -> migrations.MigrationOutcome:
+    return await migrations.reconcile_migrations(cluster.ctx, db, db_ready=True, blocked=False)
+
+
+def migrated(outcome: migrations.MigrationOutcome) -> tuple[str, str, str]:
+    [cond] = [c for c in outcome.conditions if c.type == "Migrated"]
+    return cond.status, cond.reason, cond.message
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    return FakeCluster()
+
+
+async def until_job_created(cluster: FakeCluster, db: SampleDB) -> Obj:
+    """The passes up to a running migrate Job: backup requested, backup Succeeded, Job created."""
+    first = await run(cluster, db)
+    assert first.busy and migrated(first)[1] == "BackingUp"
+    [backup] = cluster.of_kind("SampleDBBackup")
+    assert backup["spec"]["reason"] == "pre-migration"
+    assert cluster.of_kind("Job") == []
+    cluster.set_status("SampleDBBackup", backup["metadata"]["name"], {"phase": "Succeeded"})
+    second = await run(cluster, db)
+    assert second.busy and migrated(second)[1] == "Migrating"
+    [job] = cluster.of_kind("Job")
+    return job
+
+
+async def test_nothing_runs_before_the_database_is_ready(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    outcome = await run(cluster, make_db(ready=False))
+    assert migrated(outcome)[:2] == ("False", "WaitingForDatabase")
+    assert cluster.writes == []
+
+
+async def test_a_missing_configmap_is_reported_and_looked_at_again(cluster: FakeCluster) -> None:
+    outcome = await run(cluster, make_db())
+    assert migrated(outcome)[:2] == ("False", "MigrationsSourceMissing")
+    assert outcome.requeue and not outcome.busy
+    assert cluster.writes == []
+
+
+async def test_backup_first_then_a_snapshot_and_one_job_and_repeated_passes_write_nothing_more(
+        cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0002_index.sql": INDEX, "0001_init.sql": INIT}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    [snapshot] = [c for c in cluster.of_kind("ConfigMap") if c["metadata"]["name"] != "orders-sql"]
+    assert snapshot["immutable"] is True
+    assert snapshot["data"] == {"0001_init.sql": INIT, "0002_index.sql": INDEX}
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "migrations", "configMap": {"name": snapshot["metadata"]["name"]}} in volumes
+    assert [w[:2] for w in cluster.writes] == [("create", "SampleDBBackup"), ("create", "ConfigMap"),
+                                               ("create", "Job")]
+    assert [e[1] for e in cluster.recorder.events] == ["BackupRequested", "MigrationStarted"]
+    writes = len(cluster.writes)
+    again = await run(cluster, db)
+    assert again.busy and migrated(again)[1] == "Migrating"
+    assert len(cluster.writes) == writes
+    # An edit of the user's ConfigMap mid-run does not touch the Job's copy.
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX + " -- edited"}))
+    assert cluster.objects[("ConfigMap", NS, snapshot["metadata"]["name"])]["data"]["0002_index.sql"] == INDEX
+
+
+async def test_a_completed_job_records_the_files_at_its_completion_time_and_drops_the_snapshot(
+        cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    cluster.set_status("Job", job["metadata"]["name"], {
+        "completionTime": "2026-11-30T09:05:00Z", "conditions": [{"type": "Complete", "status": "True"}]})
+    outcome = await run(cluster, db)
+    assert migrated(outcome)[:2] == ("True", "MigrationsApplied")
+    assert outcome.applied is not None
+    assert [(a.name, a.applied_at) for a in outcome.applied] == [
+        ("0001_init.sql", datetime(2026, 11, 30, 9, 5, tzinfo=UTC)),
+        ("0002_index.sql", datetime(2026, 11, 30, 9, 5, tzinfo=UTC))]
+    assert not outcome.busy and not outcome.degraded
+    assert [c["metadata"]["name"] for c in cluster.of_kind("ConfigMap")] == ["orders-sql"]
+    assert cluster.recorder.events[-1][1] == "MigrationsApplied"
+
+    # The next pass sees them applied: nothing pending, nothing written, the condition kept.
+    done = make_db(applied=list(outcome.applied), conditions=[outcome.conditions[0].model_dump(by_alias=True,
+                                                                                                mode="json")])
+    writes = len(cluster.writes)
+    steady = await run(cluster, done)
+    assert migrated(steady)[:2] == ("True", "MigrationsApplied")
+    assert steady.applied is None and not steady.busy
+    assert len(cluster.writes) == writes
+
+
+async def test_a_failed_job_names_the_file_and_error_from_the_scripts_result_and_is_not_rerun(
+        cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    name = job["metadata"]["name"]
+    cluster.set_status("Job", name, {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "exit code 6"}]})
+    result = {"script": "migrate", "ok": False, "code": 6, "applied": [1], "failed": "0002_index.sql",
+              "message": 'migration 0002_index.sql failed: ERROR: relation "t" does not exist'}
+    cluster.put("Pod", {"metadata": {"name": f"{name}-x", "labels": {"job-name": name},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {
+                            "exitCode": 6, "message": json.dumps(result) + "\n"}}}]}})
+    outcome = await run(cluster, db)
+    status, reason, message = migrated(outcome)
+    assert (status, reason) == ("False", "MigrationFailed")
+    assert name in message
+    assert 'migration 0002_index.sql failed: ERROR: relation "t" does not exist' in message
+    assert "applied before the failure: 0001_init.sql" in message
+    assert [p.reason for p in outcome.degraded] == ["MigrationFailed"]
+    assert outcome.applied is None  # the records change only with a completed run
+    assert outcome.requeue and not outcome.busy
+
+    # Later passes keep the message without reading the pods again, and start nothing.
+    failed = make_db(conditions=[outcome.conditions[0].model_dump(by_alias=True, mode="json")])
+    lists, writes = len(cluster.lists), len(cluster.writes)
+    again = await run(cluster, failed)
+    assert migrated(again) == migrated(outcome)
+    assert (len(cluster.lists), len(cluster.writes)) == (lists, writes)
+
+
+async def test_deleting_the_failed_job_retries_the_same_files_on_the_same_backup(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    name = job["metadata"]["name"]
+    cluster.set_status("Job", name, {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "backoff limit"}]})
+    failed = await run(cluster, db)
+    assert f"delete Job {name} to retry" in migrated(failed)[2]
+    await cluster.ctx.apis["Job"].delete(name, NS)
+    again = await run(cluster, db)
+    assert again.busy and migrated(again)[1] == "Migrating"
+    assert [j["metadata"]["name"] for j in cluster.of_kind("Job")] == [name]
+    assert len(cluster.of_kind("SampleDBBackup")) == 1
+
+
+async def test_a_failed_job_without_a_result_reports_the_jobs_reason_and_the_pending_files(
+        cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    cluster.set_status("Job", job["metadata"]["name"], {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "backoff limit"}]})
+    message = migrated(await run(cluster, db))[2]
+    assert "BackoffLimitExceeded: backoff limit" in message
+    assert "0001_init.sql" in message
+
+
+async def test_a_failed_backup_stops_the_migration_without_a_job(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    db = make_db()
+    await run(cluster, db)
+    [backup] = cluster.of_kind("SampleDBBackup")
+    cluster.set_status("SampleDBBackup", backup["metadata"]["name"], {"phase": "Failed", "message": "disk full"})
+    outcome = await run(cluster, db)
+    assert migrated(outcome)[:2] == ("False", "PreMigrationBackupFailed")
+    assert "disk full" in migrated(outcome)[2]
+    assert [p.reason for p in outcome.degraded] == ["PreMigrationBackupFailed"]
+    assert cluster.of_kind("Job") == []
+
+
+async def test_a_new_set_of_files_waits_for_the_running_job_of_the_previous_one(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    db = make_db()
+    await until_job_created(cluster, db)
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX}))
+    writes = len(cluster.writes)
+    outcome = await run(cluster, db)
+    assert outcome.busy
+    assert "waiting for the migration Job" in migrated(outcome)[2]
+    assert len(cluster.writes) == writes
+
+
+async def test_problems_of_the_files_start_nothing_and_are_looked_at_again(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "notes.txt": "x"}))
+    outcome = await run(cluster, make_db())
+    assert migrated(outcome)[:2] == ("False", "InvalidMigrationName")
+    assert outcome.requeue and [p.reason for p in outcome.degraded] == ["InvalidMigrationName"]
+    assert cluster.writes == []
+
+
+async def test_upgrades_and_an_unready_database_hold_the_step_without_a_verdict(cluster: FakeCluster) -> None:
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT}))
+    blocked = await migrations.reconcile_migrations(cluster.ctx, make_db(), db_ready=True, blocked=True)
+    down = await migrations.reconcile_migrations(cluster.ctx, make_db(), db_ready=False, blocked=False)
+    assert blocked == down == migrations.MigrationOutcome()
+    assert cluster.writes == []
