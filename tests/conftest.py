@@ -70,4 +70,6 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     try:
         yield name
     finally:
+        kube.release_finalizers(name)
         kube.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+

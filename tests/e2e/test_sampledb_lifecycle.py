@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.e2e.conftest import apply, sampledb
-from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+from tests.support.kube import get_or_none, kubectl, kubectl_json, release_finalizers, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -188,6 +188,7 @@ def test_same_name_in_two_namespaces_does_not_clash(kubeconfig: str, namespace: 
         assert ca["metadata"]["ownerReferences"][0]["uid"] != cb["metadata"]["ownerReferences"][0]["uid"]
         assert ca["data"]["host"] == f"twin.{namespace}.svc" and cb["data"]["host"] == f"twin.{other}.svc"
     finally:
+        release_finalizers(other)
         kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
