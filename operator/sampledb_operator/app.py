@@ -141,8 +141,13 @@ def _resources_per_watcher(settings: Settings) -> list[tuple[Resource, str | Non
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        log.info("signal received; shutting down", signal=sig.name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
 
 
 def run(settings: Settings) -> int:
