@@ -1,0 +1,238 @@
+"""decide/schedule.py: due slots, no backfill or burst, next-slot delay, retention, BackupHealthy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sampledb_operator.decide.schedule import (
+    FAILED_HISTORY,
+    MAX_REQUEUE,
+    MIN_REQUEUE,
+    BackupFact,
+    awaiting_first,
+    decide,
+    health,
+    latest_slot,
+    newest_succeeded,
+    next_slot,
+    parse_slot,
+    requeue_delay,
+    slot_text,
+    to_prune,
+)
+
+NOW = datetime(2026, 3, 10, 14, 37, 25, tzinfo=UTC)
+LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def sched(slot: datetime, phase: str | None = "Succeeded", name: str | None = None, message: str = "") -> BackupFact:
+    return BackupFact(name=name or f"db-scheduled-{slot:%Y%m%d%H%M%S}", reason="scheduled", phase=phase, slot=slot,
+                      completed_at=slot + timedelta(seconds=30) if phase in ("Succeeded", "Failed") else None,
+                      message=message)
+
+
+def minutes_ago(n: int) -> datetime:
+    return NOW.replace(second=0) - timedelta(minutes=n)
+
+
+# ---------------------------------------------------------------- slots
+
+
+@pytest.mark.parametrize(("schedule", "expected"), [
+    ("* * * * *", datetime(2026, 3, 10, 14, 37, tzinfo=UTC)),
+    ("@hourly", datetime(2026, 3, 10, 14, 0, tzinfo=UTC)),
+    ("0 3 * * *", datetime(2026, 3, 10, 3, 0, tzinfo=UTC)),
+    ("@daily", datetime(2026, 3, 10, 0, 0, tzinfo=UTC)),
+    ("30 15 * * *", datetime(2026, 3, 9, 15, 30, tzinfo=UTC)),  # today's is still ahead: yesterday's
+])
+def test_latest_slot_is_the_last_one_at_or_before_now(schedule: str, expected: datetime) -> None:
+    assert latest_slot(schedule, NOW, LONG_AGO) == expected
+
+
+def test_a_slot_exactly_at_now_is_due_now() -> None:
+    on_the_hour = datetime(2026, 3, 10, 15, 0, tzinfo=UTC)
+    assert latest_slot("@hourly", on_the_hour, LONG_AGO) == on_the_hour
+    assert latest_slot("@hourly", on_the_hour - timedelta(milliseconds=1), LONG_AGO) == on_the_hour - timedelta(hours=1)
+
+
+def test_no_backfill_of_slots_before_the_database_existed() -> None:
+    created = datetime(2026, 3, 10, 14, 10, tzinfo=UTC)
+    assert latest_slot("@hourly", NOW, created) is None
+    d = decide("@hourly", NOW, created, [], retention=7)
+    assert (d.slot, d.due) == (None, False)
+    assert d.next_slot == datetime(2026, 3, 10, 15, 0, tzinfo=UTC)
+
+
+def test_a_slot_at_the_creation_second_counts() -> None:
+    created = datetime(2026, 3, 10, 14, 0, 0, 400_000, tzinfo=UTC)  # creationTimestamp has whole seconds
+    assert latest_slot("@hourly", NOW, created) == datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+
+
+def test_the_current_slot_without_a_backup_is_due() -> None:
+    d = decide("@hourly", NOW, LONG_AGO, [sched(datetime(2026, 3, 10, 13, 0, tzinfo=UTC))], retention=7)
+    assert d.due
+    assert d.slot == datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+
+
+def test_a_slot_with_a_backup_is_not_due_again_whatever_its_phase() -> None:
+    slot = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+    for phase in (None, "Pending", "Running", "Succeeded", "Failed"):
+        assert not decide("@hourly", NOW, LONG_AGO, [sched(slot, phase)], retention=7).due
+
+
+def test_after_downtime_only_the_latest_missed_slot_is_taken_no_burst() -> None:
+    last_taken = sched(NOW - timedelta(hours=9))  # the operator was down for nine hourly slots
+    d = decide("@hourly", NOW, LONG_AGO, [last_taken], retention=7)
+    assert d.due
+    assert d.slot == datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+    taken = sched(d.slot, None)  # once that one exists, nothing else is due until the next slot
+    assert not decide("@hourly", NOW + timedelta(minutes=5), LONG_AGO, [last_taken, taken], retention=7).due
+
+
+def test_no_new_backup_while_an_earlier_scheduled_one_is_unfinished() -> None:
+    running = sched(minutes_ago(1), "Running")
+    assert not decide("* * * * *", NOW, LONG_AGO, [running], retention=7).due
+    done = sched(minutes_ago(1), "Failed")
+    assert decide("* * * * *", NOW, LONG_AGO, [done], retention=7).due
+
+
+def test_manual_and_pre_work_backups_do_not_fill_a_slot() -> None:
+    manual = BackupFact(name="mine", reason="manual", phase="Succeeded", completed_at=NOW)
+    pre = BackupFact(name="pre", reason="pre-upgrade", phase="Running")
+    assert decide("@hourly", NOW, LONG_AGO, [manual, pre], retention=7).due
+
+
+# ---------------------------------------------------------------- next slot and requeue
+
+
+@pytest.mark.parametrize(("schedule", "expected"), [
+    ("* * * * *", 35.0),
+    ("@hourly", 22 * 60 + 35.0),
+    ("0 3 * * *", MAX_REQUEUE),  # twelve hours away: look again within the hour anyway
+])
+def test_requeue_waits_until_the_next_slot_capped_at_an_hour(schedule: str, expected: float) -> None:
+    d = decide(schedule, NOW, LONG_AGO, [], retention=7)
+    assert d.requeue_after == pytest.approx(expected)
+
+
+def test_requeue_is_at_least_a_second_even_just_before_a_slot() -> None:
+    just_before = datetime(2026, 3, 10, 14, 59, 59, 999_000, tzinfo=UTC)
+    assert next_slot("@hourly", just_before) == datetime(2026, 3, 10, 15, 0, tzinfo=UTC)
+    assert requeue_delay(just_before, next_slot("@hourly", just_before)) == MIN_REQUEUE
+
+
+@given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)),
+       st.sampled_from(["* * * * *", "*/7 * * * *", "@hourly", "15 4 * * 1-5", "@daily", "@monthly"]))
+def test_latest_slot_and_next_slot_bracket_now(now: datetime, schedule: str) -> None:
+    last = latest_slot(schedule, now, None)
+    nxt = next_slot(schedule, now)
+    assert last is not None
+    assert last <= now < nxt
+    assert next_slot(schedule, last) == nxt  # no slot between the latest one and now
+    assert MIN_REQUEUE <= requeue_delay(now, nxt) <= MAX_REQUEUE
+
+
+def test_a_schedule_that_never_fires_is_a_problem_not_a_crash() -> None:
+    d = decide("0 0 30 2 *", NOW, LONG_AGO, [], retention=7)  # February 30th
+    assert not d.due
+    assert d.problem is not None
+    assert "never fires" in d.problem
+
+
+# ---------------------------------------------------------------- retention
+
+
+def test_retention_keeps_the_newest_succeeded_scheduled_backups() -> None:
+    backups = [sched(minutes_ago(n)) for n in range(5)]
+    pruned = to_prune(backups, retention=2)
+    assert [b.slot for b in pruned] == [minutes_ago(4), minutes_ago(3), minutes_ago(2)]  # oldest first
+
+
+def test_retention_never_touches_manual_pre_work_or_unfinished_backups() -> None:
+    others = [BackupFact(name=f"x-{r}", reason=r, phase="Succeeded", completed_at=LONG_AGO)
+              for r in ("manual", "pre-upgrade", "pre-migration", "pre-delete")]
+    unfinished = [sched(minutes_ago(10), "Running"), sched(minutes_ago(11), None)]
+    backups = [*others, *unfinished, sched(minutes_ago(1)), sched(minutes_ago(2))]
+    assert [b.slot for b in to_prune(backups, retention=1)] == [minutes_ago(2)]
+
+
+def test_a_scheduled_backup_without_a_slot_is_not_pruned() -> None:
+    foreign = BackupFact(name="user-made", reason="scheduled", phase="Succeeded", completed_at=LONG_AGO)
+    assert to_prune([foreign, sched(minutes_ago(1))], retention=1) == ()
+
+
+def test_failed_backups_older_than_the_newest_success_are_pruned() -> None:
+    old_failed = sched(minutes_ago(3), "Failed")
+    ok = sched(minutes_ago(2))
+    new_failed = sched(minutes_ago(1), "Failed")
+    assert to_prune([old_failed, ok, new_failed], retention=5) == (old_failed,)
+
+
+def test_only_a_few_failed_backups_are_kept_while_backups_keep_failing() -> None:
+    failing = [sched(minutes_ago(n), "Failed") for n in range(10)]
+    kept = set(failing) - set(to_prune(failing, retention=7))
+    assert {b.slot for b in kept} == {minutes_ago(n) for n in range(FAILED_HISTORY)}
+
+
+def test_nothing_is_pruned_within_retention() -> None:
+    assert to_prune([sched(minutes_ago(n)) for n in range(3)], retention=3) == ()
+
+
+# ---------------------------------------------------------------- BackupHealthy and lastBackup
+
+
+def test_healthy_when_the_newest_finished_scheduled_backup_succeeded() -> None:
+    cond = health([sched(minutes_ago(2), "Failed"), sched(minutes_ago(1), name="newest")], scheduled_only=True,
+                  generation=4)
+    assert cond is not None
+    assert (cond.type, cond.status, cond.reason, cond.observed_generation) == ("BackupHealthy", "True",
+                                                                               "BackupSucceeded", 4)
+    assert "newest" in cond.message
+
+
+def test_unhealthy_with_the_failure_message_when_the_newest_one_failed() -> None:
+    cond = health([sched(minutes_ago(2)), sched(minutes_ago(1), "Failed", message="pg_dump: disk full")],
+                  scheduled_only=True, generation=1)
+    assert cond is not None
+    assert (cond.status, cond.reason) == ("False", "BackupFailed")
+    assert "pg_dump: disk full" in cond.message
+
+
+def test_a_running_backup_does_not_hide_the_last_outcome() -> None:
+    cond = health([sched(minutes_ago(2), "Failed"), sched(minutes_ago(1), "Running")], scheduled_only=True,
+                  generation=1)
+    assert cond is not None
+    assert cond.reason == "BackupFailed"
+
+
+def test_no_condition_until_a_backup_finished() -> None:
+    assert health([sched(minutes_ago(1), "Running")], scheduled_only=True, generation=1) is None
+    assert awaiting_first(1).status == "Unknown"
+
+
+def test_manual_backups_count_for_health_only_without_a_schedule() -> None:
+    manual = BackupFact(name="m", reason="manual", phase="Failed", completed_at=NOW, message="boom")
+    assert health([manual], scheduled_only=True, generation=1) is None
+    cond = health([manual], scheduled_only=False, generation=1)
+    assert cond is not None
+    assert (cond.status, cond.reason) == ("False", "BackupFailed")
+
+
+def test_last_backup_is_the_newest_success_of_any_reason() -> None:
+    manual = BackupFact(name="m", reason="manual", phase="Succeeded", completed_at=NOW)
+    failed = BackupFact(name="f", reason="manual", phase="Failed", completed_at=NOW + timedelta(minutes=1))
+    newest = newest_succeeded([sched(minutes_ago(5)), manual, failed])
+    assert newest is not None
+    assert newest.name == "m"
+    assert newest_succeeded([failed]) is None
+
+
+def test_slot_annotation_round_trips_and_rejects_garbage() -> None:
+    slot = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+    assert parse_slot(slot_text(slot)) == slot
+    assert parse_slot("yesterday") is None
+    assert parse_slot(None) is None
