@@ -92,7 +92,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         )
         recorder = EventRecorder(client)
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
-                      field_manager=settings.field_manager)
+                      field_manager=settings.field_manager, recheck_period=settings.recheck_period)
 
         async def on_terminal(ref: ObjectRef, err: TerminalError) -> None:
             obj = caches.sampledbs.get(ref)

@@ -83,6 +83,7 @@ class Settings(BaseModel):
     renew_deadline: float = Field(default=10.0, ge=1)
     retry_period: float = Field(default=2.0, ge=1)
     field_manager: str = Field(default="sampledb-operator", min_length=1)
+    recheck_period: float = Field(default=60.0, ge=1)
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -187,6 +188,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("retry_period", "seconds between leader-election attempts",
            _SECONDS + " (lease_duration > renew_deadline > 1.2 * retry_period)", "float"),
     Option("field_manager", "field manager name of server-side apply", "a non-empty name"),
+    Option("recheck_period", "seconds between looks at references nothing watches (the migrations "
+           "ConfigMap) while a database waits on them", _SECONDS, "float"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture
 def operator(kubeconfig: str, namespace: str) -> Iterator[OperatorProcess]:
     """The operator, watching only this test's namespace (tests never see each other's objects)."""
-    op = OperatorProcess(kubeconfig, "--namespaces", namespace, "--no-leader-elect", "--workers", "2")
+    op = OperatorProcess(kubeconfig, "--namespaces", namespace, "--no-leader-elect", "--workers", "2",
+                         "--recheck-period", "2")
     op.start()
     try:
         yield op

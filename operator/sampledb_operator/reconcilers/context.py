@@ -65,6 +65,7 @@ class Context:
     recorder: EventRecorder
     clock: Clock
     field_manager: str = "sampledb-operator"
+    recheck_period: float = 60.0  # seconds between looks at unwatched references (migrations ConfigMap)
     apis: dict[str, ResourceApi] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -41,6 +41,10 @@ MESSAGE_LIMIT = 1000
 DETAIL_LIMIT = 600  # of the script's message, so the advice after it always fits
 
 
+# Nothing watches the user's ConfigMap (it carries no label of ours); a database whose migrations
+# wait for an edit of it looks again every ctx.recheck_period seconds (--recheck-period): a GET, no write.
+
+
 @dataclass(frozen=True)
 class MigrationOutcome:
     """What the migration step found or did, for the SampleDB's status."""
@@ -50,6 +54,7 @@ class MigrationOutcome:
     degraded: tuple[Problem, ...] = field(default_factory=tuple)
     busy: bool = False  # a migration (or its backup) is running: phase Migrating
     requeue: bool = False  # look again with backoff (e.g. the ConfigMap is missing)
+    recheck_after: float | None = None  # look at the user's ConfigMap again after this many seconds
 
 
 def _condition(db: SampleDB, ok: bool, reason: str, message: str) -> Condition:
@@ -57,10 +62,10 @@ def _condition(db: SampleDB, ok: bool, reason: str, message: str) -> Condition:
                      message=message[:MESSAGE_LIMIT], observed_generation=db.metadata.generation)
 
 
-def _waiting_for_user(db: SampleDB, problem: Problem, *, degraded: bool = True) -> MigrationOutcome:
+def _waiting_for_user(ctx: Context, db: SampleDB, problem: Problem, *, degraded: bool = True) -> MigrationOutcome:
     """A stop only an edit of the ConfigMap can lift; nothing watches it, so look again with backoff."""
     return MigrationOutcome(conditions=(_condition(db, False, problem.reason, problem.message),),
-                            degraded=(problem,) if degraded else (), requeue=True)
+                            degraded=(problem,) if degraded else (), recheck_after=ctx.recheck_period)
 
 
 def _busy(db: SampleDB, reason: str, message: str) -> MigrationOutcome:
@@ -86,14 +91,16 @@ async def reconcile_migrations(ctx: Context, db: SampleDB, *, db_ready: bool, bl
     try:
         source = await ctx.apis["ConfigMap"].get(source_name, ns)
     except NotFound:
-        return _waiting_for_user(db, Problem("MigrationsSourceMissing", f"ConfigMap {source_name} with the"
-                                             " migrations does not exist", mig.FIELD), degraded=False)
+        missing = Problem("MigrationsSourceMissing", f"ConfigMap {source_name} with the migrations does not exist",
+                          mig.FIELD)
+        # a missing reference, like a missing init ConfigMap: look again with backoff
+        return MigrationOutcome(conditions=(_condition(db, False, missing.reason, missing.message),), requeue=True)
     plan = mig.plan_migrations(mig.source_files(source), db.status.applied_migrations)
     if plan.problem is not None:
-        return _waiting_for_user(db, plan.problem)
+        return _waiting_for_user(ctx, db, plan.problem)
     if not plan.pending:
         await _remove_stale_snapshots(ctx, db)
-        return _up_to_date(db)
+        return _up_to_date(ctx, db)
     return await _apply_pending(ctx, db, plan, source)
 
 
@@ -107,14 +114,14 @@ async def _not_configured(ctx: Context, db: SampleDB) -> MigrationOutcome:
         f"spec.migrations is not set; {len(db.status.applied_migrations)} migrations applied earlier"),))
 
 
-def _up_to_date(db: SampleDB) -> MigrationOutcome:
+def _up_to_date(ctx: Context, db: SampleDB) -> MigrationOutcome:
     """Nothing pending. The condition of the run that applied the last files is kept as it is."""
     old = get_condition(db.status.conditions, MIGRATED)
     if old is not None and old.status == "True" and old.reason == "MigrationsApplied":
         cond = old.model_copy(update={"observed_generation": db.metadata.generation})
     else:
         cond = _condition(db, True, "UpToDate", f"{len(db.status.applied_migrations)} migrations applied")
-    return MigrationOutcome(conditions=(cond,), requeue=True)  # requeue: to notice new files
+    return MigrationOutcome(conditions=(cond,), recheck_after=ctx.recheck_period)  # to notice new files
 
 
 async def _apply_pending(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, source: Obj) -> MigrationOutcome:
@@ -143,7 +150,7 @@ async def _start(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, source: Ob
     backup, phase = await ensure_backup(ctx, db, reason=BACKUP_REASON, token=plan.digest)
     if phase == "Failed":
         detail = ((ctx.cached("SampleDBBackup", ns, backup) or {}).get("status") or {}).get("message") or "failed"
-        return _waiting_for_user(db, Problem(
+        return _waiting_for_user(ctx, db, Problem(
             "PreMigrationBackupFailed",
             f"the pre-migration backup {backup} failed ({detail}); no migration runs without it. Changing the"
             " migrations ConfigMap makes a new attempt", mig.FIELD))
@@ -175,7 +182,7 @@ async def _succeeded(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job: O
                " applied")
     await _event(ctx, db, "Normal", "MigrationsApplied", message)
     return MigrationOutcome(conditions=(_condition(db, True, "MigrationsApplied", message),), applied=applied,
-                            requeue=True)
+                            recheck_after=ctx.recheck_period)
 
 
 async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name: str,
@@ -197,7 +204,7 @@ async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name:
             message = f"{prefix}: {state.reason}: {state.message} (applying {_names(plan.pending)})"
         message += (f". Fix the migrations ConfigMap to try again, or delete Job {job_name} to retry the same"
                     " files")
-    return _waiting_for_user(db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
+    return _waiting_for_user(ctx, db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
 
 
 def _time(value: Any) -> datetime | None:

@@ -117,8 +117,9 @@ class SampleDBReconciler:
         await self._write_status(db, obj, observed)
         if blockers or migration.requeue:
             return Result(requeue=True)  # a missing reference: look again with backoff
-        if backups.requeue_after is not None:
-            return Result(requeue_after=backups.requeue_after)  # the next scheduled backup
+        later = [t for t in (backups.requeue_after, migration.recheck_after) if t is not None]
+        if later:
+            return Result(requeue_after=min(later))  # the next scheduled backup, or a look at the migrations
         return None
 
     # ------------------------------------------------------------------ children

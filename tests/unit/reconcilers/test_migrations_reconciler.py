@@ -240,7 +240,7 @@ async def test_a_failed_job_names_the_file_and_error_from_the_scripts_result_and
     assert "applied before the failure: 0001_init.sql" in message
     assert [p.reason for p in outcome.degraded] == ["MigrationFailed"]
     assert outcome.applied is None  # the records change only with a completed run
-    assert outcome.requeue and not outcome.busy
+    assert outcome.recheck_after == 60.0 and not outcome.requeue and not outcome.busy
 
     # Later passes keep the message without reading the pods again, and start nothing.
     failed = make_db(conditions=[outcome.conditions[0].model_dump(by_alias=True, mode="json")])
@@ -307,7 +307,7 @@ async def test_problems_of_the_files_start_nothing_and_are_looked_at_again(clust
     cluster.put("ConfigMap", source({"0001_init.sql": INIT, "notes.txt": "x"}))
     outcome = await run(cluster, make_db())
     assert migrated(outcome)[:2] == ("False", "InvalidMigrationName")
-    assert outcome.requeue and [p.reason for p in outcome.degraded] == ["InvalidMigrationName"]
+    assert outcome.recheck_after == 60.0 and [p.reason for p in outcome.degraded] == ["InvalidMigrationName"]
     assert cluster.writes == []
 
 
