@@ -293,6 +293,7 @@ async def proxied_client(kubeconfig: str, tmp_path: Path) -> AsyncIterator[tuple
 
 # --- tests --------------------------------------------------------------------------------------
 
+@pytest.mark.disruptive
 async def test_watch_keeps_the_cache_exact_across_an_apiserver_restart(
     cluster: Cluster, kubeconfig: str, namespace: str
 ) -> None:
@@ -346,6 +347,7 @@ async def test_watch_keeps_the_cache_exact_across_an_apiserver_restart(
                 await async_wait_until(resumed, timeout=15, what="a server-closed watch resumed")
 
 
+@pytest.mark.disruptive
 async def test_watch_from_a_resource_version_older_than_the_watch_cache_raises_gone(
     cluster: Cluster, kubeconfig: str, namespace: str
 ) -> None:
@@ -392,6 +394,7 @@ async def test_watch_from_a_resource_version_older_than_the_watch_cache_raises_g
         assert isinstance(fresh, StopAsyncIteration), fresh
 
 
+@pytest.mark.disruptive
 async def test_deletions_while_the_watch_is_down_are_delivered_as_deleted_events(
     cluster: Cluster, kubeconfig: str, namespace: str, tmp_path: Path
 ) -> None:

@@ -75,10 +75,16 @@ def restart_local_component(component: str) -> None:
 
 
 def external_cluster() -> Cluster | None:
-    """The user's cluster from $KUBECONFIG, if set."""
+    """The cluster $KUBECONFIG names, if set: the user's own, or hack/cluster's when hack/test.sh
+    started it for a parallel run (then it counts as local: tests may restart its components)."""
     path = os.environ.get("KUBECONFIG")
     if not path:
         return None
+    local_kubeconfig = local_state_dir() / "kubeconfig"
+    bin_dir = local_state_dir() / "bin-dir"
+    if Path(path).resolve() == local_kubeconfig.resolve() and bin_dir.exists():
+        return Cluster(kubeconfig=path, local=True,
+                       kubectl=(f"{bin_dir.read_text().strip()}/testcluster", "kubectl"), state_dir=local_state_dir())
     kubectl = os.environ.get("SAMPLEDB_KUBECTL") or shutil.which("kubectl")
     if not kubectl:
         raise RuntimeError("KUBECONFIG is set but no kubectl is on PATH (or set SAMPLEDB_KUBECTL)")
