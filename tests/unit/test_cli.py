@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
-from typing import Any
+from pathlib import Path
 
 import pytest
+import yaml
 
 from sampledb_operator import __version__, cli
 from sampledb_operator.config import OPTIONS, Settings
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "crd"
 
 
 @pytest.fixture(autouse=True)
@@ -99,14 +102,13 @@ def test_invalid_setting_exits_2_with_one_line_naming_flag(
     assert fake_app == []
 
 
-def test_crd_prints_rendered_manifests(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    module: Any = types.ModuleType("sampledb_operator.model.crd")
-    module.render_crds = lambda: "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition"
-    monkeypatch.setitem(sys.modules, "sampledb_operator.model.crd", module)
+def test_crd_prints_the_committed_crd_manifests(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["crd"]) == 0
-    assert capsys.readouterr().out == "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    committed = [yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob("*.yaml"))]
+    assert sorted(d["metadata"]["name"] for d in printed) == ["sampledbbackups.sampledb.io", "sampledbs.sampledb.io"]
+    assert sorted(printed, key=lambda d: d["metadata"]["name"]) == \
+        sorted(committed, key=lambda d: d["metadata"]["name"])
 
 
 def test_importing_cli_does_not_import_kubernetes_or_aiohttp() -> None:

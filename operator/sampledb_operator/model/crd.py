@@ -341,3 +341,8 @@ def generated_files() -> dict[str, str]:
     from sampledb_operator.model.reference import reference_markdown
 
     return {**crd_files(), "docs/reference.md": reference_markdown()}
+
+
+def render_crds() -> str:
+    """Every CRD manifest as one multi-document YAML stream (`sampledb-operator crd | kubectl apply -f -`)."""
+    return "---\n".join(HEADER + to_yaml(crd_manifest(info)) for info in KINDS)
