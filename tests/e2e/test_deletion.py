@@ -46,6 +46,9 @@ def test_snapshot_policy_takes_a_snapshot_then_removes_statefulset_and_volume(na
     wait_until(lambda: gone("sampledb", "snap", ns), timeout=120, what="the SampleDB to be gone")
     assert gone("statefulset", "snap", ns)
     wait_until(lambda: gone("pvc", "data-snap-0", ns), timeout=60, what="the data PVC to be deleted")
+    for kind, name in (("secret", "snap-credentials"), ("configmap", "snap-config"), ("configmap", "snap-scripts"),
+                       ("service", "snap"), ("service", "snap-headless")):
+        wait_until(lambda k=kind, n=name: gone(k, n, ns), timeout=60, what=f"{kind} {name} deleted")
     [backup] = backups(ns)
     assert backup["spec"] == {"database": "snap", "reason": "pre-delete", "storage": {"claimName": "snap-backups"}}
     status = backup["status"]
@@ -71,13 +74,21 @@ def test_retain_policy_keeps_and_labels_the_data_volume(namespace: str, operator
     pvc = kubectl_json("get", "pvc", "data-keep-0", "-n", ns)
     assert pvc["metadata"]["labels"]["sampledb.io/retained-from"] == "keep"
     assert pvc["status"]["phase"] == "Bound"
+    secret = kubectl_json("get", "secret", "keep-credentials", "-n", ns)  # the data's password
+    assert secret["metadata"]["labels"]["sampledb.io/retained-from"] == "keep"
     assert backups(ns) == []
     wait_until(lambda: gone("service", "keep", ns) and gone("configmap", "keep-config", ns), timeout=60,
-               what="owned children garbage collected")
-    # A new SampleDB of the same name adopts the retained volume.
+               what="the other children deleted")
+    # A new SampleDB of the same name adopts the retained volume and credentials.
     apply(sampledb("keep", ns, deletionPolicy="Retain"))
     wait_ready("keep", ns)
     assert kubectl_json("get", "pvc", "data-keep-0", "-n", ns)["metadata"]["uid"] == pvc["metadata"]["uid"]
+    again = kubectl_json("get", "secret", "keep-credentials", "-n", ns)
+    assert (again["metadata"]["uid"], again["data"]["password"]) == (secret["metadata"]["uid"],
+                                                                     secret["data"]["password"])
+    db = kubectl_json("get", "sampledb", "keep", "-n", ns)
+    assert db["status"]["phase"] == "Running"
+    assert not [c for c in db["status"]["conditions"] if c["type"] == "Degraded" and c["status"] == "True"]
 
 
 def test_delete_policy_removes_everything_without_a_snapshot(namespace: str, operator: OperatorProcess) -> None:
@@ -170,3 +181,19 @@ def test_deleting_the_namespace_completes(kubeconfig: str, cluster: object) -> N
         wait_ready("doomed", ns)
         kubectl("delete", "namespace", ns, "--wait=false")
         wait_until(lambda: get_or_none("namespace", ns) is None, timeout=180, what="the namespace to be deleted")
+
+
+def test_foreground_deletion_keeps_what_the_snapshot_needs_until_it_is_taken(namespace: str,
+                                                                              operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("fg", ns))
+    wait_ready("fg", ns)
+    kubectl("delete", "sampledb", "fg", "-n", ns, "--cascade=foreground", "--wait=false")
+    wait_until(lambda: backups(ns), timeout=60, what="the snapshot's SampleDBBackup")
+    # the garbage collector is deleting the SampleDB's dependents now; none of these is one
+    for kind, name in (("secret", "fg-credentials"), ("configmap", "fg-config"), ("configmap", "fg-scripts"),
+                       ("service", "fg"), ("statefulset", "fg"), ("pvc", "data-fg-0")):
+        obj = get_or_none(kind, name, ns)
+        assert obj is not None and not obj["metadata"].get("deletionTimestamp"), f"{kind} {name}"
+    wait_until(lambda: gone("sampledb", "fg", ns), timeout=120, what="the SampleDB to be gone")
+    assert [b["status"]["phase"] for b in backups(ns)] == ["Succeeded"]

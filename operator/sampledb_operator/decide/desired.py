@@ -1,9 +1,14 @@
 """Spec -> the child objects a SampleDB should have, as plain Kubernetes dicts.
 
 Pure: no I/O, no clock, no randomness (the generated password is an input). Every object carries
-the SampleDB's controller ownerReference and the operator's labels, so the operator's watches can
-select exactly its own objects on the server (MANAGED_SELECTOR). Only the fields the operator owns
-are set: server-side apply leaves every other field to its manager.
+the operator's labels (the database label names its SampleDB), so the operator's watches select
+exactly its own objects on the server (MANAGED_SELECTOR). Only the fields the operator owns are
+set: server-side apply leaves every other field to its manager.
+
+The database's long-lived objects (StatefulSet, volumes, Secret, ConfigMaps, Services) carry NO
+ownerReference: the garbage collector must never remove what the final snapshot needs, not even on
+a foreground deletion, so the deletion steps (reconcilers/deletion.py) remove them explicitly,
+after the policy's work. Only Jobs and other transient objects are owned by the SampleDB.
 """
 
 from __future__ import annotations
@@ -105,7 +110,7 @@ def secret(db: SampleDB, password: str) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": meta(db, names.secret_name(name), "credentials"),
+        "metadata": meta(db, names.secret_name(name), "credentials", owned=False),
         "type": "Opaque",
         "stringData": {
             SECRET_USERNAME_KEY: DEFAULT_USER,
@@ -124,7 +129,7 @@ def configmap(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(db, names.configmap_name(name), "connection"),
+        "metadata": meta(db, names.configmap_name(name), "connection", owned=False),
         "data": {
             "host": names.service_host(name, ns),
             "port": str(names.POSTGRES_PORT),
@@ -146,26 +151,32 @@ def scripts_configmap(inputs: Inputs) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(db, scripts_configmap_name(db), "scripts"),
+        "metadata": meta(db, scripts_configmap_name(db), "scripts", owned=False),
         "data": dict(sorted(inputs.scripts.items())),
     }
 
 
-def data_pvc(db: SampleDB) -> Obj:
-    """The data volume: not a volumeClaimTemplate (so the operator can expand it), and not owned by the
-    SampleDB (so the garbage collector never deletes data; decide/lifecycle.py does, per policy)."""
-    spec: Obj = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": str(db.spec.storage.size)}},
-    }
-    if db.spec.storage.storage_class_name:
-        spec["storageClassName"] = db.spec.storage.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": meta(db, names.data_pvc_name(db_name(db)), "storage", owned=False),
-        "spec": spec,
-    }
+DATA_DIR_ANNOTATION = "sampledb.io/data-dir"
+
+
+def _pvc(db: SampleDB, name: str, component: str, *, size: int | str, storage_class: str | None,
+         annotations: dict[str, str] | None = None) -> Obj:
+    """A ReadWriteOnce volume of the database; never owned (see the module docstring)."""
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(size)}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    metadata = meta(db, name, component, owned=False)
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def data_pvc(db: SampleDB, data_dir: str = "pgdata") -> Obj:
+    """The data volume: not a volumeClaimTemplate, so the operator can expand it. Its annotation names
+    the directory the data lives in, so a new SampleDB adopting a retained volume finds it."""
+    store = db.spec.storage
+    return _pvc(db, names.data_pvc_name(db_name(db)), "storage", size=store.size,
+                storage_class=store.storage_class_name, annotations={DATA_DIR_ANNOTATION: data_dir})
 
 
 def _parameters_args(db: SampleDB) -> list[str]:
@@ -274,7 +285,7 @@ def headless_service(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(db, names.headless_service_name(db_name(db)), "database"),
+        "metadata": meta(db, names.headless_service_name(db_name(db)), "database", owned=False),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -290,7 +301,7 @@ def client_service(db: SampleDB) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(db, names.client_service_name(db_name(db)), "database"),
+        "metadata": meta(db, names.client_service_name(db_name(db)), "database", owned=False),
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(db),
@@ -301,20 +312,10 @@ def client_service(db: SampleDB) -> Obj:
 
 
 def backup_pvc(db: SampleDB) -> Obj:
-    """The volume backups and snapshots are written to. Never owned: it outlives the SampleDB."""
+    """The volume backups and snapshots are written to; it outlives the SampleDB."""
     store = db.spec.backup.storage
-    spec: Obj = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": str(store.size or db.spec.storage.size)}},
-    }
-    if store.storage_class_name:
-        spec["storageClassName"] = store.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": meta(db, names.backup_pvc_name(db_name(db)), "backups", owned=False),
-        "spec": spec,
-    }
+    return _pvc(db, names.backup_pvc_name(db_name(db)), "backups", size=store.size or db.spec.storage.size,
+                storage_class=store.storage_class_name)
 
 
 def children(inputs: Inputs) -> list[Obj]:
@@ -323,7 +324,7 @@ def children(inputs: Inputs) -> list[Obj]:
     return [
         configmap(db),
         scripts_configmap(inputs),
-        data_pvc(db),
+        data_pvc(db, inputs.run().data_dir),
         backup_pvc(db),
         headless_service(db),
         client_service(db),

@@ -75,7 +75,9 @@ class BackupReconciler:
 
     async def _start(self, backup: SampleDBBackup, db: SampleDB, claim: str) -> Result | None:
         ns = backup.metadata.namespace or ""
-        if not is_true(db.status.conditions, "Ready"):
+        # A pre-delete snapshot does not wait for Ready (a database being deleted is not reconciled
+        # back to Ready): its Job waits for the server itself and fails visibly if it never answers.
+        if backup.spec.reason != "pre-delete" and not is_true(db.status.conditions, "Ready"):
             await self._status(backup, BackupPhase.PENDING, f"waiting for SampleDB {db.metadata.name} to be Ready")
             return None  # the SampleDB's next change brings this backup back (see app.py's mapping)
         if self.ctx.cached("PersistentVolumeClaim", ns, claim) is None:

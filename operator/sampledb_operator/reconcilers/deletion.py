@@ -33,11 +33,17 @@ ATTEMPT_LABEL = "sampledb.io/attempt"
 REASON_LABEL = "sampledb.io/backup-reason"
 
 
-def data_bearing(db: SampleDB) -> list[tuple[str, str]]:
-    """The children that hold or serve data and carry no ownerReference (kind, name)."""
+def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
+    """The database's long-lived children (kind, name): they carry no ownerReference, so only the
+    deletion steps remove them. The first two hold the data."""
     name = db.metadata.name
     return [("StatefulSet", names.statefulset_name(name)),
             ("PersistentVolumeClaim", names.data_pvc_name(name)),
+            ("Secret", names.secret_name(name)),
+            ("ConfigMap", names.configmap_name(name)),
+            ("ConfigMap", d.scripts_configmap_name(db)),
+            ("Service", names.headless_service_name(name)),
+            ("Service", names.client_service_name(name)),
             ("PersistentVolumeClaim", names.backup_pvc_name(name))]
 
 
@@ -76,7 +82,7 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     if lifecycle.FINALIZER not in db.metadata.finalizers:
         return None
     ns = db.metadata.namespace or ""
-    present = [(k, n) for k, n in data_bearing(db)[:2] if _live(ctx.cached(k, ns, n))]
+    present = [(k, n) for k, n in unowned_children(db)[:2] if _live(ctx.cached(k, ns, n))]
     attempts = snapshot_attempts(ctx, db)
     policy = str(db.spec.deletion_policy)
     inp = DeletionInput(
@@ -102,15 +108,18 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     if decision.step is Step.DELETE_DATA:
         if inp.skip_requested:
             await _event(ctx, db, "Warning", "SnapshotSkipped", decision.reason)
-        await _delete(ctx, "StatefulSet", ns, names.statefulset_name(db.metadata.name))
-        await _delete(ctx, "PersistentVolumeClaim", ns, names.data_pvc_name(db.metadata.name))
+        await _delete_children(ctx, db, keep=set())
         await _event(ctx, db, "Normal", "DataDeleted", decision.reason)
     elif decision.step is Step.RETAIN_DATA:
-        await _delete(ctx, "StatefulSet", ns, names.statefulset_name(db.metadata.name))
-        await _retain(ctx, db)
+        data, secret = names.data_pvc_name(db.metadata.name), names.secret_name(db.metadata.name)
+        await _retain(ctx, db, "PersistentVolumeClaim", data)
+        await _retain(ctx, db, "Secret", secret)
+        await _delete_children(ctx, db, keep={data, secret})
         await _event(ctx, db, "Normal", "DataRetained",
-                     f"PVC {names.data_pvc_name(db.metadata.name)} is kept, labelled "
-                     f"{lifecycle.RETAINED_FROM_LABEL}={db.metadata.name}; a new SampleDB of this name adopts it")
+                     f"PVC {data} and Secret {secret} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}="
+                     f"{db.metadata.name}; a new SampleDB of this name adopts them")
+    else:  # RELEASE: the data is gone; remove what is left of the rest
+        await _delete_children(ctx, db, keep=set())
     await _remove_finalizer(ctx, db)
     return None
 
@@ -141,12 +150,19 @@ async def _delete(ctx: Context, kind: str, namespace: str, name: str) -> None:
         await ctx.apis[kind].delete(name, namespace)
 
 
-async def _retain(ctx: Context, db: SampleDB) -> None:
-    name = names.data_pvc_name(db.metadata.name)
+async def _delete_children(ctx: Context, db: SampleDB, keep: set[str]) -> None:
+    """Delete the database's unowned children (the backup volume is always kept: it holds the backups)."""
+    ns = db.metadata.namespace or ""
+    for kind, name in unowned_children(db)[:-1]:
+        if name not in keep and _live(ctx.cached(kind, ns, name)):
+            await _delete(ctx, kind, ns, name)
+
+
+async def _retain(ctx: Context, db: SampleDB, kind: str, name: str) -> None:
     patch = {"metadata": {"labels": {lifecycle.RETAINED_FROM_LABEL: db.metadata.name},
                           "annotations": {"sampledb.io/retained-from-uid": db.metadata.uid or ""}}}
     with contextlib.suppress(NotFound):
-        await ctx.apis["PersistentVolumeClaim"].patch(name, patch, namespace=db.metadata.namespace)
+        await ctx.apis[kind].patch(name, patch, namespace=db.metadata.namespace)
 
 
 async def _remove_finalizer(ctx: Context, db: SampleDB) -> None:

@@ -125,17 +125,15 @@ class SampleDBReconciler:
     # ------------------------------------------------------------------ children
 
     def _observed_children(self, db: SampleDB) -> dict[plan.Key, Obj]:
-        """Children in the caches: those this SampleDB (this uid) controls, and its data-bearing ones
-        (no ownerReference by design), found by name and the database label."""
+        """This database's children in the caches: the long-lived ones by name (they carry no
+        ownerReference, only the database label), its Jobs by owner."""
         out: dict[plan.Key, Obj] = {}
-        uid = db.metadata.uid or ""
-        for store in (self.caches.services, self.caches.configmaps, self.caches.secrets, self.caches.jobs):
-            for child in store.by_owner(uid):
-                out[plan.key_of(child)] = child
-        for kind, name in deletion.data_bearing(db):
+        for kind, name in deletion.unowned_children(db):
             found = self.ctx.cached(kind, db.metadata.namespace, name)
             if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
                 out[(kind, name)] = found
+        for child in self.caches.jobs.by_owner(db.metadata.uid or ""):
+            out[plan.key_of(child)] = child
         return out
 
     async def _ensure_secret(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:

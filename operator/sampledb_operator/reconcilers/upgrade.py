@@ -21,6 +21,7 @@ from sampledb_operator.model.conditions import Condition, get_condition
 from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
+from sampledb_operator.reconcilers import migrations
 from sampledb_operator.reconcilers.backup import ensure_backup
 from sampledb_operator.reconcilers.context import Context
 
@@ -50,6 +51,14 @@ def current_data_dir(sts: Obj | None) -> str:
     return up.DEFAULT_DATA_DIR
 
 
+def adopted_data_dir(ctx: Context, db: SampleDB) -> str:
+    """Before the StatefulSet exists: the directory the data volume records (a retained volume
+    adopted by a new SampleDB may hold its data in pgdata-<major>), else the default."""
+    pvc = ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name))
+    annotations = (pvc or {}).get("metadata", {}).get("annotations") or {}
+    return str(annotations.get(d.DATA_DIR_ANNOTATION) or up.DEFAULT_DATA_DIR)
+
+
 def sts_version(sts: Obj | None) -> str | None:
     """The version the StatefulSet's template runs (its annotation)."""
     if sts is None:
@@ -60,7 +69,7 @@ def sts_version(sts: Obj | None) -> str | None:
 async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_ready: bool) -> UpgradeOutcome:
     """One pass of the upgrade step."""
     wanted, current = db.spec.version, db.status.current_version
-    data_dir = current_data_dir(sts)
+    data_dir = current_data_dir(sts) if sts is not None else adopted_data_dir(ctx, db)
     kind = up.kind_of(current, wanted)
     inp = up.UpgradeInput(wanted=wanted, current=current, data_dir=data_dir, backup_required=False,
                           backup_phase=None, sts_ready=sts_ready, sts_version=sts_version(sts))
@@ -86,6 +95,12 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
             sts_ready=sts_ready, sts_version=sts_version(sts),
         )
     dec = up.decide(inp)
+    if kind in (up.Kind.MINOR, up.Kind.MAJOR) and dec.status == "True" and migrations.in_progress(ctx, db):
+        return UpgradeOutcome(d.Running(current or wanted, _container(sts).get("image") or image_for(db.spec),
+                                        data_dir),
+                              Condition(type="Upgrading", status="True", reason="WaitingForMigration",
+                                        message="a schema migration is running; the upgrade starts after it",
+                                        observed_generation=db.metadata.generation), busy=True)
     if dec.start_job:
         await _start_job(ctx, db, job_name, up.data_dir_for(wanted))
     image = image_for(db.spec) if dec.version == wanted else (_container(sts).get("image")

@@ -52,25 +52,33 @@ def observed_from(objs: list[dict[str, Any]]) -> dict[plan.Key, dict[str, Any]]:
     return {plan.key_of(o): server_view(o) for o in objs}
 
 
-DATA_BEARING = {("StatefulSet", "orders"), ("PersistentVolumeClaim", "data-orders-0"),
-                ("PersistentVolumeClaim", "orders-backups")}
-
-
-def test_children_are_owned_except_data_bearing_ones_and_all_are_labelled_for_the_selector() -> None:
+def test_no_long_lived_child_is_owned_and_all_are_labelled_for_the_selector() -> None:
+    """The garbage collector must never remove what a final snapshot needs (not even on a
+    foreground deletion): the deletion steps remove these children themselves."""
     db = make_db()
     for child in d.children(d.Inputs(db, SCRIPTS)):
         meta = child["metadata"]
         assert meta["namespace"] == "shop"
-        if plan.key_of(child) in DATA_BEARING:
-            # never garbage collected: only the deletion policy's steps remove data
-            assert "ownerReferences" not in meta
-        else:
-            assert meta["ownerReferences"] == [{
-                "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": "uid-1",
-                "controller": True, "blockOwnerDeletion": True,
-            }]
+        assert "ownerReferences" not in meta, plan.key_of(child)
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "sampledb-operator"
         assert meta["labels"][d.DATABASE_LABEL] == "orders"
+    assert "ownerReferences" not in d.secret(db, "pw")["metadata"]
+
+
+def test_jobs_are_owned_by_the_sampledb() -> None:
+    job = jobs.init_job(make_db(init={"configMapKeyRef": {"name": "i", "key": "k"}}))
+    assert job is not None
+    assert job["metadata"]["ownerReferences"] == [{
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": "uid-1",
+        "controller": True, "blockOwnerDeletion": True,
+    }]
+
+
+def test_data_volume_records_its_data_directory() -> None:
+    db = make_db()
+    running = d.Running("17.2", "postgres:17.2", "pgdata-17")
+    pvc = next(c for c in d.children(d.Inputs(db, SCRIPTS, running)) if c["kind"] == "PersistentVolumeClaim")
+    assert pvc["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata-17"}
 
 
 def test_statefulset_runs_the_versions_image_on_the_data_pvc_with_probes_and_non_root() -> None:
