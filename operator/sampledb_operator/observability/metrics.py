@@ -169,8 +169,8 @@ event_loop_lag_seconds = Gauge(
 )
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
-PHASES = ("Pending", "Provisioning", "Initializing", "Running", "Upgrading", "Degraded", "Failed", "Deleting",
-          "Paused")
+PHASES = ("Pending", "Provisioning", "Initializing", "Restoring", "Running", "Upgrading", "Migrating", "Degraded",
+          "Paused", "Deleting", "Failed")
 
 
 def init_controller(controller: str, workers: int) -> None:

@@ -112,6 +112,9 @@ class BackupReconciler:
             extra["checksum"] = result["sha256"]
         await self._status(backup, BackupPhase.SUCCEEDED, "backup completed", completed=True, extra=extra)
         metrics.backups_total.labels(reason=reason, result="succeeded").inc()
+        if reason == "pre-delete" and backup.status.started_at is not None:
+            seconds = (self.ctx.clock.now() - backup.status.started_at).total_seconds()
+            metrics.snapshot_duration_seconds.observe(max(seconds, 0.0))
         await self._event(backup, "Normal", "BackupSucceeded", f"backup of {db.metadata.name} completed")
 
     async def _failed(self, backup: SampleDBBackup, message: str) -> None:

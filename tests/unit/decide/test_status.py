@@ -148,3 +148,10 @@ def test_initialized_stays_true_after_its_job_is_removed() -> None:
     later = st.compute(db.model_copy(update={"status": done}), st.Observed(statefulset=sts(True)), NOW)
     assert cond(later, "Initialized") == ("True", "InitSucceeded")
     assert later.phase == "Running"
+
+
+def test_every_phase_has_a_pre_initialised_metric_series() -> None:
+    from sampledb_operator.model.sampledb import Phase
+    from sampledb_operator.observability import metrics
+
+    assert set(metrics.PHASES) == {p.value for p in Phase}
