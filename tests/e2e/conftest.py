@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.kube import kubectl
+from tests.support.kube import get_or_none, kubectl, kubectl_json
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -38,3 +38,25 @@ def sampledb(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
 def apply(obj: dict[str, Any] | list[dict[str, Any]]) -> None:
     docs = obj if isinstance(obj, list) else [obj]
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+
+def wait_ready(name: str, namespace: str, timeout: float = 120) -> None:
+    """`kubectl wait --for=condition=Ready` on a SampleDB, as a user would."""
+    kubectl("wait", "-n", namespace, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
+            timeout=timeout + 10)
+
+
+def status(name: str, namespace: str) -> dict[str, Any]:
+    """A SampleDB's status ({} when it or its status is absent)."""
+    return (get_or_none("sampledb", name, namespace) or {}).get("status") or {}
+
+
+def condition(name: str, namespace: str, type_: str) -> dict[str, Any]:
+    """One condition of a SampleDB ({} when absent)."""
+    return next((c for c in status(name, namespace).get("conditions", []) if c["type"] == type_), {})
+
+
+def jobs_of(namespace: str, component: str) -> list[dict[str, Any]]:
+    """The operator's Jobs of one component (init, backup, restore, upgrade, migrate) in a namespace."""
+    return [j for j in kubectl_json("get", "jobs", "-n", namespace)["items"]
+            if j["metadata"]["labels"].get("app.kubernetes.io/component") == component]

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
+from tests.e2e.conftest import apply, sampledb, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 
-def wait_ready(name: str, ns: str) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", "--timeout=120s", timeout=130)
 
 
 def manual_backup(name: str, db: str, ns: str) -> dict[str, Any]:
@@ -70,6 +68,23 @@ def test_new_database_is_restored_from_a_backup_instead_of_running_init(namespac
         spec["volumes"]
     assert [j for j in jobs if j["metadata"]["labels"].get("app.kubernetes.io/component") == "init"
             and j["metadata"]["labels"].get("sampledb.io/database") == "copy"] == []
+    # The restore ran once: deleting its Job never runs it again over live data.
+    def reconciles() -> float:
+        return operator.metric("controller_runtime_reconcile_total", controller="sampledb")
+
+    def restore_jobs() -> list[dict[str, Any]]:
+        return [j for j in kubectl_json("get", "jobs", "-n", ns)["items"]
+                if j["metadata"]["labels"].get("app.kubernetes.io/component") == "restore"]
+
+    seen = reconciles()
+    kubectl("delete", "job", restores[0]["metadata"]["name"], "-n", ns)  # its watch event wakes the database
+    wait_until(lambda: reconciles() >= seen + 1, timeout=60, what="a reconcile after the Job's deletion")
+    assert restore_jobs() == []
+    seen = reconciles()
+    kubectl("annotate", "sampledb", "copy", "-n", ns, "example.com/poke=1")
+    wait_until(lambda: reconciles() >= seen + 1, timeout=60, what="a reconcile after the annotation")
+    assert restore_jobs() == []
+    assert initialized("copy", ns)["reason"] == "Restored"
 
 
 def test_restore_from_a_missing_backup_waits_and_says_why(namespace: str, operator: OperatorProcess) -> None:

@@ -7,15 +7,13 @@ carries testing.sampledb.io/fail=true, which the operator copies onto its Jobs' 
 from __future__ import annotations
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
+from tests.e2e.conftest import apply, sampledb, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 
-def wait_ready(name: str, ns: str) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", "--timeout=120s", timeout=130)
 
 
 def gone(kind: str, name: str, ns: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.e2e.conftest import apply, sampledb
+from tests.e2e.conftest import apply, sampledb, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -86,9 +86,6 @@ def reconciles(op: OperatorProcess) -> float:
     return op.metric("controller_runtime_reconcile_total", controller="sampledb")
 
 
-def wait_ready(name: str, ns: str, timeout: float = 120) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
-            timeout=timeout + 10)
 
 
 def start_leader_then_standby(a: OperatorProcess, b: OperatorProcess, ns: str) -> None:

@@ -11,8 +11,8 @@ import hashlib
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
-from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+from tests.e2e.conftest import apply, sampledb, status
+from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -30,8 +30,6 @@ def migrations_configmap(ns: str, files: dict[str, str], name: str = "app-sql") 
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": files}
 
 
-def status(name: str, ns: str) -> dict[str, Any]:
-    return (get_or_none("sampledb", name, ns) or {}).get("status") or {}
 
 
 def migrated(name: str, ns: str) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
-from tests.support.kube import kubectl, kubectl_json, wait_until
+from tests.e2e.conftest import apply, sampledb, wait_ready
+from tests.support.kube import kubectl_json, wait_until
 from tests.support.operator import REPO, OperatorProcess
 from tests.support.prometheus import PrometheusServer, promtool_check_metrics
 
@@ -29,9 +29,6 @@ pytestmark = pytest.mark.cluster
 LEASE_TIMINGS = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
 
 
-def wait_ready(name: str, ns: str, timeout: float = 120) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
-            timeout=timeout + 10)
 
 
 def init_configmap(ns: str) -> dict[str, Any]:

@@ -10,25 +10,17 @@ import json
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
+from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, release_finalizers, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 
-def status(name: str, ns: str) -> dict[str, Any]:
-    obj = get_or_none("sampledb", name, ns)
-    return (obj or {}).get("status") or {}
 
 
-def condition(name: str, ns: str, type_: str) -> dict[str, Any] | None:
-    return next((c for c in status(name, ns).get("conditions", []) if c["type"] == type_), None)
 
 
-def wait_ready(name: str, ns: str, timeout: float = 120) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
-            timeout=timeout + 10)
 
 
 def init_configmap(ns: str, name: str = "db-init") -> dict[str, Any]:

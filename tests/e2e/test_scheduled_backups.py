@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
+from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -21,16 +21,10 @@ pytestmark = pytest.mark.cluster
 EVERY_MINUTE = "* * * * *"
 
 
-def wait_ready(name: str, ns: str) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", "--timeout=120s", timeout=130)
 
 
-def status(name: str, ns: str) -> dict[str, Any]:
-    return (get_or_none("sampledb", name, ns) or {}).get("status") or {}
 
 
-def condition(name: str, ns: str, type_: str) -> dict[str, Any]:
-    return next((c for c in status(name, ns).get("conditions", []) if c["type"] == type_), {})
 
 
 def backups(ns: str, reason: str) -> list[dict[str, Any]]:

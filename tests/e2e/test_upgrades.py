@@ -11,23 +11,17 @@ import json
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import apply, sampledb
-from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+from tests.e2e.conftest import apply, condition, jobs_of, sampledb, status, wait_ready
+from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 
-def wait_ready(name: str, ns: str) -> None:
-    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", "--timeout=120s", timeout=130)
 
 
-def status(name: str, ns: str) -> dict[str, Any]:
-    return (get_or_none("sampledb", name, ns) or {}).get("status") or {}
 
 
-def condition(name: str, ns: str, type_: str) -> dict[str, Any]:
-    return next((c for c in status(name, ns).get("conditions", []) if c["type"] == type_), {})
 
 
 def container(name: str, ns: str) -> dict[str, Any]:
@@ -39,9 +33,6 @@ def pgdata(name: str, ns: str) -> str:
     return next(e["value"] for e in container(name, ns)["env"] if e["name"] == "PGDATA")
 
 
-def jobs_of(ns: str, component: str) -> list[dict[str, Any]]:
-    return [j for j in kubectl_json("get", "jobs", "-n", ns)["items"]
-            if j["metadata"]["labels"].get("app.kubernetes.io/component") == component]
 
 
 def pre_upgrade_backups(ns: str) -> list[dict[str, Any]]:

@@ -92,7 +92,8 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
     container: Obj = {
         "name": component,
         "image": image or image_for(db.spec),
-        "command": ["bash", f"{SCRIPTS_MOUNT}/{script}"],
+        # wait for the server (up to $WAIT_TIMEOUT), then the script; both report to $RESULT_FILE
+        "command": ["bash", "-c", f"bash {SCRIPTS_MOUNT}/wait-ready.sh && exec bash {SCRIPTS_MOUNT}/{script}"],
         "env": [*connection_env(db), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
                 *(env or [])],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},

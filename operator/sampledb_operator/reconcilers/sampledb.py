@@ -254,7 +254,7 @@ class SampleDBReconciler:
 
     def _init_done(self, db: SampleDB) -> bool:
         cond = get_condition(db.status.conditions, "Initialized")
-        return cond is not None and cond.status == "True" and cond.reason in ("InitSucceeded", "InitChangedNotRerun")
+        return cond is not None and cond.status == "True" and cond.reason in st.DONE_REASONS
 
     async def _init_source_problem(self, db: SampleDB) -> Problem | None:
         init = db.spec.init

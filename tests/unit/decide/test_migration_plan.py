@@ -222,7 +222,8 @@ def test_the_migration_job_mounts_the_snapshot_and_fails_fast_on_errors_a_retry_
                               digest="d" * 64)
     pod = body["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    assert container["command"] == ["bash", "/sampledb/scripts/migrate.sh"]
+    assert container["command"] == ["bash", "-c", "bash /sampledb/scripts/wait-ready.sh && exec bash"
+                                    " /sampledb/scripts/migrate.sh"]
     assert {"name": "MIGRATIONS_DIR", "value": "/sampledb/migrations"} in container["env"]
     assert {"name": "migrations", "mountPath": "/sampledb/migrations", "readOnly": True} in container["volumeMounts"]
     assert {"name": "migrations", "configMap": {"name": "orders-migrations-ab"}} in pod["volumes"]

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import UTC, timedelta
 
 import pytest
+from tests.support.aio import eventually
 
 from sampledb_operator.runtime.clock import Clock, FakeClock, RealClock, wait_all
-
-
-async def eventually(condition: Callable[[], bool], limit: float = 2.0) -> None:
-    """Yield to the loop until `condition()` holds; fail after `limit` real seconds."""
-    async with asyncio.timeout(limit):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0)
 
 
 def test_fake_clock_starts_where_told_and_moves_only_on_advance() -> None:

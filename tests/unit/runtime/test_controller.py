@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import structlog
 from structlog.testing import capture_logs
+from tests.support.aio import eventually
 
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
@@ -22,13 +23,6 @@ A = ObjectRef("ns", "a")
 B = ObjectRef("ns", "b")
 
 
-async def eventually(condition: Callable[[], bool], limit: float = 2.0) -> None:
-    """Yield to the loop until `condition()` holds; fail after `limit` real seconds."""
-    async with asyncio.timeout(limit):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0)
 
 
 def value(metric: str, controller: Controller, **labels: str) -> float:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
+from tests.support.aio import eventually
 
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import FakeClock
@@ -17,13 +18,6 @@ _names = itertools.count()
 A = ObjectRef("ns", "a")
 
 
-async def eventually(condition: Callable[[], bool], limit: float = 2.0) -> None:
-    """Yield to the loop until `condition()` holds; fail after `limit` real seconds."""
-    async with asyncio.timeout(limit):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0)
 
 
 class FakeStore:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from tests.support.aio import eventually
 
 from sampledb_operator.kube.api import ListResult, WatchEvent
 from sampledb_operator.kube.client import ReadTimeout
@@ -101,13 +102,6 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-async def eventually(condition: Callable[[], bool], limit: float = 2.0) -> None:
-    """Yield to the loop until `condition()` holds; fail after `limit` real seconds."""
-    async with asyncio.timeout(limit):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0)
 
 
 class Harness:

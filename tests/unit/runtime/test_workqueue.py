@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
 
 import pytest
+from tests.support.aio import eventually
 
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
@@ -16,13 +16,6 @@ from sampledb_operator.runtime.workqueue import ShutDown, WorkQueue
 _names = itertools.count()
 
 
-async def eventually(condition: Callable[[], bool], limit: float = 2.0) -> None:
-    """Yield to the loop until `condition()` holds; fail after `limit` real seconds."""
-    async with asyncio.timeout(limit):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0)
 
 
 async def get(queue: WorkQueue[str]) -> str:
