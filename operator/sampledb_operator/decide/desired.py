@@ -280,35 +280,26 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
     }
 
 
-def headless_service(db: SampleDB) -> Obj:
-    """The StatefulSet's governing Service: stable DNS for the pod, ready or not."""
+def _service(db: SampleDB, name: str, **spec: Any) -> Obj:
+    """A Service selecting the database pod on the postgres port; never owned."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(db, names.headless_service_name(db_name(db)), "database", owned=False),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": selector_labels(db),
-            "ports": [{"name": "postgres", "port": names.POSTGRES_PORT, "targetPort": "postgres",
-                       "protocol": "TCP"}],
-        },
+        "metadata": meta(db, name, "database", owned=False),
+        "spec": {**spec, "selector": selector_labels(db),
+                 "ports": [{"name": "postgres", "port": names.POSTGRES_PORT, "targetPort": "postgres",
+                            "protocol": "TCP"}]},
     }
+
+
+def headless_service(db: SampleDB) -> Obj:
+    """The StatefulSet's governing Service: stable DNS for the pod, ready or not."""
+    return _service(db, names.headless_service_name(db_name(db)), clusterIP="None", publishNotReadyAddresses=True)
 
 
 def client_service(db: SampleDB) -> Obj:
     """The published endpoint applications connect to (status.endpoint)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(db, names.client_service_name(db_name(db)), "database", owned=False),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(db),
-            "ports": [{"name": "postgres", "port": names.POSTGRES_PORT, "targetPort": "postgres",
-                       "protocol": "TCP"}],
-        },
-    }
+    return _service(db, names.client_service_name(db_name(db)), type="ClusterIP")
 
 
 def backup_pvc(db: SampleDB) -> Obj:
