@@ -52,6 +52,8 @@ def test_minor_upgrade_takes_a_backup_then_rolls_the_statefulset(namespace: str,
     wait_until(lambda: status("minor", ns).get("currentVersion") == "16.6", timeout=120, what="currentVersion 16.6")
     [backup] = pre_upgrade_backups(ns)
     assert backup["status"]["phase"] == "Succeeded"
+    wait_until(lambda: status("minor", ns).get("lastSnapshot", {}).get("name") == backup["metadata"]["name"],
+               timeout=60, what="status.lastSnapshot naming the pre-upgrade backup")
     assert container("minor", ns)["image"] == "postgres:16.6"
     assert pgdata("minor", ns).endswith("/pgdata")  # same data directory for a minor upgrade
     assert jobs_of(ns, "upgrade") == []

@@ -44,6 +44,7 @@ class Observed:
     applied_migrations: tuple[AppliedMigration, ...] | None = None  # replaces status.appliedMigrations
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
     last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
+    last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,14 +179,21 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
         put(_cond(ConditionType.READY, False, reason, msg, gen))
         put(_cond(ConditionType.PROGRESSING, not degraded, reason if not degraded else degraded[0].reason,
                   msg, gen))
-    status = _status(old, conds, phase, gen, name=name, ns=ns)
+    return _with_records(_status(old, conds, phase, gen, name=name, ns=ns), db, obs, db_ready)
+
+
+def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready: bool) -> SampleDBStatus:
+    """The version that runs, and the records other steps keep (backups, migrations), when they changed."""
+    update: dict[str, object] = {}
     if db_ready:
-        status = status.model_copy(update={"current_version": obs.running_version or db.spec.version})
+        update["current_version"] = obs.running_version or db.spec.version
     if obs.last_backup is not None:
-        status = status.model_copy(update={"last_backup": obs.last_backup})
+        update["last_backup"] = obs.last_backup
+    if obs.last_snapshot is not None:
+        update["last_snapshot"] = obs.last_snapshot
     if obs.applied_migrations is not None:
-        status = status.model_copy(update={"applied_migrations": list(obs.applied_migrations)})
-    return status
+        update["applied_migrations"] = list(obs.applied_migrations)
+    return status.model_copy(update=update) if update else status
 
 
 def _not_ready_reason(obs: Observed) -> tuple[str, str]:

@@ -279,7 +279,7 @@ class SampleDBStatus(StatusModel):
     )
     last_backup: BackupRecord | None = Field(default=None, description="The latest successful backup.")
     last_snapshot: BackupRecord | None = Field(
-        default=None, description="The latest pre-delete or pre-upgrade snapshot."
+        default=None, description="The latest succeeded snapshot taken before an upgrade or a migration."
     )
     applied_migrations: list[AppliedMigration] = Field(
         default_factory=list, max_length=10000, description="Migrations applied so far, in order."

@@ -103,6 +103,7 @@ class SampleDBReconciler:
             extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
                               *((backups.condition,) if backups.condition else ())),
             last_backup=backups.last_backup,
+            last_snapshot=backups.last_snapshot,
             applied_migrations=migration.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,

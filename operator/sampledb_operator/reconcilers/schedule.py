@@ -42,6 +42,7 @@ class ScheduleOutcome:
 
     condition: Condition | None = None  # BackupHealthy
     last_backup: BackupRecord | None = None  # the newest Succeeded backup of any reason; None = unchanged
+    last_snapshot: BackupRecord | None = None  # the newest Succeeded pre-upgrade/-migration one; None = unchanged
     requeue_after: float | None = None  # seconds until the next scheduled slot
 
 
@@ -55,7 +56,8 @@ async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy
         await _prune(ctx, db, sch.to_prune(facts, spec.retention))
         condition = sch.health(facts, scheduled_only=False, generation=gen)
         await _health_event(ctx, db, condition)
-        return ScheduleOutcome(condition=condition, last_backup=_last_backup(db, facts))
+        return ScheduleOutcome(condition=condition, last_backup=_last_backup(db, facts),
+                               last_snapshot=_last_snapshot(db, facts))
     decision = sch.decide(spec.schedule, ctx.clock.now(), db.metadata.creation_timestamp, facts, spec.retention)
     if decision.due and decision.slot is not None and db_ready and not busy:
         created = await _create(ctx, db, decision.slot)
@@ -68,7 +70,7 @@ async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy
         condition = sch.health(facts, scheduled_only=True, generation=gen) or sch.awaiting_first(gen)
     await _health_event(ctx, db, condition)
     return ScheduleOutcome(condition=condition, last_backup=_last_backup(db, facts),
-                           requeue_after=decision.requeue_after)
+                           last_snapshot=_last_snapshot(db, facts), requeue_after=decision.requeue_after)
 
 
 def backup_facts(ctx: Context, db: SampleDB) -> list[sch.BackupFact]:
@@ -109,6 +111,19 @@ def _time(text: Any) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
+
+
+SNAPSHOT_REASONS = ("pre-upgrade", "pre-migration")
+
+
+def _last_snapshot(db: SampleDB, facts: list[sch.BackupFact]) -> BackupRecord | None:
+    """The newest Succeeded snapshot taken before an upgrade or a migration, as status.lastSnapshot,
+    or None when that is what the status says (a pre-delete one is moot: the SampleDB is going)."""
+    newest = sch.newest_succeeded([f for f in facts if f.reason in SNAPSHOT_REASONS])
+    if newest is None:
+        return None
+    record = BackupRecord(name=newest.name, completed_at=newest.completed_at)
+    return None if record == db.status.last_snapshot else record
 
 
 def _last_backup(db: SampleDB, facts: list[sch.BackupFact]) -> BackupRecord | None:
