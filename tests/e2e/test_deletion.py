@@ -7,7 +7,7 @@ carries testing.sampledb.io/fail=true, which the operator copies onto its Jobs' 
 from __future__ import annotations
 
 import pytest
-from tests.e2e.conftest import apply, sampledb, wait_ready
+from tests.e2e.conftest import apply, condition, sampledb, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -186,12 +186,15 @@ def test_foreground_deletion_keeps_what_the_snapshot_needs_until_it_is_taken(nam
     ns = namespace
     apply(sampledb("fg", ns))
     wait_ready("fg", ns)
+    kubectl("annotate", "sampledb", "fg", "-n", ns, "testing.sampledb.io/fail=backup")  # hold the snapshot
     kubectl("delete", "sampledb", "fg", "-n", ns, "--cascade=foreground", "--wait=false")
-    wait_until(lambda: backups(ns), timeout=60, what="the snapshot's SampleDBBackup")
-    # the garbage collector is deleting the SampleDB's dependents now; none of these is one
+    wait_until(lambda: condition("fg", ns, "DeletionBlocked").get("status") == "True", timeout=120,
+               what="the first snapshot attempt to fail")
+    # The garbage collector has had all this time to delete the SampleDB's dependents: none of these is one.
     for kind, name in (("secret", "fg-credentials"), ("configmap", "fg-config"), ("configmap", "fg-scripts"),
                        ("service", "fg"), ("statefulset", "fg"), ("pvc", "data-fg-0")):
         obj = get_or_none(kind, name, ns)
         assert obj is not None and not obj["metadata"].get("deletionTimestamp"), f"{kind} {name}"
-    wait_until(lambda: gone("sampledb", "fg", ns), timeout=120, what="the SampleDB to be gone")
-    assert [b["status"]["phase"] for b in backups(ns)] == ["Succeeded"]
+    kubectl("annotate", "sampledb", "fg", "-n", ns, "testing.sampledb.io/fail-")
+    wait_until(lambda: gone("sampledb", "fg", ns), timeout=120, what="the retried snapshot and the deletion")
+    assert sorted(b["status"]["phase"] for b in backups(ns)) == ["Failed", "Succeeded"]
