@@ -95,3 +95,34 @@ def test_restore_from_a_missing_backup_waits_and_says_why(namespace: str, operat
     db = kubectl_json("get", "sampledb", "orphan", "-n", ns)
     ready = next(c for c in db["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False"
+
+
+def test_deleting_a_backup_deletes_its_files_with_a_prune_job(namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("pr", ns))
+    wait_ready("pr", ns)
+    apply(manual_backup("pr-one", "pr", ns))
+    wait_until(lambda: backup_phase("pr-one", ns) == "Succeeded", timeout=90, what="backup Succeeded")
+    assert "sampledb.io/backup-files" in kubectl_json("get", "sdbb", "pr-one", "-n", ns)["metadata"]["finalizers"]
+    kubectl("delete", "sdbb", "pr-one", "-n", ns, "--wait=false")
+    wait_until(lambda: get_or_none("sampledbbackup", "pr-one", ns) is None, timeout=90,
+               what="the SampleDBBackup to be gone after its files")
+    events = kubectl_json("get", "events", "-n", ns, "--field-selector", "involvedObject.name=pr-one")["items"]
+    assert "BackupFilesDeleted" in {e["reason"] for e in events}
+
+
+def test_a_failed_prune_never_blocks_the_deletion_and_says_what_is_left(namespace: str,
+                                                                          operator: OperatorProcess) -> None:
+    ns = namespace
+    db = sampledb("pf", ns)
+    db["metadata"]["annotations"] = {"testing.sampledb.io/fail": "prune"}
+    apply(db)
+    wait_ready("pf", ns)
+    apply(manual_backup("pf-one", "pf", ns))
+    wait_until(lambda: backup_phase("pf-one", ns) == "Succeeded", timeout=90, what="backup Succeeded")
+    kubectl("delete", "sdbb", "pf-one", "-n", ns, "--wait=false")
+    wait_until(lambda: get_or_none("sampledbbackup", "pf-one", ns) is None, timeout=120,
+               what="the SampleDBBackup to be gone")
+    events = kubectl_json("get", "events", "-n", ns, "--field-selector", "involvedObject.name=pf-one")["items"]
+    left = [e for e in events if e["reason"] == "BackupFilesLeft"]
+    assert left and "/sampledb/backups/pf-one.dump" in left[0]["message"]

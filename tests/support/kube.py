@@ -99,7 +99,8 @@ def get_or_none(kind: str, name: str, namespace: str | None = None) -> dict[str,
 
 def release_finalizers(namespace: str) -> None:
     """Test cleanup: no operator runs after a test, so drop the operator's finalizers before a test
-    namespace goes (otherwise its SampleDBs, and the namespace, would wait for an operator forever)."""
-    out = kubectl("get", "sampledbs", "-n", namespace, "-o", "name", check=False)
+    namespace goes (otherwise its SampleDBs and SampleDBBackups, and the namespace, would wait for an
+    operator forever)."""
+    out = kubectl("get", "sampledbs,sampledbbackups", "-n", namespace, "-o", "name", check=False)
     for obj in out.stdout.split():
         kubectl("patch", obj, "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)

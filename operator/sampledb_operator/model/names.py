@@ -33,6 +33,7 @@ class JobKind(StrEnum):
     RESTORE = "restore"
     UPGRADE = "upgrade"
     MIGRATE = "migrate"
+    PRUNE = "prune"
 
 
 MAX_NAME_LENGTH = LABEL_LIMIT
@@ -123,6 +124,11 @@ def snapshot_job_name(db: str, uid: str) -> str:
 
 def restore_job_name(db: str, backup: str) -> str:
     return job_name(db, JobKind.RESTORE, backup)
+
+
+def prune_job_name(db: str, backup: str) -> str:
+    """The Job that deletes the files of the SampleDBBackup `backup` when that object is deleted."""
+    return job_name(db, JobKind.PRUNE, backup)
 
 
 def upgrade_job_name(db: str, from_version: str, to_version: str) -> str:

@@ -23,6 +23,7 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers import backup_files
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.runtime.controller import Result
@@ -47,6 +48,8 @@ class BackupReconciler:
         except ValidationError as exc:
             log.warning("unreadable SampleDBBackup", namespace=ref.namespace, name=ref.name, error=str(exc)[:500])
             return None
+        if backup.metadata.deletion_timestamp is not None:
+            return await backup_files.finalize(self.ctx, backup)
         if backup.status.phase in FINAL:
             return None
         ns = backup.metadata.namespace or ""
@@ -86,6 +89,7 @@ class BackupReconciler:
             except NotFound:
                 await self._status(backup, BackupPhase.PENDING, f"backup volume {claim} does not exist")
                 return Result(requeue=True)
+        await backup_files.ensure_finalizer(self.ctx, backup)  # before anything can write files
         body = jobs.backup_job(db, backup_name=backup.metadata.name, backup_uid=backup.metadata.uid or "",
                                claim_name=claim)
         try:

@@ -69,7 +69,8 @@ def _live(obj: Obj | None) -> bool:
     return obj is not None and not obj.get("metadata", {}).get("deletionTimestamp")
 
 
-async def _namespace_terminating(ctx: Context, namespace: str) -> bool:
+async def namespace_terminating(ctx: Context, namespace: str) -> bool:
+    """The namespace is being deleted (or gone): nothing new can be created in it."""
     try:
         ns = await ctx.apis["Namespace"].get(namespace)
     except NotFound:
@@ -88,7 +89,7 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     inp = DeletionInput(
         policy=policy,
         skip_requested=db.metadata.annotations.get(lifecycle.SKIP_SNAPSHOT_ANNOTATION) == "true",
-        namespace_terminating=policy == "Snapshot" and bool(present) and await _namespace_terminating(ctx, ns),
+        namespace_terminating=policy == "Snapshot" and bool(present) and await namespace_terminating(ctx, ns),
         ever_ran=db.status.current_version is not None,
         data_present=bool(present),
         latest=attempts[-1] if attempts else None,

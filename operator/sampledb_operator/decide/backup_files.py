@@ -1,0 +1,63 @@
+"""A backup's files on its volume live as long as its SampleDBBackup object.
+
+Pure. A SampleDBBackup that will write files carries the finalizer FILES_FINALIZER; when the object
+is deleted (by hand or by retention), a small prune Job removes its .dump, .json and .globals.sql
+from the volume, then the finalizer goes. The Job needs no database connection (the SampleDB may
+be gone), only the volume.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, container_security, pod_security
+from sampledb_operator.model import names
+from sampledb_operator.model.backup import SampleDBBackup
+from sampledb_operator.model.schema import API_VERSION
+
+Obj = dict[str, Any]
+FILES_FINALIZER = "sampledb.io/backup-files"
+SUFFIXES = (".dump", ".json", ".globals.sql")
+
+
+def prune_job(backup: SampleDBBackup, *, image: str, pod_annotations: dict[str, str] | None = None) -> Obj:
+    """The Job deleting `backup`'s files (it has a status.location), owned by the backup."""
+    location = backup.status.location
+    assert location is not None
+    directory, file_name = posixpath.split(location.path)
+    stem = file_name.removesuffix(".dump")
+    db, name = backup.spec.database, backup.metadata.name
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "prune",
+              DATABASE_LABEL: db}
+    template_meta: Obj = {"labels": labels}
+    if pod_annotations:
+        template_meta["annotations"] = dict(pod_annotations)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": names.prune_job_name(db, name), "namespace": backup.metadata.namespace, "labels": labels,
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "SampleDBBackup", "name": name,
+                                 "uid": backup.metadata.uid or "", "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "backoffLimit": 2,
+            "activeDeadlineSeconds": 600,
+            "template": {
+                "metadata": template_meta,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": pod_security(),
+                    "containers": [{
+                        "name": "prune", "image": image,
+                        "command": ["rm", "-f", "--", *(f"{directory}/{stem}{s}" for s in SUFFIXES)],
+                        "volumeMounts": [{"name": "backups", "mountPath": directory}],
+                        "securityContext": container_security(),
+                    }],
+                    "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": location.pvc_name}}],
+                },
+            },
+        },
+    }

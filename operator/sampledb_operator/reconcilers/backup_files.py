@@ -1,0 +1,86 @@
+"""Deleting a SampleDBBackup deletes its files: the finalizer and the prune Job around it.
+
+The finalizer is added before the backup's Job may write anything; on deletion a prune Job removes
+the files and the finalizer goes. Nothing blocks a deletion for good: with no files (the backup
+never finished), no volume, a terminating namespace, or a failed prune Job (Warning event naming
+the files left), the finalizer is removed at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sampledb_operator.decide import backup_files as bf
+from sampledb_operator.decide.jobs import test_annotations
+from sampledb_operator.decide.status import job_state
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.model import names
+from sampledb_operator.model.backup import SampleDBBackup
+from sampledb_operator.model.sampledb import SampleDB, image_for
+from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.deletion import namespace_terminating
+from sampledb_operator.runtime.controller import Result
+
+
+async def ensure_finalizer(ctx: Context, backup: SampleDBBackup) -> None:
+    """Add the files finalizer (optimistic: a stale object gets Conflict and the pass is retried)."""
+    if bf.FILES_FINALIZER in backup.metadata.finalizers:
+        return
+    patch = {"metadata": {"finalizers": [*backup.metadata.finalizers, bf.FILES_FINALIZER],
+                          "resourceVersion": backup.metadata.resource_version}}
+    await ctx.apis["SampleDBBackup"].patch(backup.metadata.name, patch, namespace=backup.metadata.namespace)
+
+
+async def finalize(ctx: Context, backup: SampleDBBackup) -> Result | None:
+    """One step of deleting a SampleDBBackup that has a deletionTimestamp."""
+    if bf.FILES_FINALIZER not in backup.metadata.finalizers:
+        return None
+    ns = backup.metadata.namespace or ""
+    location = backup.status.location
+    if location is None or await namespace_terminating(ctx, ns) or not await _volume_exists(ctx, ns, location.pvc_name):
+        await _release(ctx, backup)
+        return None
+    job = ctx.cached("Job", ns, names.prune_job_name(backup.spec.database, backup.metadata.name))
+    state = job_state(job)
+    if state is None:
+        db_obj = ctx.cached("SampleDB", ns, backup.spec.database)
+        db = SampleDB.model_validate(db_obj) if db_obj is not None else None
+        image = image_for(db.spec) if db else f"postgres:{backup.status.version or '16'}"
+        body = bf.prune_job(backup, image=image, pod_annotations=test_annotations(db) if db else None)
+        with contextlib.suppress(Conflict):  # created by an earlier pass
+            await ctx.apis["Job"].create(body)
+        return None
+    if not state.finished:
+        return None
+    if state.succeeded:
+        await _event(ctx, backup, "Normal", "BackupFilesDeleted", f"deleted the files of {location.path} on"
+                     f" {location.pvc_name}")
+    else:
+        await _event(ctx, backup, "Warning", "BackupFilesLeft", f"could not delete {location.path} on"
+                     f" {location.pvc_name} ({state.reason}: {state.message}); delete them by hand")
+    await _release(ctx, backup)
+    return None
+
+
+async def _volume_exists(ctx: Context, namespace: str, claim: str) -> bool:
+    if ctx.cached("PersistentVolumeClaim", namespace, claim) is not None:
+        return True
+    try:
+        await ctx.apis["PersistentVolumeClaim"].get(claim, namespace)
+    except NotFound:
+        return False
+    return True
+
+
+async def _release(ctx: Context, backup: SampleDBBackup) -> None:
+    remaining = [f for f in backup.metadata.finalizers if f != bf.FILES_FINALIZER]
+    patch = {"metadata": {"finalizers": remaining, "resourceVersion": backup.metadata.resource_version}}
+    try:
+        await ctx.apis["SampleDBBackup"].patch(backup.metadata.name, patch, namespace=backup.metadata.namespace)
+    except NotFound:
+        return
+
+
+async def _event(ctx: Context, backup: SampleDBBackup, type_: EventType, reason: str, message: str) -> None:
+    await ctx.event(backup.metadata, API_VERSION, "SampleDBBackup", type_, reason, message)
