@@ -101,6 +101,8 @@ def test_failed_major_upgrade_keeps_the_old_version_until_retried(namespace: str
     assert container("fragile", ns)["image"] == "postgres:16.4"
     assert pgdata("fragile", ns).endswith("/pgdata")
     assert len(jobs_of(ns, "upgrade")) == 1  # no retry loop
+    # the old server is made writable again (the Job may have been killed while it was frozen)
+    wait_until(lambda: len(jobs_of(ns, "thaw")) == 1, timeout=60, what="one thaw Job")
     # Fix the cause and ask for a retry: a new attempt (new backup and Job) succeeds.
     kubectl("annotate", "sampledb", "fragile", "-n", ns, "testing.sampledb.io/fail-",
             "sampledb.io/retry-upgrade=1")

@@ -21,6 +21,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "restore.sh",
     "migrate.sh",
     "upgrade.sh",
+    "thaw.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

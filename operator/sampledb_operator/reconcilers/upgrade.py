@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import jobs
 from sampledb_operator.decide import upgrade as up
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict
@@ -103,6 +104,8 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
                                         observed_generation=db.metadata.generation), busy=True)
     if dec.start_job:
         await _start_job(ctx, db, job_name, up.data_dir_for(wanted))
+    if dec.failed and kind is up.Kind.MAJOR and inp.job_finished and not inp.job_succeeded:
+        await _thaw(ctx, db, job_name)
     image = image_for(db.spec) if dec.version == wanted else (_container(sts).get("image")
                                                               or f"postgres:{dec.version}")
     running = d.Running(version=dec.version, image=str(image), data_dir=dec.data_dir)
@@ -122,6 +125,20 @@ async def _start_job(ctx: Context, db: SampleDB, name: str, data_dir: str) -> No
         return
     await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "UpgradeJobCreated",
                     f"created upgrade Job {name} (data into {data_dir})")
+
+
+async def _thaw(ctx: Context, db: SampleDB, upgrade_job: str) -> None:
+    """After a failed upgrade Job, make the old server writable again (once per attempt): the Job's
+    script undoes its freeze itself unless it was killed (SIGKILL, deadline)."""
+    name = names.fit(upgrade_job, "-thaw")
+    if ctx.cached("Job", db.metadata.namespace, name) is not None:
+        return
+    try:
+        await ctx.apis["Job"].create(jobs.job(db, name=name, component="thaw", script="thaw.sh"))
+    except Conflict:
+        return
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "ThawJobCreated",
+                    f"created Job {name}: the old server accepts writes again after the failed upgrade")
 
 
 def _observe_duration(ctx: Context, db: SampleDB, cond: Condition, kind: up.Kind) -> None:
