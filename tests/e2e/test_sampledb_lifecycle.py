@@ -252,3 +252,18 @@ def test_a_63_character_name_yields_valid_children_and_becomes_ready(namespace: 
     assert len(pods) == 1 and pods[0]["status"]["phase"] == "Running"
     services = sorted(s["metadata"]["name"] for s in kubectl_json("get", "services", "-n", ns)["items"])
     assert name in services and all(len(s) <= 63 for s in services)
+
+
+def test_an_owner_reference_on_a_long_lived_child_is_removed(namespace: str, operator: OperatorProcess) -> None:
+    """Objects made by an earlier version carried the SampleDB as owner; the garbage collector must
+    never be able to delete them, so the operator removes that reference."""
+    ns = namespace
+    apply(sampledb("legacy", ns))
+    wait_ready("legacy", ns)
+    uid = kubectl_json("get", "sampledb", "legacy", "-n", ns)["metadata"]["uid"]
+    owner = {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "legacy", "uid": uid,
+             "controller": True, "blockOwnerDeletion": True}
+    kubectl("patch", "service", "legacy", "-n", ns, "--type=merge",
+            "-p", json.dumps({"metadata": {"ownerReferences": [owner]}}))
+    wait_until(lambda: "ownerReferences" not in kubectl_json("get", "service", "legacy", "-n", ns)["metadata"],
+               timeout=60, what="the ownerReference removed")

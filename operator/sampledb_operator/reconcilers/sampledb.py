@@ -92,6 +92,7 @@ class SampleDBReconciler:
         degraded: list[Problem] = list(upgrading.degraded)
         await self._ensure_secret(db, observed_children, degraded)
         await self._apply_children(db, observed_children, degraded, upgrading.running)
+        await self._disown(db, observed_children)
 
         blockers: list[Problem] = []
         init_job, init_changed = await self._ensure_init_job(db, ready, blockers)
@@ -180,6 +181,19 @@ class SampleDBReconciler:
             log.info("applied child", kind=kind, child=name, reason=action.reason)
             await self._event(db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
                               action.reason if not created else f"created {kind} {name}")
+
+    async def _disown(self, db: SampleDB, observed: dict[plan.Key, Obj]) -> None:
+        """Remove a SampleDB ownerReference from a long-lived child (objects made by an earlier version
+        of the operator carried one): the garbage collector must never delete them."""
+        for kind, name in deletion.unowned_children(db):
+            child = observed.get((kind, name))
+            refs = (child or {}).get("metadata", {}).get("ownerReferences") or []
+            if not any(r.get("kind") == "SampleDB" for r in refs):
+                continue
+            keep = [r for r in refs if r.get("kind") != "SampleDB"]
+            await self.apis[kind].patch(name, {"metadata": {"ownerReferences": keep or None}},
+                                        namespace=db.metadata.namespace)
+            log.info("removed the SampleDB ownerReference", kind=kind, child=name)
 
     async def _expansion_problem(self, pvc: Obj) -> Problem | None:
         """Why the PVC's StorageClass cannot expand it, or None when it can."""
