@@ -21,7 +21,7 @@ by hand. Group and version: `{API_VERSION}`.
 Rules marked *(on update)* compare the new value with the stored one (CEL transition rules); they
 do not apply when an object is created. Further checks that the schema cannot express are done by
 the operator and reported in the `SpecValid` condition (see `validate_spec` in
-`model/sampledb.py`).
+`model/validation.py`).
 """
 
 

@@ -7,17 +7,14 @@ the schema cannot express, and never performs I/O.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field
 
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
 from sampledb_operator.model.names import MAX_NAME_LENGTH
-from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.schema import (
     API_VERSION,
     DNS1035_LABEL_RE,
@@ -58,7 +55,7 @@ __all__ = [  # re-exported from spec_rules: the spec's constants live with the s
     "SUPPORTED_MAJORS", "VERSION_RE",
     "AppliedMigration", "BackupRecord", "BackupSpec", "BackupStorageSpec", "DeletionPolicy", "InitSpec",
     "MigrationsSpec", "Phase", "Problem", "ResourceRequirements", "RestoreSpec", "SampleDB", "SampleDBSpec",
-    "SampleDBStatus", "StorageSpec", "UpgradeSpec", "image_for", "major_of", "validate_spec",
+    "SampleDBStatus", "StorageSpec", "UpgradeSpec", "image_for", "major_of",
 ]
 
 
@@ -334,74 +331,3 @@ def major_of(version: str) -> int:
 def image_for(spec: SampleDBSpec) -> str:
     """The container image: spec.image, or "postgres:<version>"."""
     return spec.image or f"{DEFAULT_IMAGE_REPOSITORY}:{spec.version}"
-
-
-_POSTGRES_REPOSITORIES = ("postgres", "postgresql")
-_TAG_MAJOR = re.compile(r"^(\d+)(?:[.\-_].*)?$")
-
-
-def _image_major(image: str) -> int | None:
-    """The major version in the tag of a postgres image ("postgres:16.4-alpine" -> 16), else None."""
-    name = image.split("@", 1)[0]
-    repository, _, tag = name.rpartition(":")
-    if not repository or "/" in tag:
-        return None
-    if repository.rsplit("/", 1)[-1] not in _POSTGRES_REPOSITORIES:
-        return None
-    match = _TAG_MAJOR.match(tag)
-    return int(match.group(1)) if match else None
-
-
-def validate_spec(spec: SampleDBSpec) -> list[Problem]:
-    """Problems the CRD schema cannot catch (or may have let through by ratcheting old objects)."""
-    problems: list[Problem] = []
-    problems += _check_version(spec)
-    problems += _check_schedule(spec)
-    problems += _check_resources(spec)
-    return problems
-
-
-def _check_version(spec: SampleDBSpec) -> list[Problem]:
-    if not re.fullmatch(VERSION_RE, spec.version):
-        return [Problem("InvalidVersion", f"version {spec.version!r} is not MAJOR.MINOR", "spec.version")]
-    major = major_of(spec.version)
-    if major not in SUPPORTED_MAJORS:
-        return [Problem(
-            "UnsupportedVersion",
-            f"PostgreSQL {major} is not supported; supported majors: {MAJORS_TEXT}", "spec.version",
-        )]
-    image_major = _image_major(spec.image) if spec.image else None
-    if image_major is not None and image_major != major:
-        return [Problem(
-            "ImageVersionMismatch",
-            f"image {spec.image} looks like PostgreSQL {image_major} but version is {spec.version}",
-            "spec.image",
-        )]
-    return []
-
-
-def _check_schedule(spec: SampleDBSpec) -> list[Problem]:
-    schedule = spec.backup.schedule
-    if schedule is None or croniter.is_valid(schedule):
-        return []
-    return [Problem(
-        "InvalidBackupSchedule",
-        f"backup.schedule {schedule!r} is not a valid cron schedule (a field is out of range?)",
-        "spec.backup.schedule",
-    )]
-
-
-def _check_resources(spec: SampleDBSpec) -> list[Problem]:
-    if spec.resources is None or not spec.resources.requests or not spec.resources.limits:
-        return []
-    problems = []
-    for name, limit in sorted(spec.resources.limits.items()):
-        request = spec.resources.requests.get(name)
-        if request is not None and parse_quantity(request) > parse_quantity(limit):
-            problems.append(Problem(
-                "InvalidResources",
-                f"resources.requests.{name} ({request}) exceeds resources.limits.{name} ({limit})",
-                f"spec.resources.requests.{name}",
-            ))
-    return problems
-

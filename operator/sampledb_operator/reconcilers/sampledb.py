@@ -33,8 +33,9 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import get_condition
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, validate_spec
+from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
+from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade

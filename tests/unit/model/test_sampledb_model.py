@@ -33,9 +33,9 @@ from sampledb_operator.model.sampledb import (
     SampleDBStatus,
     image_for,
     major_of,
-    validate_spec,
 )
 from sampledb_operator.model.schema import dump
+from sampledb_operator.model.validation import validate_spec
 
 SAMPLES = Path(__file__).resolve().parents[3] / "manifests" / "samples"
 
