@@ -235,8 +235,9 @@ def test_operator_killed_mid_reconcile_converges_without_a_duplicate_job(kubecon
         wait_ready("crash", ns)
     jobs = kubectl_json("get", "jobs", "-n", ns)["items"]
     assert len([j for j in jobs if j["metadata"]["labels"].get("app.kubernetes.io/component") == "init"]) == 1
+    # at most one creation was reported (none when the kill fell between the create and its event)
     events = kubectl_json("get", "events", "-n", ns, "--field-selector", "reason=CreatedInitJob")["items"]
-    assert len(events) == 1
+    assert len(events) <= 1
 
 
 def test_a_63_character_name_yields_valid_children_and_becomes_ready(namespace: str,
