@@ -126,7 +126,7 @@ def test_failed_snapshot_deletes_nothing_until_skipped_by_annotation(namespace: 
     wait_until(lambda: gone("sampledb", "stuck", ns), timeout=60, what="the SampleDB to be gone")
     wait_until(lambda: gone("pvc", "data-stuck-0", ns), timeout=60, what="the data PVC deleted")
     events = kubectl_json("get", "events", "-n", ns, "--field-selector", "reason=SnapshotSkipped")["items"]
-    assert len(events) == 1
+    assert events, "the skipped snapshot is recorded in an Event"
 
 
 def test_failed_snapshot_is_retried_and_then_succeeds(namespace: str, operator: OperatorProcess) -> None:
