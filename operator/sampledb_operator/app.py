@@ -18,7 +18,7 @@ from sampledb_operator.decide.desired import DATABASE_LABEL
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.kube.resources import LEASE, Resource
+from sampledb_operator.kube.resources import LEASE
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
@@ -41,17 +41,19 @@ CONTROLLER = "sampledb"
 BACKUP_CONTROLLER = "sampledbbackup"
 
 
-def build_caches(client: KubeClient, settings: Settings, clock: Clock) -> tuple[dict[str, StoreSet], list[Watcher]]:
-    """One watcher and store per (resource, watched namespace); a StoreSet per resource."""
+def build_caches(client: KubeClient, settings: Settings,
+                 clock: Clock) -> tuple[dict[str, StoreSet], list[tuple[str, Watcher]]]:
+    """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind);
+    the watchers with the kind they watch."""
     sets: dict[str, StoreSet] = {}
-    watchers: list[Watcher] = []
+    watchers: list[tuple[str, Watcher]] = []
     for resource, selector in watched_resources():
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             store = Store(resource.plural)
             stores[ns] = store
-            watchers.append(Watcher(ResourceApi(client, resource), store, clock=clock, namespace=ns,
-                                    label_selector=selector))
+            watchers.append((resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
+                                                    namespace=ns, label_selector=selector)))
         sets[resource.kind] = StoreSet(stores)
     return sets, watchers
 
@@ -90,6 +92,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"],
         )
+        metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in caches.sampledbs.list()])
         recorder = EventRecorder(client)
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period)
@@ -112,8 +115,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             )
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,
                           resync_period=settings.resync_period or None)
-        for watcher, (resource, _) in zip(watchers, _resources_per_watcher(settings), strict=True):
-            for handler in _handlers_for(resource.kind, controller, backup_controller, ctx):
+        for kind, watcher in watchers:
+            for handler in _handlers_for(kind, controller, backup_controller, ctx):
                 watcher.add_handler(handler)
             manager.add_watcher(watcher)
         manager.add_controller(controller)
@@ -133,10 +136,6 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         if health is not None:
             await health.stop()
         await client.close()
-
-
-def _resources_per_watcher(settings: Settings) -> list[tuple[Resource, str | None]]:
-    return [rs for rs in watched_resources() for _ in settings.watch_namespaces]
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:

@@ -67,6 +67,7 @@ class UpgradeInput:
     job_message: str = ""
     sts_ready: bool = False
     sts_version: str | None = None  # what the StatefulSet's template runs (its version annotation)
+    migration_running: bool = False  # a schema migration Job runs: the upgrade does not start meanwhile
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,9 @@ def decide(inp: UpgradeInput) -> UpgradeDecision:
         return UpgradeDecision(*keep, kind, status="False", reason="DowngradeRefused", failed=True,
                                message=f"a major-version downgrade from {span} is never attempted;"
                                        " restore a backup into a new SampleDB instead")
+    if inp.migration_running and inp.backup_phase is None and not inp.job_exists:
+        return UpgradeDecision(*keep, kind, status="True", reason="WaitingForMigration",
+                               message="a schema migration is running; the upgrade starts after it")
     if inp.backup_required and inp.backup_phase != "Succeeded":
         if inp.backup_phase == "Failed":
             return UpgradeDecision(*keep, kind, status="False", reason="UpgradeFailed", failed=True,

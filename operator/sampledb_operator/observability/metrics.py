@@ -8,6 +8,8 @@ every other layer may import it. Label values known up front are pre-initialised
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -17,6 +19,8 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 # controller-runtime exports no *_created series; neither do we (it also halves the exposition).
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -145,7 +149,7 @@ watch_events_total = Counter(
     registry=REGISTRY,
 )
 cache_objects = Gauge("sampledb_cache_objects", "Objects held in the informer cache", ["resource"], registry=REGISTRY)
-databases = Gauge("sampledb_databases", "SampleDB objects by phase", ["phase"], registry=REGISTRY)
+
 backups_total = Counter(
     "sampledb_backups_total", "Backups finished, by reason and result", ["reason", "result"], registry=REGISTRY
 )
@@ -173,6 +177,33 @@ PHASES = ("Pending", "Provisioning", "Initializing", "Restoring", "Running", "Up
           "Paused", "Deleting", "Failed")
 
 
+class _PhaseCollector(Collector):
+    """sampledb_databases{phase}, counted from the SampleDB cache when Prometheus scrapes (not on every
+    reconcile: that would walk every database per reconcile). Every phase is exported, 0 when none."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[str | None]] = tuple
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = dict.fromkeys(PHASES, 0)
+        for phase in self.source():
+            key = phase or "Pending"
+            counts[key] = counts.get(key, 0) + 1
+        family = GaugeMetricFamily("sampledb_databases", "SampleDB objects by phase", labels=["phase"])
+        for phase, n in counts.items():
+            family.add_metric([phase], n)
+        yield family
+
+
+_phases = _PhaseCollector()
+REGISTRY.register(_phases)
+
+
+def set_phase_source(source: Callable[[], Iterable[str | None]]) -> None:
+    """Where sampledb_databases counts from: the status.phase of every cached SampleDB."""
+    _phases.source = source
+
+
 def init_controller(controller: str, workers: int) -> None:
     """Pre-initialise every per-controller series to 0 (and the worker gauge to `workers`)."""
     for result in RECONCILE_RESULTS:
@@ -194,8 +225,6 @@ def init_queue(name: str, controller: str) -> None:
 
 def init_operator() -> None:
     """Pre-initialise the sampledb_* series whose label values are known."""
-    for phase in PHASES:
-        databases.labels(phase=phase).set(0)
     for reason in ("scheduled", "manual", "pre-delete", "pre-upgrade", "pre-migration"):
         for result in ("succeeded", "failed"):
             backups_total.labels(reason=reason, result=result)

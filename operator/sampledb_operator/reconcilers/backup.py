@@ -160,6 +160,11 @@ def backups_of(ctx: Context, db_obj: Obj) -> list[ObjectRef]:
     return out
 
 
+def pre_work_backup_name(db: SampleDB, reason: str, token: str) -> str:
+    """The name of the backup taken before the work `token` (see ensure_backup)."""
+    return names.fit(db.metadata.name, f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}", 253)
+
+
 async def ensure_backup(ctx: Context, db: SampleDB, *, reason: str, token: str) -> tuple[str, str | None]:
     """The SampleDBBackup taken before some piece of work (an upgrade, a migration), created if missing.
 
@@ -168,7 +173,7 @@ async def ensure_backup(ctx: Context, db: SampleDB, *, reason: str, token: str) 
     while the backup has no status yet.
     """
     ns = db.metadata.namespace or ""
-    name = names.fit(db.metadata.name, f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}", 253)
+    name = pre_work_backup_name(db, reason, token)
     existing = ctx.cached("SampleDBBackup", ns, name)
     if existing is not None:
         return name, (existing.get("status") or {}).get("phase")

@@ -36,7 +36,6 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
-from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade
 from sampledb_operator.reconcilers.context import Context, EventType
@@ -62,12 +61,9 @@ class SampleDBReconciler:
 
     async def __call__(self, ref: ObjectRef) -> Result | None:
         obj = self.caches.sampledbs.get(ref)
-        try:
-            if obj is None:
-                return None  # gone: the finalizer's steps and the garbage collector have done their work
-            return await self._reconcile(obj)
-        finally:
-            self._count_phases()
+        if obj is None:
+            return None  # gone: the finalizer's steps and the garbage collector have done their work
+        return await self._reconcile(obj)
 
     # ------------------------------------------------------------------ one pass
 
@@ -353,14 +349,6 @@ class SampleDBReconciler:
                 namespace=meta.get("namespace"), subresource="status")
         except NotFound:
             return
-
-    def _count_phases(self) -> None:
-        counts = dict.fromkeys(metrics.PHASES, 0)
-        for obj in self.caches.sampledbs.list():
-            phase = (obj.get("status") or {}).get("phase") or "Pending"
-            counts[phase] = counts.get(phase, 0) + 1
-        for phase, n in counts.items():
-            metrics.databases.labels(phase=phase).set(n)
 
 
 def watched_resources() -> list[tuple[Resource, str | None]]:

@@ -23,7 +23,7 @@ from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers import migrations
-from sampledb_operator.reconcilers.backup import ensure_backup
+from sampledb_operator.reconcilers.backup import ensure_backup, pre_work_backup_name
 from sampledb_operator.reconcilers.context import Context
 
 Obj = dict[str, Any]
@@ -80,10 +80,14 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
         retry = db.metadata.annotations.get(up.RETRY_ANNOTATION, "")
         token = up.work_token(current, wanted, retry)
         required = kind is up.Kind.MAJOR or db.spec.upgrade.backup_before_minor
+        migrating = migrations.in_progress(ctx, db)
         phase, message = None, ""
         if required:
-            backup_name, phase = await ensure_backup(ctx, db, reason="pre-upgrade", token=token)
+            backup_name = pre_work_backup_name(db, "pre-upgrade", token)
+            if not migrating:  # no backup while a migration changes the schema
+                backup_name, phase = await ensure_backup(ctx, db, reason="pre-upgrade", token=token)
             cached = ctx.cached("SampleDBBackup", db.metadata.namespace, backup_name) or {}
+            phase = phase or (cached.get("status") or {}).get("phase")
             message = (cached.get("status") or {}).get("message") or ""
         job_name = names.job_name(db.metadata.name, names.JobKind.UPGRADE, token)
         job = ctx.cached("Job", db.metadata.namespace, job_name) if kind is up.Kind.MAJOR else None
@@ -93,15 +97,9 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
             backup_message=message, job_exists=job is not None, job_finished=bool(state and state.finished),
             job_succeeded=bool(state and state.succeeded),
             job_message=f"{state.reason}: {state.message}" if state else "",
-            sts_ready=sts_ready, sts_version=sts_version(sts),
+            sts_ready=sts_ready, sts_version=sts_version(sts), migration_running=migrating,
         )
     dec = up.decide(inp)
-    if kind in (up.Kind.MINOR, up.Kind.MAJOR) and dec.status == "True" and migrations.in_progress(ctx, db):
-        return UpgradeOutcome(d.Running(current or wanted, _container(sts).get("image") or image_for(db.spec),
-                                        data_dir),
-                              Condition(type="Upgrading", status="True", reason="WaitingForMigration",
-                                        message="a schema migration is running; the upgrade starts after it",
-                                        observed_generation=db.metadata.generation), busy=True)
     if dec.start_job:
         await _start_job(ctx, db, job_name, up.data_dir_for(wanted))
     if dec.failed and kind is up.Kind.MAJOR and inp.job_finished and not inp.job_succeeded:

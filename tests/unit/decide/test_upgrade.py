@@ -74,3 +74,10 @@ def test_major_downgrade_is_refused_and_never_attempted() -> None:
 
 def test_retry_annotation_names_a_new_attempt() -> None:
     assert work_token("16.4", "17.2", "") != work_token("16.4", "17.2", "1") != work_token("16.4", "17.2", "2")
+
+
+def test_an_upgrade_waits_for_a_running_migration_before_its_backup() -> None:
+    d = decide(replace(MAJOR, migration_running=True))
+    assert (d.version, d.status, d.reason, d.start_job) == ("16.4", "True", "WaitingForMigration", False)
+    # once its backup or Job exists, the attempt is under way and goes on
+    assert decide(replace(MAJOR, migration_running=True, backup_phase="Running")).reason == "BackingUp"
