@@ -6,13 +6,14 @@ by the operator; models here are the single source of the SampleDBBackup CRD sch
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
-from sampledb_operator.model.names import MAX_NAME_LENGTH
+from sampledb_operator.model.names import BACKUP_NAME_MAX, BACKUP_NAME_RE, MAX_NAME_LENGTH
 from sampledb_operator.model.schema import (
     API_VERSION,
     NAME_MAX,
@@ -113,11 +114,24 @@ class SampleDBBackupStatus(StatusModel):
     )
 
 
+BACKUP_NAME_RULE = Rule(
+    f"self.metadata.name.matches('{BACKUP_NAME_RE}')",
+    f"must be at most {BACKUP_NAME_MAX} characters: the backup's files are named after it, and the backup"
+    " script refuses longer names",
+    field_path=".metadata.name",
+)
+
+
+def backup_name_error(name: str) -> str | None:
+    """Why the CRD refuses this SampleDBBackup name (BACKUP_NAME_RULE's message), or None."""
+    return None if re.fullmatch(BACKUP_NAME_RE, name) else BACKUP_NAME_RULE.message
+
+
 class SampleDBBackup(BaseModel):
     """A whole SampleDBBackup object as read from the API server."""
 
     model_config = ConfigDict(populate_by_name=True, extra="allow")
-    cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    cel_rules: ClassVar[tuple[Rule, ...]] = (BACKUP_NAME_RULE,)
 
     api_version: str = Field(default=API_VERSION, alias="apiVersion")
     kind: str = KIND

@@ -38,6 +38,11 @@ class JobKind(StrEnum):
 
 MAX_NAME_LENGTH = LABEL_LIMIT
 """The longest SampleDB name (a DNS-1035 label: it names the client Service); the CRD enforces it."""
+BACKUP_NAME_MAX = 201
+BACKUP_NAME_RE = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{BACKUP_NAME_MAX - 1}}}$"
+"""The SampleDBBackup names the data-plane scripts accept (`check_name` in dataplane/lib.sh): the
+backup's files are named after it, <name>.dump and, while written, .<name>.globals.sql.tmp-<pid>,
+which must stay within a file name's 255 bytes. The CRD enforces it."""
 STATEFULSET_LIMIT = LABEL_LIMIT - REVISION_HASH_SUFFIX
 
 
@@ -141,6 +146,6 @@ def migration_job_name(db: str, digest: str) -> str:
 
 
 def backup_name(db: str, reason: str, at: datetime) -> str:
-    """A SampleDBBackup's name: `<db>-<reason>-<UTC yyyymmddhhmmss>` (a DNS subdomain, <= 253)."""
+    """A SampleDBBackup's name: `<db>-<reason>-<UTC yyyymmddhhmmss>` (a DNS subdomain, <= BACKUP_NAME_MAX)."""
     utc = at.astimezone(UTC) if at.tzinfo is not None else at
     return f"{db}-{reason}-{utc.strftime('%Y%m%d%H%M%S')}"

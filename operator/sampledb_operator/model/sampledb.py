@@ -33,14 +33,18 @@ from sampledb_operator.model.schema import (
 from sampledb_operator.model.spec_rules import (
     CLASS_IMMUTABLE_RULE,
     CRON_RE,
+    FORBIDDEN_PARAMETERS,
     MAJORS_TEXT,
-    MANAGED_PARAMETERS,
+    MAX_SIZE_RULE,
+    MAX_STORAGE,
     MIN_SIZE_RULE,
     MIN_STORAGE,
     PARAMETER_NAME_RE,
+    REQUEST_WITHIN_LIMIT_RULE,
     SUPPORTED_MAJORS,
     VERSION_RE,
     CronSchedule,
+    Image,
     Parameters,
     ResourceList,
     Version,
@@ -51,8 +55,8 @@ KIND = "SampleDB"
 DEFAULT_IMAGE_REPOSITORY = "postgres"
 
 __all__ = [  # re-exported from spec_rules: the spec's constants live with the spec
-    "CRON_RE", "DEFAULT_IMAGE_REPOSITORY", "KIND", "MANAGED_PARAMETERS", "MIN_STORAGE", "PARAMETER_NAME_RE",
-    "SUPPORTED_MAJORS", "VERSION_RE",
+    "CRON_RE", "DEFAULT_IMAGE_REPOSITORY", "FORBIDDEN_PARAMETERS", "KIND", "MAX_STORAGE", "MIN_STORAGE",
+    "PARAMETER_NAME_RE", "SUPPORTED_MAJORS", "VERSION_RE",
     "AppliedMigration", "BackupRecord", "BackupSpec", "BackupStorageSpec", "DeletionPolicy", "InitSpec",
     "MigrationsSpec", "Phase", "Problem", "ResourceRequirements", "RestoreSpec", "SampleDB", "SampleDBSpec",
     "SampleDBStatus", "StorageSpec", "UpgradeSpec", "image_for", "major_of",
@@ -88,9 +92,9 @@ class StorageSpec(SpecModel):
 
     cel_rules = (CLASS_IMMUTABLE_RULE,)
 
-    size: Annotated[Quantity, MIN_SIZE_RULE, grow_only("storage size")] = Field(
-        description="Size of the data volume, e.g. 10Gi. It can be increased later (when the storage"
-        " class allows volume expansion) but never reduced."
+    size: Annotated[Quantity, MIN_SIZE_RULE, MAX_SIZE_RULE, grow_only("storage size")] = Field(
+        description=f"Size of the data volume, e.g. 10Gi, from {MIN_STORAGE} to {MAX_STORAGE}. It can be"
+        " increased later (when the storage class allows volume expansion) but never reduced."
     )
     storage_class_name: SubdomainName | None = Field(
         default=None,
@@ -101,6 +105,8 @@ class StorageSpec(SpecModel):
 
 class ResourceRequirements(SpecModel):
     """Compute resources of the database container."""
+
+    cel_rules = (REQUEST_WITHIN_LIMIT_RULE,)
 
     requests: ResourceList | None = Field(
         default=None, description="Minimum resources, e.g. {cpu: 250m, memory: 512Mi}."
@@ -133,8 +139,10 @@ class BackupStorageSpec(SpecModel):
 
     cel_rules = (CLASS_IMMUTABLE_RULE,)
 
-    size: Annotated[Quantity, MIN_SIZE_RULE, grow_only("backup storage size")] | None = Field(
-        default=None, description="Size of the backup volume; the data volume's size when omitted."
+    size: Annotated[Quantity, MIN_SIZE_RULE, MAX_SIZE_RULE, grow_only("backup storage size")] | None = Field(
+        default=None,
+        description=f"Size of the backup volume, from {MIN_STORAGE} to {MAX_STORAGE}; the data volume's"
+        " size when omitted.",
     )
     storage_class_name: SubdomainName | None = Field(
         default=None,
@@ -204,9 +212,10 @@ class SampleDBSpec(SpecModel):
         description=f'PostgreSQL version as MAJOR.MINOR, e.g. "16.4" (supported majors: {MAJORS_TEXT}).'
         " Raising it upgrades the database; a major-version downgrade is rejected."
     )
-    image: str | None = Field(
-        default=None, min_length=1, max_length=512, pattern=r"^\S+$",
-        description='Container image; "postgres:<version>" when omitted. It must run the given version.',
+    image: Image | None = Field(
+        default=None,
+        description='Container image, with a tag or a digest; "postgres:<version>" when omitted. It must run'
+        " the given version.",
     )
     storage: StorageSpec = Field(description="The data volume.")
     resources: ResourceRequirements | None = Field(

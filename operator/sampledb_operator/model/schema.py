@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from sampledb_operator.model.quantity import QUANTITY_RE
+from sampledb_operator.model.quantity import BOUNDED_QUANTITY_RE, QUANTITY_RE
 
 GROUP = "sampledb.io"
 VERSION = "v1alpha1"
@@ -55,6 +55,11 @@ class Rule:
         if self.field_path is not None:
             out["fieldPath"] = self.field_path
         return out
+
+
+def cel_string(text: str) -> str:
+    """`text` as a CEL string literal (for a regex with backslashes: CEL unescapes them once)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +123,21 @@ def _check_quantity(value: int | str) -> int | str:
     return value
 
 
-QUANTITY_RULE = Rule("isQuantity(string(self))", "must be a Kubernetes quantity such as 10Gi, 512Mi or 500m")
+def cel_quantity(expr: str) -> str:
+    """CEL that is true when `expr` (a quantity field) is a quantity the CRD admits.
+
+    The bounded-format match comes first and CEL's `&&` stops at it: isQuantity() and quantity()
+    take time in proportion to the exponent ("1e-2147483648" keeps the API server busy for minutes).
+    Every rule that calls quantity() is guarded by this.
+    """
+    return f"string({expr}).matches('{BOUNDED_QUANTITY_RE}') && isQuantity(string({expr}))"
+
+
+QUANTITY_RULE = Rule(
+    cel_quantity("self"),
+    "must be a Kubernetes quantity such as 10Gi, 512Mi or 500m (a decimal exponent, as in 5e3, has at"
+    " most two digits)",
+)
 
 
 Quantity = Annotated[

@@ -1,8 +1,11 @@
-"""What the SampleDB schema cannot check, checked by the operator: `validate_spec`.
+"""What the operator checks in a spec itself: `validate_spec` (and `validate_backup`).
 
-Pure: no I/O. Each problem has a CamelCase reason and a message for the SpecValid condition; the
-API server's CEL rules already reject most bad input at admission, this catches the rest (and old
-objects that ratcheting let through).
+Pure: no I/O. Each problem has a CamelCase reason and a message for the SpecValid condition. The
+API server's CEL rules reject most bad input at admission; this catches what CEL cannot express
+(a cron field out of range, an image tag naming another major) and applies again, through the
+rules' Python twins in model/spec_rules.py, the rules that protect the pod and the data plane, for
+objects stored before a rule existed (the API server keeps them, and ratcheting lets their
+unchanged fields through on update).
 """
 
 from __future__ import annotations
@@ -11,9 +14,20 @@ import re
 
 from croniter import croniter
 
+from sampledb_operator.model.backup import SampleDBBackup, backup_name_error
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import Problem, SampleDBSpec, major_of
-from sampledb_operator.model.spec_rules import MAJORS_TEXT, SUPPORTED_MAJORS, VERSION_RE
+from sampledb_operator.model.spec_rules import (
+    MAJORS_TEXT,
+    REQUEST_WITHIN_LIMIT_RULE,
+    SUPPORTED_MAJORS,
+    VERSION_RE,
+    image_error,
+    parameter_error,
+    resource_name_error,
+    resource_quantity_error,
+    storage_size_error,
+)
 
 _POSTGRES_REPOSITORIES = ("postgres", "postgresql")
 _TAG_MAJOR = re.compile(r"^(\d+)(?:[.\-_].*)?$")
@@ -35,9 +49,18 @@ def validate_spec(spec: SampleDBSpec) -> list[Problem]:
     """Problems the CRD schema cannot catch (or may have let through by ratcheting old objects)."""
     problems: list[Problem] = []
     problems += _check_version(spec)
+    problems += _check_image(spec)
+    problems += _check_storage(spec)
     problems += _check_schedule(spec)
     problems += _check_resources(spec)
+    problems += _check_parameters(spec)
     return problems
+
+
+def validate_backup(backup: SampleDBBackup) -> list[Problem]:
+    """Problems of a SampleDBBackup the schema refuses today but may have accepted before."""
+    error = backup_name_error(backup.metadata.name)
+    return [Problem("InvalidName", f"name {backup.metadata.name!r}: {error}", "metadata.name")] if error else []
 
 
 def _check_version(spec: SampleDBSpec) -> list[Problem]:
@@ -49,7 +72,7 @@ def _check_version(spec: SampleDBSpec) -> list[Problem]:
             "UnsupportedVersion",
             f"PostgreSQL {major} is not supported; supported majors: {MAJORS_TEXT}", "spec.version",
         )]
-    image_major = _image_major(spec.image) if spec.image else None
+    image_major = _image_major(spec.image) if spec.image and image_error(spec.image) is None else None
     if image_major is not None and image_major != major:
         return [Problem(
             "ImageVersionMismatch",
@@ -57,6 +80,29 @@ def _check_version(spec: SampleDBSpec) -> list[Problem]:
             "spec.image",
         )]
     return []
+
+
+def _check_image(spec: SampleDBSpec) -> list[Problem]:
+    error = image_error(spec.image) if spec.image is not None else None
+    return [Problem("InvalidImage", f"image {spec.image!r}: {error}", "spec.image")] if error else []
+
+
+def _check_storage(spec: SampleDBSpec) -> list[Problem]:
+    problems = []
+    for field, size in (("storage.size", spec.storage.size), ("backup.storage.size", spec.backup.storage.size)):
+        error = storage_size_error(size) if size is not None else None
+        if error:
+            problems.append(Problem("InvalidStorageSize", f"{field} {size!r}: {error}", f"spec.{field}"))
+    return problems
+
+
+def _check_parameters(spec: SampleDBSpec) -> list[Problem]:
+    problems = []
+    for name, value in sorted((spec.parameters or {}).items()):
+        error = parameter_error(name, value)
+        if error:
+            problems.append(Problem("InvalidParameter", f"parameter {name!r}: {error}", f"spec.parameters.{name}"))
+    return problems
 
 
 def _check_schedule(spec: SampleDBSpec) -> list[Problem]:
@@ -71,15 +117,25 @@ def _check_schedule(spec: SampleDBSpec) -> list[Problem]:
 
 
 def _check_resources(spec: SampleDBSpec) -> list[Problem]:
-    if spec.resources is None or not spec.resources.requests or not spec.resources.limits:
+    if spec.resources is None:
         return []
     problems = []
+    for kind, quantities in (("requests", spec.resources.requests), ("limits", spec.resources.limits)):
+        for name, value in sorted((quantities or {}).items()):
+            error = resource_name_error(name) or resource_quantity_error(value)
+            if error:
+                problems.append(Problem(
+                    "InvalidResources", f"resources.{kind}.{name} ({value}): {error}", f"spec.resources.{kind}.{name}",
+                ))
+    if problems or not spec.resources.requests or not spec.resources.limits:
+        return problems
     for name, limit in sorted(spec.resources.limits.items()):
         request = spec.resources.requests.get(name)
         if request is not None and parse_quantity(request) > parse_quantity(limit):
             problems.append(Problem(
                 "InvalidResources",
-                f"resources.requests.{name} ({request}) exceeds resources.limits.{name} ({limit})",
+                f"resources.requests.{name} ({request}) exceeds resources.limits.{name} ({limit}):"
+                f" {REQUEST_WITHIN_LIMIT_RULE.message}",
                 f"spec.resources.requests.{name}",
             ))
     return problems

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sampledb_operator.model.sampledb import (
-    MANAGED_PARAMETERS,
+    FORBIDDEN_PARAMETERS,
     PARAMETER_NAME_RE,
     SUPPORTED_MAJORS,
     BackupSpec,
@@ -54,7 +54,7 @@ memory = st.one_of(
 resource_lists = st.fixed_dictionaries({}, optional={"cpu": cpu, "memory": memory})
 
 parameter_names = st.from_regex(PARAMETER_NAME_RE, fullmatch=True).filter(
-    lambda k: len(k) <= 40 and k not in MANAGED_PARAMETERS
+    lambda k: len(k) <= 40 and k not in FORBIDDEN_PARAMETERS
 )
 parameter_values = st.text(
     alphabet=st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="\n\r"), max_size=40

@@ -256,7 +256,7 @@ def test_request_equal_to_limit_is_fine() -> None:
         ("postgres:16.4-bookworm", None),
         ("postgres:16@sha256:" + "0" * 64, None),
         ("timescale/timescaledb:2.14.2-pg16", None),
-        ("registry:5000/postgres", None),
+        ("registry:5000/postgres@sha256:" + "0" * 64, None),  # the port is not a tag
         ("postgres:latest", None),
     ],
 )
