@@ -3,7 +3,8 @@
 Level-based: a finished backup (Succeeded or Failed) is never touched again. A pending one gets
 its Job once the database is Ready (the Job's name is derived from the backup's, so a restart
 never starts a second one); a running one reflects its Job. The Job's script writes a JSON
-result line to the pod's termination message; size and checksum come from there.
+result line to the pod's termination message; size and checksum come from there. A backup whose name
+the backup script would refuse (stored before the CRD refused it) fails at once, without a Job.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sampledb_operator.model.conditions import is_true
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
+from sampledb_operator.model.validation import validate_backup
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import backup_files
@@ -51,6 +53,10 @@ class BackupReconciler:
         if backup.metadata.deletion_timestamp is not None:
             return await backup_files.finalize(self.ctx, backup)
         if backup.status.phase in FINAL:
+            return None
+        problems = validate_backup(backup)  # stored before the CRD refused it: the script would refuse it too
+        if problems:
+            await self._failed(backup, "; ".join(p.message for p in problems))
             return None
         ns = backup.metadata.namespace or ""
         db_obj = self.ctx.cached("SampleDB", ns, backup.spec.database)
@@ -162,7 +168,8 @@ def backups_of(ctx: Context, db_obj: Obj) -> list[ObjectRef]:
 
 def pre_work_backup_name(db: SampleDB, reason: str, token: str) -> str:
     """The name of the backup taken before the work `token` (see ensure_backup)."""
-    return names.fit(db.metadata.name, f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}", 253)
+    suffix = f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}"
+    return names.fit(db.metadata.name, suffix, names.BACKUP_NAME_MAX)
 
 
 async def ensure_backup(ctx: Context, db: SampleDB, *, reason: str, token: str) -> tuple[str, str | None]:
