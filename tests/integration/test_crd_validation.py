@@ -7,11 +7,11 @@ defaulting, schema and CEL validation exactly like a real create, and nothing is
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,18 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from tests.support.kube import kubectl, kubectl_json, wait_until
+from tests.unit.model.hostile_input import (
+    ACCEPTED_BACKUP_NAMES,
+    ACCEPTED_SAMPLEDBS,
+    BACKUP_NAME_MESSAGE,
+    DELETE,
+    HOSTILE_BACKUP_NAMES,
+    HOSTILE_SAMPLEDBS,
+    VALID,
+    VALID_BACKUP,
+    Case,
+    variant,
+)
 from tests.unit.model.sampledb_strategies import specs
 
 from sampledb_operator.model.backup import SampleDBBackup
@@ -28,35 +40,7 @@ from sampledb_operator.model.schema import dump
 pytestmark = pytest.mark.cluster
 
 SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
-DELETE = object()
-VALID: dict[str, Any] = {
-    "apiVersion": "sampledb.io/v1alpha1",
-    "kind": "SampleDB",
-    "metadata": {"name": "db"},
-    "spec": {"version": "16.4", "storage": {"size": "1Gi"}},
-}
-VALID_BACKUP: dict[str, Any] = {
-    "apiVersion": "sampledb.io/v1alpha1",
-    "kind": "SampleDBBackup",
-    "metadata": {"name": "db-manual-1"},
-    "spec": {"database": "db"},
-}
 KEY = {"name": "init-sql", "key": "init.sql"}
-
-
-def variant(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of base with dotted paths set (or removed, for DELETE)."""
-    out = copy.deepcopy(base)
-    for path, value in changes.items():
-        *parents, leaf = path.split(".")
-        node = out
-        for key in parents:
-            node = node.setdefault(key, {})
-        if value is DELETE:
-            node.pop(leaf, None)
-        else:
-            node[leaf] = value
-    return out
 
 
 def create(obj: dict[str, Any], namespace: str, *, dry_run: bool = False) -> Any:
@@ -108,8 +92,7 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
      "spec.init.configMapKeyRef.key: Required value"),
     ("init-configmap-name-invalid", {"spec.init": {"secretKeyRef": {"name": "Init SQL", "key": "a"}}},
      "spec.init.secretKeyRef.name: Invalid value"),
-    ("parameters-managed", {"spec.parameters": {"port": "5433"}},
-     "these parameters are managed by the operator and cannot be set"),
+    ("parameters-managed", {"spec.parameters": {"port": "5433"}}, "these parameters cannot be set"),
     ("parameters-bad-name", {"spec.parameters": {"Shared Buffers": "1GB"}},
      "parameter names must be lowercase postgresql.conf settings"),
     ("parameters-multiline", {"spec.parameters": {"work_mem": "4MB\nfsync = off"}},
@@ -117,7 +100,7 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
     ("parameters-unquoted-number", {"spec.parameters": {"max_connections": 200}},
      "spec.parameters.max_connections: Invalid value: \"integer\""),
     ("resources-unknown-name", {"spec.resources": {"requests": {"gpu": "1"}}},
-     "resource names must be cpu, memory, ephemeral-storage or hugepages-<size>"),
+     "resource names must be cpu, memory, ephemeral-storage or hugepages-<page size>"),
     ("resources-bad-quantity", {"spec.resources": {"limits": {"memory": "lots"}}},
      "spec.resources.limits[memory]: Invalid value: \"lots\": must be a Kubernetes quantity"),
     ("image-with-space", {"spec.image": "postgres 16"}, "spec.image: Invalid value: \"postgres 16\""),
@@ -161,6 +144,49 @@ def test_invalid_backup_is_rejected_with_a_clear_message(
     proc = create(variant(VALID_BACKUP, changes), "default", dry_run=True)
     assert proc.returncode != 0, f"accepted: {proc.stdout}"
     assert message in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------------------------ hostile input (issue #12)
+# The same table as tests/unit/model/test_refused_input.py, which checks validate_spec's side.
+
+
+@pytest.mark.parametrize("case", HOSTILE_SAMPLEDBS, ids=[c.id for c in HOSTILE_SAMPLEDBS])
+def test_hostile_sampledb_is_refused_at_admission(kubeconfig: str, case: Case) -> None:
+    proc = create(variant(VALID, case.changes), "default", dry_run=True)
+    assert proc.returncode != 0, f"accepted: {proc.stdout}"
+    assert case.message in proc.stderr, proc.stderr
+    assert case.field in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("changes", [c[1] for c in ACCEPTED_SAMPLEDBS], ids=[c[0] for c in ACCEPTED_SAMPLEDBS])
+def test_boundary_sampledb_is_accepted(kubeconfig: str, changes: dict[str, Any]) -> None:
+    proc = create(variant(VALID, changes), "default", dry_run=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for _, n in HOSTILE_BACKUP_NAMES], ids=[i for i, _ in HOSTILE_BACKUP_NAMES])
+def test_backup_name_the_backup_script_refuses_is_refused_at_admission(kubeconfig: str, name: str) -> None:
+    proc = create(variant(VALID_BACKUP, {"metadata.name": name}), "default", dry_run=True)
+    assert proc.returncode != 0, f"accepted: {proc.stdout}"
+    assert "metadata.name: Invalid value" in proc.stderr and BACKUP_NAME_MESSAGE in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for _, n in ACCEPTED_BACKUP_NAMES], ids=[i for i, _ in ACCEPTED_BACKUP_NAMES])
+def test_backup_name_the_backup_script_accepts_is_accepted(kubeconfig: str, name: str) -> None:
+    proc = create(variant(VALID_BACKUP, {"metadata.name": name}), "default", dry_run=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("where", ["spec.storage.size", "spec.resources"])
+def test_a_quantity_with_a_huge_exponent_is_refused_at_once(kubeconfig: str, where: str) -> None:
+    """Without the format check first, isQuantity()/quantity() on "1e-2147483648" kept the API server
+    busy for minutes (after the request itself had timed out)."""
+    value = "1e-2147483648"
+    changes = {where: value} if where == "spec.storage.size" else {where: {"requests": {"memory": value}}}
+    start = time.monotonic()
+    proc = create(variant(VALID, changes), "default", dry_run=True)
+    assert proc.returncode != 0 and "decimal exponent" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 5
 
 
 def test_real_create_rejects_like_the_dry_run(namespace: str) -> None:
