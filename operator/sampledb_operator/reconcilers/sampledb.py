@@ -173,6 +173,9 @@ class SampleDBReconciler:
                     degraded.append(Problem("StorageExpansionFailed", f"PVC {name}: {exc.message}",
                                             "spec.storage.size"))
                     continue
+                if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
+                    degraded.append(Problem("ChildRejected", f"{kind} {name} refused: {exc.message}", "spec"))
+                    continue
                 raise
             created = have is None
             log.info("applied child", kind=kind, child=name, reason=action.reason)
