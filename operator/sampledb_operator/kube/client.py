@@ -221,25 +221,47 @@ class KubeClient:
 
 
 class _Lines:
-    """Async iterator over the non-empty lines of a streaming body; errors mapped to kube.errors."""
+    """Async iterator over the non-empty lines of a streaming body; errors mapped to kube.errors.
+
+    Lines are split here from StreamReader.readany(), which every supported aiohttp has unchanged
+    (readline's keywords and limits differ between versions); a line longer than MAX_LINE_BYTES
+    is a KubeTransportError, a last line without a newline is yielded as it is.
+    """
 
     def __init__(self, content: aiohttp.StreamReader, path: str) -> None:
         self._content = content
         self._path = path
+        self._buffer = bytearray()
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> bytes:
         while True:
-            try:
-                line = await self._content.readline(max_line_length=MAX_LINE_BYTES)
-            except _TRANSPORT_ERRORS as exc:
-                raise _transport_error("GET", self._path, exc) from exc
+            line = await self._line()
             if not line:
                 raise StopAsyncIteration
             if line.strip():
                 return line
+
+    async def _line(self) -> bytes:
+        """The next line with its newline; b"" at the end of the body."""
+        searched = 0
+        while (end := self._buffer.find(b"\n", searched)) < 0 and len(self._buffer) <= MAX_LINE_BYTES:
+            searched = len(self._buffer)
+            try:
+                chunk = await self._content.readany()
+            except _TRANSPORT_ERRORS as exc:
+                raise _transport_error("GET", self._path, exc) from exc
+            if not chunk:  # end of the body
+                end = len(self._buffer) - 1
+                break
+            self._buffer += chunk
+        if (end < 0 and self._buffer) or end >= MAX_LINE_BYTES:
+            raise KubeTransportError(f"GET {self._path}: a line is longer than {MAX_LINE_BYTES} bytes")
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        return line
 
 
 def api_error(status: int, payload: bytes, retry_after_header: str | None) -> ApiError:

@@ -10,10 +10,12 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from tests.support.apiserver import json_line, respond, status_body, stream_lines
 
+from sampledb_operator.kube import client as client_module
 from sampledb_operator.kube import errors
 from sampledb_operator.kube.client import KubeClient, ReadTimeout, api_error, parse_retry_after
 from sampledb_operator.kube.credentials import TokenFile
@@ -189,6 +191,51 @@ async def test_stream_that_goes_silent_raises_read_timeout(serve: Serve, release
     received = []
     with pytest.raises(ReadTimeout):
         async with client.stream("/w", connect_timeout=2, read_timeout=0.5) as got:
+            async for line in got:
+                received.append(line)
+    assert received == [json_line({"n": 1})]
+
+
+async def _old_readline(self: aiohttp.StreamReader) -> bytes:
+    """StreamReader.readline as aiohttp before 3.13.4 has it: no max_line_length keyword."""
+    return await self.readuntil()
+
+
+@pytest.mark.parametrize("readline", ["installed", "before-3.13.4"])
+async def test_stream_reads_long_lines_sent_in_pieces_on_every_aiohttp(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, readline: str
+) -> None:
+    if readline == "before-3.13.4":
+        monkeypatch.setattr(aiohttp.StreamReader, "readline", _old_readline)
+    long = json_line({"data": "x" * (5 * 2**20)})  # longer than aiohttp's own line limit (2 x read_bufsize)
+    lines = [json_line({"n": 1}), long, json_line({"n": 2}) + json_line({"n": 3}), b'{"n": 4}']
+    data = b"".join(lines)
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        return await stream_lines(request, [data[i:i + 65_536] for i in range(0, len(data), 65_536)])
+
+    app = web.Application()
+    app.router.add_get("/w", watch)
+    client = await serve(app)
+    async with client.stream("/w", connect_timeout=2, read_timeout=5) as got:
+        received = [line async for line in got]
+    assert received == [json_line({"n": 1}), long, json_line({"n": 2}), json_line({"n": 3}), b'{"n": 4}']
+
+
+async def test_stream_line_longer_than_the_limit_is_a_transport_error(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "MAX_LINE_BYTES", 2**20)
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        return await stream_lines(request, [json_line({"n": 1}), b"x" * 2**19] + [b"x" * 2**19] * 3 + [b"\n"])
+
+    app = web.Application()
+    app.router.add_get("/w", watch)
+    client = await serve(app)
+    received = []
+    with pytest.raises(errors.KubeTransportError, match="1048576"):
+        async with client.stream("/w", connect_timeout=2, read_timeout=5) as got:
             async for line in got:
                 received.append(line)
     assert received == [json_line({"n": 1})]
