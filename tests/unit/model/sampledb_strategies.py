@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import (
     FORBIDDEN_PARAMETERS,
     PARAMETER_NAME_RE,
@@ -53,6 +54,17 @@ memory = st.one_of(
 )
 resource_lists = st.fixed_dictionaries({}, optional={"cpu": cpu, "memory": memory})
 
+
+def _within_limits(requests: dict[str, Any] | None, limits: dict[str, Any] | None) -> ResourceRequirements:
+    """Requests and limits as the CRD accepts them: a request above its limit becomes the limit."""
+    if requests and limits:
+        requests = {k: limits[k] if k in limits and parse_quantity(v) > parse_quantity(limits[k]) else v
+                    for k, v in requests.items()}
+    return ResourceRequirements(requests=requests, limits=limits)
+
+
+resource_requirements = st.builds(_within_limits, _maybe(resource_lists), _maybe(resource_lists))
+
 parameter_names = st.from_regex(PARAMETER_NAME_RE, fullmatch=True).filter(
     lambda k: len(k) <= 40 and k not in FORBIDDEN_PARAMETERS
 )
@@ -78,9 +90,7 @@ specs = _model(
     version=versions,
     image=_maybe(st.builds(lambda v: f"registry.example.com/db/postgres:{v}", versions)),
     storage=_model(StorageSpec, size=storage_sizes, storage_class_name=_maybe(subdomains)),
-    resources=_maybe(
-        _model(ResourceRequirements, requests=_maybe(resource_lists), limits=_maybe(resource_lists))
-    ),
+    resources=_maybe(resource_requirements),
     parameters=_maybe(st.dictionaries(parameter_names, parameter_values, max_size=6)),
     init=_maybe(inits),
     backup=_model(

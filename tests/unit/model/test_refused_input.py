@@ -29,6 +29,7 @@ from tests.unit.model.hostile_input import (
     Case,
     variant,
 )
+from tests.unit.model.sampledb_strategies import specs
 
 from sampledb_operator.model import crd, names
 from sampledb_operator.model.backup import SampleDBBackup
@@ -101,6 +102,15 @@ def test_forbidden_parameters_are_rejected_by_the_crd_rule() -> None:
 @given(st.text(alphabet=st.characters(categories=("Cc",)), min_size=1, max_size=3), st.text(max_size=10))
 def test_any_control_character_in_a_value_is_refused(controls: str, text: str) -> None:
     assert parameter_error("application_name", text + controls + text) is not None
+
+
+TWIN_REASONS = {"InvalidStorageSize", "InvalidParameter", "InvalidImage", "InvalidResources"}
+
+
+@given(specs)
+def test_no_twin_rule_fires_on_a_spec_the_crd_accepts(spec: SampleDBSpec) -> None:
+    """`specs` generates what the CRD accepts (checked against the API server in the integration tests)."""
+    assert {p.reason for p in validate_spec(spec)}.isdisjoint(TWIN_REASONS)
 
 
 # ------------------------------------------------------------------------------------ storage sizes
