@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine, idempotently, and fast when warm:
 #   - Debian packages: PostgreSQL server (data-plane tests), Prometheus + promtool (metrics tests),
-#     openssl and curl (local control plane); apt-get update runs only when something is missing.
+#     openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
+#     the CNI plugins, iptables/nftables and conntrack, and what builds its images offline
+#     (mmdebstrap, buildah, busybox-static). apt-get update runs only when something is missing.
 #   - the Python virtualenv .venv with the package and its dev dependencies (re-installed only when
 #     pyproject.toml changes).
 # The local control plane's Go binaries are built on first use by hack/build-testcluster.sh.
@@ -15,6 +17,16 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v promtool >/dev/null || need+=(prometheus)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+if [[ $(id -u) == 0 && ${SAMPLEDB_REAL_NODE:-1} != 0 ]]; then
+  command -v runc >/dev/null || need+=(runc)
+  [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null || need+=(iptables)
+  command -v nft >/dev/null || need+=(nftables)
+  command -v conntrack >/dev/null || need+=(conntrack)
+  command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+  command -v buildah >/dev/null || need+=(buildah)
+  dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+fi
 if ((${#need[@]})); then
   echo "bootstrap: installing Debian packages: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

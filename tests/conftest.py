@@ -15,23 +15,14 @@ from pathlib import Path
 import pytest
 from tests.support import kube
 from tests.support.cluster import (
-    CRD_DIR,
     Cluster,
     external_cluster,
+    install_crds,
     local_cluster_running,
+    local_state_dir,
     start_local_cluster,
     stop_local_cluster,
 )
-
-
-def _install_crds() -> None:
-    files = sorted(Path(CRD_DIR).glob("*.yaml"))
-    if not files:
-        return
-    for f in files:
-        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
-    for f in files:
-        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(f))
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +37,7 @@ def cluster() -> Iterator[Cluster]:
         c = start_local_cluster()
         started_here = not was_running and os.environ.get("SAMPLEDB_KEEP_CLUSTER") != "1"
     kube.configure(c.kubeconfig, c.kubectl)
-    _install_crds()
+    install_crds()
     try:
         yield c
     finally:
@@ -60,16 +51,40 @@ def kubeconfig(cluster: Cluster) -> str:
     return cluster.kubeconfig
 
 
-@pytest.fixture
-def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace for one test, deleted (without waiting) afterwards."""
+def _test_namespace(request: pytest.FixtureRequest, *, kwok: bool) -> Iterator[str]:
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"t-{base}-{secrets.token_hex(3)}"
-    kube.kubectl("create", "namespace", name)
-    kube.kubectl("label", "namespace", name, "sampledb.io/test=true")
+    kube.create_namespace(name, kwok=kwok)
     try:
         yield name
     finally:
         kube.release_finalizers(name)
         kube.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test whose pods go to kwok's fake nodes (nothing runs), deleted
+    (without waiting) afterwards."""
+    yield from _test_namespace(request, kwok=True)
+
+
+@pytest.fixture
+def real_namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace whose pods run for real (the local cluster's real node, or the nodes of
+    $KUBECONFIG's cluster), deleted (without waiting) afterwards."""
+    yield from _test_namespace(request, kwok=False)
+
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `local_only` check the local cluster's own host (hack/cluster, hack/real-node);
+    against $KUBECONFIG's cluster they do not apply and are deselected (reported, never skipped)."""
+    ext = os.environ.get("KUBECONFIG")
+    if not ext or Path(ext).resolve() == (local_state_dir() / "kubeconfig").resolve():
+        return
+    keep = [i for i in items if i.get_closest_marker("local_only") is None]
+    dropped = [i for i in items if i.get_closest_marker("local_only") is not None]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

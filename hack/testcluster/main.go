@@ -6,6 +6,9 @@
 //	testcluster kube-apiserver [flags]
 //	testcluster kube-controller-manager [flags]
 //	testcluster kube-scheduler [flags]
+//	testcluster kubelet [flags]
+//	testcluster kube-proxy [flags]
+//	testcluster hostpath-provisioner --kubeconfig FILE --root DIR
 //	testcluster kubectl [args]
 //	testcluster version
 //
@@ -14,6 +17,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	_ "time/tzdata" // time zones for CronJob, as upstream's kube-apiserver and kube-controller-manager link
@@ -27,11 +31,13 @@ import (
 	"k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testcluster etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|version [args]")
+	fmt.Fprintln(os.Stderr, "usage: testcluster etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|hostpath-provisioner|kubectl|version [args]")
 	os.Exit(2)
 }
 
@@ -51,6 +57,12 @@ func main() {
 		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
 	case "kube-scheduler":
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kubelet":
+		os.Exit(cli.Run(kubelet.NewKubeletCommand(context.Background())))
+	case "kube-proxy":
+		os.Exit(cli.Run(proxy.NewProxyCommand()))
+	case "hostpath-provisioner":
+		os.Exit(runProvisioner(os.Args[1:]))
 	case "kubectl":
 		command := cmd.NewDefaultKubectlCommand()
 		if err := cli.RunNoErrOutput(command); err != nil {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from tests.e2e.conftest import apply, condition, sampledb, wait_ready
-from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+from tests.support.kube import create_namespace, get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -173,7 +173,7 @@ def test_operator_killed_mid_deletion_resumes_without_a_second_snapshot_job(kube
 
 def test_deleting_the_namespace_completes(kubeconfig: str, cluster: object) -> None:
     ns = "t-nsdel-" + __import__("secrets").token_hex(3)
-    kubectl("create", "namespace", ns)
+    create_namespace(ns)
     apply(sampledb("doomed", ns))
     with OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect"):
         wait_ready("doomed", ns)

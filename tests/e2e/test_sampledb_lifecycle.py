@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
-from tests.support.kube import get_or_none, kubectl, kubectl_json, release_finalizers, wait_until
+from tests.support.kube import create_namespace, get_or_none, kubectl, kubectl_json, release_finalizers, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -166,7 +166,7 @@ def test_deleted_service_and_hand_edited_statefulset_are_restored(namespace: str
 
 def test_same_name_in_two_namespaces_does_not_clash(kubeconfig: str, namespace: str) -> None:
     other = f"{namespace[:50]}-b"
-    kubectl("create", "namespace", other)
+    create_namespace(other)
     try:
         apply([sampledb("twin", namespace), sampledb("twin", other, version="15.8")])
         with OperatorProcess(kubeconfig, "--namespaces", f"{namespace},{other}", "--no-leader-elect"):

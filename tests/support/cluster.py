@@ -74,6 +74,17 @@ def restart_local_component(component: str) -> None:
         raise RuntimeError(f"hack/cluster restart {component} failed:\n{out.stderr[-4000:]}")
 
 
+def install_crds() -> None:
+    """Apply the project's CRDs (server-side) and wait until the API server serves them."""
+    from tests.support import kube
+
+    files = sorted(CRD_DIR.glob("*.yaml"))
+    for f in files:
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+    for f in files:
+        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(f))
+
+
 def external_cluster() -> Cluster | None:
     """The cluster $KUBECONFIG names, if set: the user's own, or hack/cluster's when hack/test.sh
     started it for a parallel run (then it counts as local: tests may restart its components)."""

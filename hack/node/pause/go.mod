@@ -1,0 +1,3 @@
+module github.com/sampledb/sampledb-operator/hack/node/pause
+
+go 1.26.0

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The host-path provisioner provisions PersistentVolumes as directories under one root on this
+// machine, as the local-path provisioners of kind and k3s do.
+//
+// Unlike kube-controller-manager's built-in host-path provisioner (directories 0750 under /tmp,
+// left behind when the cluster stops), each volume is a directory of mode 0777 under the cluster's
+// own state folder: a non-root database (PostgreSQL as uid 999) can write it, and `hack/cluster
+// down` removes every volume with the cluster. A Released volume whose reclaim policy is Delete
+// loses its directory and its PV. The capacity is recorded, not enforced (a host path has no quota).
+//
+// It follows the external-provisioner protocol: the PV controller marks a claim of a class whose
+// provisioner is ours with volume.kubernetes.io/storage-provisioner; we create a PV named
+// pvc-<claim uid> pre-bound to the claim (so a retry finds it), and the PV controller binds them.
+const (
+	provisionedByAnnotation = "pv.kubernetes.io/provisioned-by"
+	provisionerAnnotation   = "volume.kubernetes.io/storage-provisioner"
+	defaultClassAnnotation  = "storageclass.kubernetes.io/is-default-class"
+)
+
+type hostPathProvisioner struct {
+	name    string
+	root    string
+	client  kubernetes.Interface
+	pvcs    cache.Indexer
+	pvs     cache.Indexer
+	classes cache.Indexer
+	queue   workqueue.TypedRateLimitingInterface[string]
+}
+
+func (p *hostPathProvisioner) className(pvc *v1.PersistentVolumeClaim) string {
+	if pvc.Spec.StorageClassName != nil {
+		return *pvc.Spec.StorageClassName
+	}
+	for _, obj := range p.classes.List() {
+		if sc := obj.(*storagev1.StorageClass); sc.Annotations[defaultClassAnnotation] == "true" {
+			return sc.Name
+		}
+	}
+	return ""
+}
+
+// provision makes the directory and the PV of one pending claim; idempotent.
+func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
+	obj, exists, err := p.pvcs.GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	pvc := obj.(*v1.PersistentVolumeClaim)
+	if pvc.Spec.VolumeName != "" || pvc.Status.Phase != v1.ClaimPending || pvc.DeletionTimestamp != nil {
+		return nil
+	}
+	classObj, exists, err := p.classes.GetByKey(p.className(pvc))
+	if err != nil || !exists {
+		return err
+	}
+	sc := classObj.(*storagev1.StorageClass)
+	if sc.Provisioner != p.name {
+		return nil
+	}
+	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return nil // block volumes are not offered: the claim stays Pending
+	}
+	pvName := "pvc-" + string(pvc.UID)
+	if _, exists, _ := p.pvs.GetByKey(pvName); exists {
+		return nil
+	}
+	dir := filepath.Join(p.root, fmt.Sprintf("%s_%s_%s", pvc.Namespace, pvc.Name, pvName))
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { // MkdirAll's mode is filtered by the umask
+		return err
+	}
+	reclaim := v1.PersistentVolumeReclaimDelete
+	if sc.ReclaimPolicy != nil {
+		reclaim = *sc.ReclaimPolicy
+	}
+	dirType := v1.HostPathDirectory
+	pv := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        pvName,
+			Annotations: map[string]string{provisionedByAnnotation: p.name},
+		},
+		Spec: v1.PersistentVolumeSpec{
+			StorageClassName:              sc.Name,
+			PersistentVolumeReclaimPolicy: reclaim,
+			AccessModes:                   pvc.Spec.AccessModes,
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: pvc.Spec.Resources.Requests[v1.ResourceStorage]},
+			ClaimRef: &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}},
+		},
+	}
+	_, err = p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// reclaim removes the directory and the PV of a Released volume of ours with policy Delete.
+func (p *hostPathProvisioner) reclaim(ctx context.Context, name string) error {
+	obj, exists, err := p.pvs.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	pv := obj.(*v1.PersistentVolume)
+	if pv.Annotations[provisionedByAnnotation] != p.name || pv.Status.Phase != v1.VolumeReleased ||
+		pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || pv.Spec.HostPath == nil {
+		return nil
+	}
+	dir := filepath.Clean(pv.Spec.HostPath.Path)
+	if !strings.HasPrefix(dir, p.root+string(filepath.Separator)) {
+		return nil // not a directory of ours: never remove it
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	err = p.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &pv.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (p *hostPathProvisioner) work(ctx context.Context) {
+	for {
+		key, shutdown := p.queue.Get()
+		if shutdown {
+			return
+		}
+		kind, rest, _ := strings.Cut(key, "/")
+		var err error
+		if kind == "pvc" {
+			err = p.provision(ctx, rest)
+		} else {
+			err = p.reclaim(ctx, rest)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hostpath-provisioner: %s: %v (retrying)\n", key, err)
+			p.queue.AddRateLimited(key)
+		} else {
+			p.queue.Forget(key)
+		}
+		p.queue.Done(key)
+	}
+}
+
+// runProvisioner: testcluster hostpath-provisioner --kubeconfig FILE --root DIR [--name NAME].
+func runProvisioner(args []string) int {
+	fs := flag.NewFlagSet("hostpath-provisioner", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (required)")
+	root := fs.String("root", "", "directory that holds the volumes (required)")
+	name := fs.String("name", "sampledb.io/hostpath", "provisioner name the StorageClasses use")
+	workers := fs.Int("workers", 4, "concurrent provisioning workers")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *kubeconfig == "" || *root == "" {
+		fmt.Fprintln(os.Stderr, "hostpath-provisioner: --kubeconfig and --root are required")
+		return 2
+	}
+	absRoot, err := filepath.Abs(*root)
+	if err == nil {
+		err = os.MkdirAll(absRoot, 0o755)
+	}
+	var client kubernetes.Interface
+	if err == nil {
+		cfg, cfgErr := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if cfgErr == nil {
+			cfg.QPS, cfg.Burst = 100, 200
+			client, err = kubernetes.NewForConfig(cfg)
+		} else {
+			err = cfgErr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hostpath-provisioner:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	pvcInformer := factory.Core().V1().PersistentVolumeClaims().Informer()
+	pvInformer := factory.Core().V1().PersistentVolumes().Informer()
+	classInformer := factory.Storage().V1().StorageClasses().Informer()
+	p := &hostPathProvisioner{
+		name: *name, root: absRoot, client: client,
+		pvcs: pvcInformer.GetIndexer(), pvs: pvInformer.GetIndexer(), classes: classInformer.GetIndexer(),
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](
+			100*time.Millisecond, 30*time.Second)),
+	}
+	enqueue := func(prefix string) cache.ResourceEventHandlerFuncs {
+		add := func(obj any) {
+			if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+				p.queue.Add(prefix + "/" + key)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }}
+	}
+	if _, err := pvcInformer.AddEventHandler(enqueue("pvc")); err != nil {
+		fmt.Fprintln(os.Stderr, "hostpath-provisioner:", err)
+		return 1
+	}
+	if _, err := pvInformer.AddEventHandler(enqueue("pv")); err != nil {
+		fmt.Fprintln(os.Stderr, "hostpath-provisioner:", err)
+		return 1
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	for i := 0; i < *workers; i++ {
+		go p.work(ctx)
+	}
+	<-ctx.Done()
+	p.queue.ShutDown()
+	factory.Shutdown()
+	return 0
+}
