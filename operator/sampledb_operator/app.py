@@ -83,7 +83,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     clock = RealClock()
     metrics.init_operator()
     stop = stop or asyncio.Event()
-    client = await KubeClient.connect(settings.kubeconfig, context=settings.context, in_cluster=settings.in_cluster)
+    client = await KubeClient.connect(settings.kubeconfig, context=settings.context, in_cluster=settings.in_cluster,
+                                      exec_plugin_timeout=settings.exec_plugin_timeout)
     health: HealthServer | None = None
     try:
         sets, watchers = build_caches(client, settings, clock)

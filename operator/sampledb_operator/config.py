@@ -84,6 +84,7 @@ class Settings(BaseModel):
     retry_period: float = Field(default=2.0, ge=1)
     field_manager: str = Field(default="sampledb-operator", min_length=1)
     recheck_period: float = Field(default=60.0, ge=1)
+    exec_plugin_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -190,6 +191,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("field_manager", "field manager name of server-side apply", "a non-empty name"),
     Option("recheck_period", "seconds between looks at references nothing watches (the migrations "
            "ConfigMap) while a database waits on them", _SECONDS, "float"),
+    Option("exec_plugin_timeout", "seconds a kubeconfig's credential exec plugin may run; then the start, "
+           "or the request that renews the token, fails", "a number of seconds > 0", "float"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -26,6 +26,7 @@ def test_defaults_match_controller_runtime_conventions() -> None:
     assert (s.lease_duration, s.renew_deadline, s.retry_period) == (15, 10, 2)
     assert s.resync_period == 36000
     assert s.shutdown_timeout == 30
+    assert s.exec_plugin_timeout == 30
     assert s.namespaces == [] and s.watch_namespaces == [None]
     assert s.field_manager == "sampledb-operator"
     assert s.log_level == "info" and s.log_format == "auto"
@@ -96,6 +97,7 @@ def test_empty_env_for_required_setting_is_rejected() -> None:
         ({}, {"SAMPLEDB_LEADER_ELECT": "maybe"}, ("SAMPLEDB_LEADER_ELECT",), "true or false"),
         ({"namespaces": ["Bad_NS"]}, {}, ("--namespaces",), "namespace names"),
         ({"shutdown_timeout": "0"}, {}, ("--shutdown-timeout",), "> 0"),
+        ({}, {"SAMPLEDB_EXEC_PLUGIN_TIMEOUT": "0"}, ("SAMPLEDB_EXEC_PLUGIN_TIMEOUT",), "> 0"),
         ({"resync_period": "-1"}, {}, ("--resync-period",), ">= 0"),
         ({"retry_period": "0.5"}, {}, ("--retry-period",), ">= 1"),
         ({"lease_duration": "nan"}, {}, ("--lease-duration",), ">= 1"),

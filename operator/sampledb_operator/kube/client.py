@@ -35,7 +35,13 @@ from typing import Any
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
 
-from sampledb_operator.kube.credentials import Authorization, load_in_cluster, load_kubeconfig, tls_context
+from sampledb_operator.kube.credentials import (
+    EXEC_PLUGIN_TIMEOUT_SECONDS,
+    Authorization,
+    load_in_cluster,
+    load_kubeconfig,
+    tls_context,
+)
 from sampledb_operator.kube.errors import ApiError, KubeError, KubeTransportError, error_for
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
@@ -79,12 +85,14 @@ class KubeClient:
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool | None = None
+        cls, kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool | None = None,
+        exec_plugin_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS,
     ) -> KubeClient:
         """A client from the in-cluster service account or a kubeconfig.
 
         in_cluster=None means: in-cluster when KUBERNETES_SERVICE_HOST is set and no kubeconfig
         is given, else `kubeconfig`, $KUBECONFIG or ~/.kube/config (current or given context).
+        A kubeconfig's credential exec plugin gets `exec_plugin_timeout` seconds per run.
         """
         from kubernetes_asyncio.client import Configuration
 
@@ -96,7 +104,7 @@ class KubeClient:
             if in_cluster:
                 authorization = await load_in_cluster(configuration)
             else:
-                authorization = await load_kubeconfig(configuration, kubeconfig, context)
+                authorization = await load_kubeconfig(configuration, kubeconfig, context, exec_plugin_timeout)
             ssl_context = await asyncio.to_thread(tls_context, configuration)
         except Exception as exc:  # config loading raises many kinds; none is actionable by type
             raise KubeError(f"cannot load Kubernetes client configuration: {exc}") from exc

@@ -3,16 +3,22 @@
 kubernetes_asyncio is used here for configuration only; requests go through KubeClient.
 Invariants: an Authorization source returns the full header value or None and raises only
 KubeTransportError; the in-cluster token is re-read every 60 s off the event loop (projected
-service-account tokens rotate); an exec-plugin token with an expiry is renewed once expired.
+service-account tokens rotate); an exec-plugin token with an expiry is renewed once expired (within
+5 minutes of it, as kubernetes_asyncio). A credential exec plugin runs at most `exec_timeout`
+seconds, at start-up and on renewal: then it is killed and the caller gets KubeTransportError, so
+the renewal lock is never held longer than that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.kube.errors import KubeTransportError
@@ -25,6 +31,8 @@ Authorization = Callable[[], Awaitable[str | None]]
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_REFRESH_SECONDS = 60.0
+EXEC_PLUGIN_TIMEOUT_SECONDS = 30.0
+EXPIRY_SKEW = timedelta(minutes=5)  # kubernetes_asyncio's: a token this close to its expiry is renewed
 
 
 def tls_context(configuration: Any) -> ssl.SSLContext | None:
@@ -55,16 +63,27 @@ async def load_in_cluster(configuration: Any) -> Authorization:
     return TokenFile(token_file)
 
 
-async def load_kubeconfig(configuration: Any, kubeconfig: str | None, context: str | None) -> Authorization:
-    """Fill `configuration` from a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config)."""
+async def load_kubeconfig(
+    configuration: Any, kubeconfig: str | None, context: str | None,
+    exec_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS,
+) -> Authorization:
+    """Fill `configuration` from a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config).
+
+    kubernetes_asyncio runs the user's exec plugin here, out of reach: after `exec_timeout` the
+    load fails (a plugin still running is left to the process's exit, which a failed start is).
+    """
     from kubernetes_asyncio.config.kube_config import load_kube_config
 
     # $KUBECONFIG is read here, not at kubernetes_asyncio's import time; it may list several files
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
-    loader = await load_kube_config(
-        config_file=path, context=context, client_configuration=configuration, persist_config=False
-    )
-    return KubeconfigAuthorization(configuration, loader)
+    try:
+        loader = await asyncio.wait_for(load_kube_config(
+            config_file=path, context=context, client_configuration=configuration, persist_config=False
+        ), exec_timeout)
+    except TimeoutError:
+        raise KubeTransportError(f"kubeconfig {path}: no answer from the credential exec plugin in "
+                                 f"{exec_timeout:g} s") from None
+    return KubeconfigAuthorization(configuration, loader, exec_timeout=exec_timeout)
 
 
 class TokenFile:
@@ -100,23 +119,86 @@ class TokenFile:
 
 
 class KubeconfigAuthorization:
-    """The kubeconfig user's credential; an expiring exec-plugin token is renewed when expired."""
+    """The kubeconfig user's credential; an expiring exec-plugin token is renewed when expired.
 
-    def __init__(self, configuration: Any, loader: Any) -> None:
+    The renewal runs the plugin itself (run_exec_plugin), not kubernetes_asyncio's ExecProvider,
+    which cannot be stopped: a cancelled ExecProvider leaves a hung plugin running.
+    """
+
+    def __init__(self, configuration: Any, loader: Any, *, exec_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS) -> None:
         self._configuration = configuration
         self._loader = loader
+        self._exec_timeout = exec_timeout
         self._lock = asyncio.Lock()
 
     async def __call__(self) -> str | None:
         if hasattr(self._loader, "exec_plugin_expiry"):  # only exec plugins that gave an expiry
             async with self._lock:
-                try:
-                    await self._loader.load_from_exec_plugin()  # no-op until the token has expired
-                except Exception as exc:  # the plugin's failures come in many types
-                    raise KubeTransportError(f"credential exec plugin failed: {exc}") from exc
-                self._configuration.api_key["BearerToken"] = self._loader.token
+                if _expired(self._loader.exec_plugin_expiry):
+                    await self._renew()
         value = await self._configuration.get_api_key_with_prefix("BearerToken")
         return str(value) if value else None
+
+    async def _renew(self) -> None:
+        from kubernetes_asyncio.config.dateutil import parse_rfc3339
+
+        try:
+            status = await run_exec_plugin(self._loader._user["exec"], self._exec_timeout)
+            if status.get("expirationTimestamp"):
+                self._loader.exec_plugin_expiry = parse_rfc3339(status["expirationTimestamp"])
+        except KubeTransportError:
+            raise
+        except Exception as exc:  # a malformed answer or configuration comes in many types
+            raise KubeTransportError(f"credential exec plugin failed: {exc}") from exc
+        if status.get("token"):
+            self._loader.token = f"Bearer {status['token']}"
+            self._configuration.api_key["BearerToken"] = self._loader.token
+
+
+async def run_exec_plugin(exec_config: Any, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109 - kills the plugin
+    """Run a kubeconfig `exec` credential plugin; the status of its ExecCredential answer.
+
+    The plugin is killed (and reaped) after `timeout` seconds or when the caller is cancelled;
+    a plugin that fails, hangs or answers something else raises KubeTransportError.
+    """
+    from kubernetes_asyncio.config.exec_provider import ExecProvider
+
+    provider = ExecProvider(exec_config)  # command, args and env as kubernetes_asyncio reads them
+    info = {"apiVersion": provider.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *provider.args, env={**provider.env, "KUBERNETES_EXEC_INFO": json.dumps(info)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise KubeTransportError(f"credential exec plugin {provider.args[0]} cannot run: {exc}") from exc
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        raise KubeTransportError(
+            f"credential exec plugin {provider.args[0]}: no answer in {timeout:g} s; killed"
+        ) from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())
+    if proc.returncode != 0:
+        detail = stderr.decode("utf-8", "replace").strip()[:500]
+        raise KubeTransportError(f"credential exec plugin failed: exited {proc.returncode}: {detail}")
+    try:
+        answer = json.loads(stdout)
+    except ValueError as exc:
+        raise KubeTransportError(f"credential exec plugin answered no JSON: {exc}") from exc
+    if not (isinstance(answer, dict) and answer.get("apiVersion") == provider.api_version
+            and isinstance(answer.get("status"), dict)):
+        raise KubeTransportError(f"credential exec plugin answered no {provider.api_version} ExecCredential")
+    status: dict[str, Any] = answer["status"]
+    return status
+
+
+def _expired(expiry: datetime) -> bool:
+    return expiry - EXPIRY_SKEW <= datetime.now(UTC)
 
 
 def _read_text(path: str) -> str:

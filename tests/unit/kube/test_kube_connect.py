@@ -6,10 +6,17 @@ The certificates are made with the openssl command line for the module.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import gc
+import os
+import signal
 import ssl
 import subprocess
 import sys
+import time
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +25,7 @@ import pytest
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from tests.support.aio import eventually
 
 from sampledb_operator.kube import credentials
 from sampledb_operator.kube.client import KubeClient
@@ -174,6 +182,80 @@ async def test_a_failing_credential_plugin_makes_requests_fail_as_transport_erro
     with pytest.raises(KubeTransportError, match="identity provider unreachable"):
         await _whoami(client)
     assert REGISTRY.get_sample_value("rest_client_requests_total", {"code": "<error>", "method": "GET"}) == before + 1
+
+
+def _hanging_plugin(tmp_path: Path, *, answer_first: bool) -> dict[str, Any]:
+    """An exec plugin that answers once (if answer_first) with a token inside the expiry skew, then
+    hangs: it appends its pid to tmp_path/pids and sleeps for a minute."""
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, os, pathlib, time, datetime\n"
+        f"counter = pathlib.Path({str(tmp_path / 'count')!r})\n"
+        "n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
+        "counter.write_text(str(n))\n"
+        f"if n > {1 if answer_first else 0}:\n"
+        f"    with open({str(tmp_path / 'pids')!r}, 'a') as pids:\n"
+        "        pids.write(f'{os.getpid()}\\n')\n"
+        "    time.sleep(60)\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)\n"
+        "status = {'token': f'tok-{n}', 'expirationTimestamp': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "                  'status': status}))\n"
+    )
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                     "args": [str(plugin)], "interactiveMode": "Never"}}
+
+
+def _plugin_pids(tmp_path: Path) -> list[int]:
+    path = tmp_path / "pids"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_hung_credential_plugin_times_out_is_killed_and_does_not_hold_the_lock(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    path = _kubeconfig(tmp_path, pki, apiserver, {"me": _hanging_plugin(tmp_path, answer_first=True)})
+    client = await KubeClient.connect(str(path), exec_plugin_timeout=0.5)
+    try:
+        for _ in range(2):  # the second request gets the lock, runs the plugin again, and times out too
+            started = time.monotonic()
+            with pytest.raises(KubeTransportError, match="no answer"):
+                await asyncio.wait_for(client.request("GET", "/whoami"), 10)
+            assert time.monotonic() - started < 5
+    finally:
+        await client.close()
+    pids = _plugin_pids(tmp_path)
+    assert len(pids) == 2
+    assert not any(_running(pid) for pid in pids)
+
+
+async def test_a_credential_plugin_that_hangs_at_start_fails_connect_in_time(
+    tmp_path: Path, pki: Path, apiserver: int
+) -> None:
+    path = _kubeconfig(tmp_path, pki, apiserver, {"me": _hanging_plugin(tmp_path, answer_first=False)})
+    try:
+        with pytest.raises(KubeError, match="no answer"):
+            await asyncio.wait_for(KubeClient.connect(str(path), exec_plugin_timeout=0.5), 10)
+    finally:
+        # kubernetes_asyncio ran this one and cannot kill it (the operator exits after a failed start):
+        # kill it here and let the loop see it end, so its subprocess transport is closed in this test
+        pids = _plugin_pids(tmp_path)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        await eventually(lambda: not any(_running(pid) for pid in pids), limit=10)
+        await asyncio.sleep(0.1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
 
 
 async def test_in_cluster_config_uses_service_account_token_ca_and_service_env(
