@@ -39,7 +39,7 @@ from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade
 from sampledb_operator.reconcilers.context import Context, EventType
-from sampledb_operator.runtime.controller import Result
+from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
 
@@ -114,12 +114,11 @@ class SampleDBReconciler:
             init_changed=init_changed,
         )
         await self._write_status(db, obj, observed)
-        if blockers or migration.requeue:
-            return Result(requeue=True)  # a missing reference: look again with backoff
-        later = [t for t in (backups.requeue_after, migration.recheck_after) if t is not None]
-        if later:
-            return Result(requeue_after=min(later))  # the next scheduled backup, or a look at the migrations
-        return None
+        return combine(
+            Result(requeue=bool(blockers or migration.requeue)),  # a missing reference: look again with backoff
+            Result(requeue_after=backups.requeue_after),  # the next scheduled backup
+            Result(requeue_after=migration.recheck_after),  # a look at the migrations ConfigMap
+        )
 
     # ------------------------------------------------------------------ children
 

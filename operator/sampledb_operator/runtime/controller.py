@@ -6,7 +6,10 @@ Invariants:
 - Outcome -> queue action, as controller-runtime: exception -> add_rate_limited, result "error";
   TerminalError -> forget, no requeue, on_terminal(ref, err), terminal + error counters, result
   "error"; Result(requeue_after > 0) -> forget + add_after, result "requeue_after";
-  Result(requeue=True) -> add_rate_limited, result "requeue"; otherwise forget, result "success".
+  Result(requeue=True) -> add_rate_limited, result "requeue", and with a requeue_after > 0 also
+  add_after: the key comes back at whichever is earlier (controller-runtime lets RequeueAfter win
+  outright); otherwise forget, result "success". combine() merges the Results of a pass's parts
+  so that the earliest time any part asks for is kept.
 - A reconcile ended by asyncio.CancelledError during shutdown is not counted (no result, no error,
   no time observed) and is not requeued.
 - shutdown(timeout) stops intake at once (the queue hands out nothing more, waiting keys are left to
@@ -40,6 +43,16 @@ class Result:
 
     requeue_after: float | None = None
     requeue: bool = False
+
+
+def combine(*results: Result | None) -> Result | None:
+    """The Results of several parts of one pass as one: a rate-limited requeue if any part asks for
+    one, and the earliest requeue_after (> 0) any part asks for; None when no part asks to come back."""
+    requeue = any(r is not None and r.requeue for r in results)
+    after = [r.requeue_after for r in results if r is not None and r.requeue_after is not None and r.requeue_after > 0]
+    if not requeue and not after:
+        return None
+    return Result(requeue_after=min(after) if after else None, requeue=requeue)
 
 
 class TerminalError(Exception):
@@ -190,15 +203,18 @@ class Controller:
             log.error("on_terminal hook failed", error=repr(hook_err), exc_info=hook_err)
 
     def _succeeded(self, ref: ObjectRef, result: Result | None, log: Any) -> None:
-        if result is not None and result.requeue_after is not None and result.requeue_after > 0:
-            self.queue.forget(ref)
-            self.queue.add_after(ref, result.requeue_after)
-            self._m.total["requeue_after"].inc()
-            log.debug("reconcile done, requeue after", requeue_after=result.requeue_after)
-        elif result is not None and result.requeue:
+        after = result.requeue_after if result is not None and (result.requeue_after or 0.0) > 0 else None
+        if result is not None and result.requeue:
             self.queue.add_rate_limited(ref)
+            if after is not None:
+                self.queue.add_after(ref, after)  # the queue keeps the earlier of the two deadlines
             self._m.total["requeue"].inc()
-            log.debug("reconcile done, rate-limited requeue")
+            log.debug("reconcile done, rate-limited requeue", requeue_after=after)
+        elif after is not None:
+            self.queue.forget(ref)
+            self.queue.add_after(ref, after)
+            self._m.total["requeue_after"].inc()
+            log.debug("reconcile done, requeue after", requeue_after=after)
         else:
             self.queue.forget(ref)
             self._m.total["success"].inc()

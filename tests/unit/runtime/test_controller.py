@@ -15,7 +15,7 @@ from tests.support.aio import eventually
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.controller import Controller, Reconcile, Result, TerminalError
+from sampledb_operator.runtime.controller import Controller, Reconcile, Result, TerminalError, combine
 from sampledb_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
 
 _names = itertools.count()
@@ -190,6 +190,33 @@ async def test_result_requeue_is_a_rate_limited_requeue(harnesses: list[Harness]
     h.clock.advance(1.0)
     await eventually(lambda: len(calls) == 2 and h.controller.queue.processing == 0)
     assert results(h.controller) == {"success": 1, "error": 0, "requeue": 1, "requeue_after": 0}
+
+
+async def test_requeue_with_requeue_after_comes_back_at_whichever_is_earlier(harnesses: list[Harness]) -> None:
+    calls: list[ObjectRef] = []
+    outcomes: list[object] = [Result(requeue_after=30.0, requeue=True), Result(requeue_after=0.5, requeue=True)]
+    h = Harness(recorder(calls, outcomes))
+    harnesses.append(h)
+    h.start()
+    h.controller.enqueue(A)
+    await eventually(lambda: len(calls) == 1 and h.controller.queue.processing == 0)
+    await eventually(lambda: h.clock.next_deadline() == 1.0)  # the backoff (1 s) is before 30 s
+    h.clock.advance(1.0)
+    await eventually(lambda: len(calls) == 2 and h.controller.queue.processing == 0)
+    await eventually(lambda: h.clock.next_deadline() == 1.5)  # 0.5 s is before the backoff (now 2 s)
+    assert h.controller.queue.num_requeues(A) == 2
+    h.clock.advance(0.5)
+    await eventually(lambda: len(calls) == 3 and h.controller.queue.processing == 0)
+    assert results(h.controller) == {"success": 1, "error": 0, "requeue": 2, "requeue_after": 0}
+
+
+def test_combined_results_keep_the_earliest_time_and_any_requeue() -> None:
+    assert combine() is None
+    assert combine(None, Result(), Result(requeue_after=0.0)) is None
+    assert combine(Result(requeue_after=300.0), None, Result(requeue_after=60.0)) == Result(requeue_after=60.0)
+    assert combine(Result(requeue=True), Result(requeue_after=3600.0), Result(requeue_after=60.0)) == \
+        Result(requeue_after=60.0, requeue=True)
+    assert combine(Result(requeue=True), None) == Result(requeue=True)
 
 
 async def test_active_workers_and_reconcile_time_follow_the_reconcile(harnesses: list[Harness]) -> None:

@@ -1,0 +1,69 @@
+"""reconcilers/sampledb.py: when several parts of one pass ask to come back, the earliest time wins.
+
+A missing reference asks for a rate-limited requeue; the backup schedule asks to come back at the
+next slot. Neither may drop the other, or a scheduled backup runs late (issue #11).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sampledb_operator.decide import lifecycle
+from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import NotFound
+from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.reconcilers.context import Caches, Context
+from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
+from sampledb_operator.runtime.clock import FakeClock
+from sampledb_operator.runtime.controller import Result
+from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.storeset import StoreSet
+
+Obj = dict[str, Any]
+KINDS = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret")
+
+
+class Api:
+    """Accepts every write; nothing exists to GET (so the init SQL's ConfigMap is missing)."""
+
+    async def get(self, name: str, namespace: str | None = None) -> Obj:
+        raise NotFound(404, "NotFound", f"{name} not found")
+
+    async def _accept(self, obj: Obj, *_args: Any, **_options: Any) -> Obj:
+        return obj
+
+    create = apply = _accept
+
+    async def patch(self, name: str, body: Obj, **_options: Any) -> Obj:
+        return body
+
+
+class Recorder:
+    async def event(self, *_args: Any) -> None:
+        return None
+
+
+def _reconciler(now: datetime) -> SampleDBReconciler:
+    sets = {kind: StoreSet({None: Store(kind)}) for kind in KINDS}
+    caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
+                    pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
+                    configmaps=sets["ConfigMap"], secrets=sets["Secret"])
+    ctx = Context(client=cast(KubeClient, None), caches=caches, recorder=cast(EventRecorder, Recorder()),
+                  clock=FakeClock(wall_start=now))
+    ctx.apis = {kind: cast(Any, Api()) for kind in (*KINDS, "StorageClass", "Namespace", "Pod")}
+    return SampleDBReconciler(ctx)
+
+
+async def test_a_missing_reference_keeps_the_next_scheduled_backups_time() -> None:
+    db = {
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "db", "namespace": "ns", "uid": "u", "generation": 1, "resourceVersion": "1",
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "finalizers": [lifecycle.FINALIZER]},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "backup": {"schedule": "0 * * * *"},
+                 "init": {"configMapKeyRef": {"name": "missing", "key": "init.sql"}}},
+    }
+    reconciler = _reconciler(datetime(2026, 1, 1, 0, 50, tzinfo=UTC))
+    result = await reconciler._reconcile(db)
+    # InitSourceMissing asks for a rate-limited requeue; the 01:00 backup slot is 600 s away
+    assert result == Result(requeue_after=600.0, requeue=True)
