@@ -10,7 +10,7 @@ every timeout, header and status explicit here.
 Invariants:
 - every request has a timeout (connect and total; a stream has connect and per-read timeouts);
 - callers see only kube.errors: an HTTP answer outside 2xx is error_for(status, Status.reason,
-  Status.message, Retry-After); no answer (connect error, reset, timeout) is KubeTransportError,
+  Status.message, Retry-After, Status.details.causes); no answer (connect error, reset, timeout) is KubeTransportError,
   a stream that goes quiet for read_timeout is ReadTimeout (a KubeTransportError);
 - rest_client_requests_total{code,method} is counted once per request ("<error>" without an
   HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
@@ -275,6 +275,7 @@ class _Lines:
 def api_error(status: int, payload: bytes, retry_after_header: str | None) -> ApiError:
     """The ApiError for a non-2xx answer: reason and message from its Status body, if any."""
     reason = message = ""
+    causes: list[str] = []
     retry_after = parse_retry_after(retry_after_header)
     try:
         decoded = json.loads(payload) if payload else None
@@ -284,14 +285,16 @@ def api_error(status: int, payload: bytes, retry_after_header: str | None) -> Ap
         reason = str(decoded.get("reason") or "")
         message = str(decoded.get("message") or "")
         details = decoded.get("details")
-        if retry_after is None and isinstance(details, dict) and details.get("retryAfterSeconds"):
-            retry_after = float(details["retryAfterSeconds"])
+        if isinstance(details, dict):
+            causes = [str(c.get("reason")) for c in details.get("causes") or [] if isinstance(c, dict)]
+            if retry_after is None and details.get("retryAfterSeconds"):
+                retry_after = float(details["retryAfterSeconds"])
     else:
         message = payload[:512].decode("utf-8", "replace").strip()
     if not reason:
         with contextlib.suppress(ValueError):
             reason = HTTPStatus(status).phrase.replace(" ", "")
-    return error_for(status, reason, message, retry_after)
+    return error_for(status, reason, message, retry_after, causes)
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -2,9 +2,15 @@
 
 Invariant: callers never see kubernetes_asyncio or aiohttp exceptions; a transport failure
 (connection refused, timeout) is KubeTransportError, an HTTP answer is ApiError or a subclass.
+A 403 because the namespace is being deleted is NamespaceTerminating (a Forbidden): expected while
+a namespace goes away, so callers may treat it apart from a real refusal.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
+
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"  # metav1.StatusCause reason (corev1.NamespaceTerminatingCause)
 
 
 class KubeError(Exception):
@@ -36,6 +42,10 @@ class Unauthorized(ApiError):
 
 class Forbidden(ApiError):
     """403."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403: the namespace is being deleted; nothing new can be created in it."""
 
 
 class NotFound(ApiError):
@@ -74,7 +84,15 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def error_for(status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> ApiError:
-    """The most specific ApiError subclass for an HTTP status."""
+def error_for(
+    status: int, reason: str = "", message: str = "", retry_after: float | None = None, causes: Collection[str] = ()
+) -> ApiError:
+    """The most specific ApiError subclass for an HTTP status (and the Status's details.causes reasons).
+
+    A 403 is NamespaceTerminating when a cause says so or, as the message of the namespace
+    lifecycle admission plugin reads, the namespace "is being terminated".
+    """
+    if status == 403 and (NAMESPACE_TERMINATING_CAUSE in causes or "is being terminated" in message):
+        return NamespaceTerminating(status, reason, message, retry_after)
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return cls(status, reason, message, retry_after)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.kube.resources import EVENT
 from sampledb_operator.observability.logging import get_logger
 
@@ -59,6 +60,9 @@ class EventRecorder:
             )
         except asyncio.CancelledError:
             raise
+        except NamespaceTerminating:  # expected while the namespace goes away
+            log.debug("event dropped: the namespace is being terminated", reason=reason, kind=obj.get("kind"),
+                      namespace=meta.get("namespace"), name=meta.get("name"))
         except Exception as exc:  # best-effort by contract
             log.warning("event dropped", reason=reason, kind=obj.get("kind"), namespace=meta.get("namespace"),
                         name=meta.get("name"), error=str(exc))

@@ -18,7 +18,7 @@ from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, lifecycle, plan, restore
 from sampledb_operator.decide import status as st
-from sampledb_operator.kube.errors import ApiError, Conflict, NotFound
+from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
     JOB,
@@ -168,7 +168,8 @@ class SampleDBReconciler:
             try:
                 await self.apis[kind].apply(action.obj, field_manager=self.field_manager)
             except ApiError as exc:
-                if kind == "PersistentVolumeClaim" and exc.status in (403, 422):
+                terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
+                if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
                     degraded.append(Problem("StorageExpansionFailed", f"PVC {name}: {exc.message}",
                                             "spec.storage.size"))
                     continue

@@ -10,6 +10,9 @@ Invariants:
   add_after: the key comes back at whichever is earlier (controller-runtime lets RequeueAfter win
   outright); otherwise forget, result "success". combine() merges the Results of a pass's parts
   so that the earliest time any part asks for is kept.
+- kube.errors.NamespaceTerminating (a write refused because the namespace is being deleted) is
+  expected, not a failure: add_rate_limited, result "requeue", no error counter, an info line (debug
+  on the next ones) without traceback; the key goes away with the namespace's objects.
 - A reconcile ended by asyncio.CancelledError during shutdown is not counted (no result, no error,
   no time observed) and is not requeued.
 - shutdown(timeout) stops intake at once (the queue hands out nothing more, waiting keys are left to
@@ -29,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import Clock, wait_all
@@ -177,6 +181,8 @@ class Controller:
             self._failed(ref, err, log)  # cancelled inside the reconciler: an ordinary failure
         except TerminalError as err:
             await self._terminal(ref, err, log)
+        except NamespaceTerminating as err:
+            self._namespace_terminating(ref, err, log)
         except Exception as err:
             self._failed(ref, err, log)
         else:
@@ -188,6 +194,12 @@ class Controller:
         self._m.errors.inc()
         self._m.total["error"].inc()
         log.error("reconcile failed", error=repr(err), requeues=self.queue.num_requeues(ref), exc_info=err)
+
+    def _namespace_terminating(self, ref: ObjectRef, err: NamespaceTerminating, log: Any) -> None:
+        first = self.queue.num_requeues(ref) == 0
+        self.queue.add_rate_limited(ref)
+        self._m.total["requeue"].inc()
+        (log.info if first else log.debug)("namespace is being terminated; looking again later", error=str(err))
 
     async def _terminal(self, ref: ObjectRef, err: TerminalError, log: Any) -> None:
         self.queue.forget(ref)

@@ -74,3 +74,14 @@ async def test_recorder_never_raises_when_the_server_refuses_or_is_unreachable(s
     finally:
         await unreachable.close()
     assert [entry["event"] for entry in logs] == ["event dropped", "event dropped"]
+
+
+async def test_an_event_refused_by_a_terminating_namespace_is_dropped_quietly(serve: Serve) -> None:
+    app = web.Application()
+    terminating = status_body(403, "Forbidden", "unable to create new content in namespace ns because it is being"
+                              " terminated", details={"kind": "events", "causes": [{"reason": "NamespaceTerminating"}]})
+    app.router.add_post("/api/v1/namespaces/ns/events", respond(terminating, status=403))
+    with capture_logs() as logs:
+        await EventRecorder(await serve(app)).event(DB, "Normal", "X", "y")
+    assert [(e["event"], e["log_level"]) for e in logs] == [
+        ("event dropped: the namespace is being terminated", "debug")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -265,6 +266,27 @@ def test_api_error_reads_reason_and_message_from_status() -> None:
     err = api_error(409, b'{"kind":"Status","reason":"AlreadyExists","message":"exists","code":409}', None)
     assert isinstance(err, errors.Conflict)
     assert (err.reason, err.message, err.retry_after) == ("AlreadyExists", "exists", None)
+
+
+TERMINATING = ('jobs.batch "db-init" is forbidden: unable to create new content in namespace shop because it is'
+               " being terminated")
+
+
+@pytest.mark.parametrize("details", [
+    {"name": "db-init", "group": "batch", "kind": "jobs", "causes": [
+        {"reason": "NamespaceTerminating", "message": "namespace shop is being terminated",
+         "field": "metadata.namespace"}]},
+    {"name": "shop", "kind": "namespaces"},  # no cause: the message tells
+])
+def test_a_write_refused_because_the_namespace_is_being_terminated_is_namespace_terminating(
+    details: dict[str, Any]
+) -> None:
+    body = status_body(403, "Forbidden", TERMINATING, details=details)
+    err = api_error(403, json.dumps(body).encode(), None)
+    assert isinstance(err, errors.NamespaceTerminating) and isinstance(err, errors.Forbidden)
+    assert (err.status, err.reason, err.message) == (403, "Forbidden", TERMINATING)
+    other = api_error(403, json.dumps(status_body(403, "Forbidden", "RBAC: no create")).encode(), None)
+    assert type(other) is errors.Forbidden
 
 
 async def test_token_file_is_reread_after_its_period_and_kept_if_the_file_vanishes(tmp_path: Path) -> None:

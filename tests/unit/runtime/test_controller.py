@@ -12,6 +12,7 @@ import structlog
 from structlog.testing import capture_logs
 from tests.support.aio import eventually
 
+from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
@@ -217,6 +218,26 @@ def test_combined_results_keep_the_earliest_time_and_any_requeue() -> None:
     assert combine(Result(requeue=True), Result(requeue_after=3600.0), Result(requeue_after=60.0)) == \
         Result(requeue_after=60.0, requeue=True)
     assert combine(Result(requeue=True), None) == Result(requeue=True)
+
+
+async def test_a_namespace_being_terminated_is_a_quiet_requeue_not_an_error(harnesses: list[Harness]) -> None:
+    calls: list[ObjectRef] = []
+    refused = NamespaceTerminating(403, "Forbidden", "unable to create new content in namespace ns because it is"
+                                   " being terminated")
+    h = Harness(recorder(calls, [refused, refused]))
+    harnesses.append(h)
+    h.start()
+    with capture_logs() as logs:
+        h.controller.enqueue(A)
+        await eventually(lambda: len(calls) == 1 and h.controller.queue.processing == 0)
+        h.clock.advance(1.0)
+        await eventually(lambda: len(calls) == 2 and h.controller.queue.processing == 0)
+    assert h.controller.queue.num_requeues(A) == 2  # looked at again with backoff until the object is gone
+    assert results(h.controller) == {"success": 0, "error": 0, "requeue": 2, "requeue_after": 0}
+    assert value("controller_runtime_reconcile_errors_total", h.controller) == 0
+    quiet = [e for e in logs if "terminated" in e["event"]]
+    assert [e["log_level"] for e in quiet] == ["info", "debug"]
+    assert not any(e["log_level"] in ("warning", "error") or "exc_info" in e for e in logs)
 
 
 async def test_active_workers_and_reconcile_time_follow_the_reconcile(harnesses: list[Harness]) -> None:
