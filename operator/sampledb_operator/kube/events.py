@@ -1,11 +1,18 @@
 """EventRecorder: core/v1 Events about an object, for `kubectl describe` and `kubectl get events`.
 
 Invariants: recording never raises (a failure is logged and the event dropped: events are
-best-effort and must not fail a reconcile); each call creates one new Event (count 1) named
+best-effort and must not fail a reconcile). A new Event (count 1) is named
 "<object name>.<hex nanoseconds>", in the object's namespace ("default" for cluster-scoped
 objects, as the API server requires). Because eventTime is set, the API server applies the
 newer rules: reportingComponent, reportingInstance, action and reason are non-empty, reason,
 action and reportingInstance at most 128 characters, message at most 1024; the body keeps them.
+
+Repeats are aggregated as client-go's EventCorrelator does: an event with the same involved object
+(kind, apiVersion, namespace, name, uid), type, reason and message as one recorded less than
+`window` seconds (10 minutes) before is a merge patch of that Event's count and lastTimestamp, not
+a new Event; if that Event is gone (it expired), a new one is created. The recorder remembers the
+last `cache_size` (4096) such keys, least recently used first out. Best-effort like the rest: two
+records of one key at the same moment may both create an Event.
 """
 
 from __future__ import annotations
@@ -13,31 +20,55 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sampledb_operator.kube.client import KubeClient
-from sampledb_operator.kube.errors import NamespaceTerminating
+from sampledb_operator.kube.errors import NamespaceTerminating, NotFound
 from sampledb_operator.kube.resources import EVENT
 from sampledb_operator.observability.logging import get_logger
 
 log = get_logger(__name__)
 
 MAX_MESSAGE = 1024
+AGGREGATION_WINDOW = 600.0  # seconds: client-go's aggregation interval
+CACHE_SIZE = 4096  # client-go's maxLruCacheEntries
 _MAX_NAME = 253
 _MAX_SHORT = 128  # reason, action, reportingInstance
+_MERGE_PATCH = "application/merge-patch+json"
+
+EventKey = tuple[str, ...]
+
+
+@dataclass
+class _Recorded:
+    """The Event a key was last recorded as."""
+
+    namespace: str
+    name: str
+    count: int
+    last: datetime
 
 
 class EventRecorder:
-    """Posts Events as `component` (source.component and reportingComponent)."""
+    """Posts Events as `component` (source.component and reportingComponent); repeats patch the first."""
 
     def __init__(
-        self, client: KubeClient, component: str = "sampledb-operator", *, timeout: float = 10.0
+        self, client: KubeClient, component: str = "sampledb-operator", *, timeout: float = 10.0,
+        window: float = AGGREGATION_WINDOW, cache_size: int = CACHE_SIZE,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._client = client
         self._component = component
         self._instance = (socket.gethostname() or component)[:_MAX_SHORT]
         self._timeout = timeout
+        self._window = window
+        self._cache_size = cache_size
+        self._now = now
+        self._recorded: OrderedDict[EventKey, _Recorded] = OrderedDict()
 
     async def event(
         self,
@@ -51,13 +82,17 @@ class EventRecorder:
         """Record one event about obj (action defaults to reason); never raises except cancellation."""
         meta = obj.get("metadata") or {}
         try:
+            now = self._now()
             body = build_event(
                 obj, type_, reason, message, action=action or reason, component=self._component,
-                instance=self._instance, now=datetime.now(UTC), unique=time.time_ns(),
+                instance=self._instance, now=now, unique=time.time_ns(),
             )
-            await self._client.request(
-                "POST", EVENT.path(body["metadata"]["namespace"]), body=body, timeout=self._timeout
-            )
+            key = event_key(body)
+            if not await self._repeat(key, now):
+                await self._client.request(
+                    "POST", EVENT.path(body["metadata"]["namespace"]), body=body, timeout=self._timeout
+                )
+                self._remember(key, _Recorded(body["metadata"]["namespace"], body["metadata"]["name"], 1, now))
         except asyncio.CancelledError:
             raise
         except NamespaceTerminating:  # expected while the namespace goes away
@@ -66,6 +101,42 @@ class EventRecorder:
         except Exception as exc:  # best-effort by contract
             log.warning("event dropped", reason=reason, kind=obj.get("kind"), namespace=meta.get("namespace"),
                         name=meta.get("name"), error=str(exc))
+
+
+    async def _repeat(self, key: EventKey, now: datetime) -> bool:
+        """Patch the Event recorded for `key` within the window (count + 1, lastTimestamp); False
+        when there is none to patch (never recorded, too old, or gone from the API server)."""
+        seen = self._recorded.get(key)
+        if seen is None or (now - seen.last).total_seconds() >= self._window:
+            return False
+        patch = {"count": seen.count + 1, "lastTimestamp": _seconds(now)}
+        try:
+            await self._client.request("PATCH", EVENT.path(seen.namespace, seen.name), body=patch,
+                                       content_type=_MERGE_PATCH, timeout=self._timeout)
+        except NotFound:
+            del self._recorded[key]
+            return False
+        seen.count += 1
+        seen.last = now
+        self._recorded.move_to_end(key)
+        return True
+
+    def _remember(self, key: EventKey, recorded: _Recorded) -> None:
+        self._recorded[key] = recorded
+        self._recorded.move_to_end(key)
+        while len(self._recorded) > self._cache_size:
+            self._recorded.popitem(last=False)
+
+
+def event_key(body: dict[str, Any]) -> EventKey:
+    """What makes two Event bodies the same event: involved object, type, reason and message (pure)."""
+    involved = body.get("involvedObject") or {}
+    return (*(str(involved.get(k, "")) for k in ("kind", "apiVersion", "namespace", "name", "uid")),
+            str(body.get("type", "")), str(body.get("reason", "")), str(body.get("message", "")))
+
+
+def _seconds(stamp: datetime) -> str:
+    return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_event(
@@ -95,7 +166,7 @@ def build_event(
     if namespace:
         involved["namespace"] = namespace
     stamp = now.astimezone(UTC)
-    seconds = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    seconds = _seconds(stamp)
     return {
         "apiVersion": "v1",
         "kind": "Event",

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from aiohttp import web
 from structlog.testing import capture_logs
 from tests.support.apiserver import respond, status_body
 
 from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder, build_event
 
 Serve = Callable[..., Awaitable[KubeClient]]
@@ -85,3 +86,103 @@ async def test_an_event_refused_by_a_terminating_namespace_is_dropped_quietly(se
         await EventRecorder(await serve(app)).event(DB, "Normal", "X", "y")
     assert [(e["event"], e["log_level"]) for e in logs] == [
         ("event dropped: the namespace is being terminated", "debug")]
+
+
+class FakeApi:
+    """Stands in for KubeClient: records each request and answers like the API server."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.gone: set[str] = set()  # Event names that no longer exist (expired)
+
+    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = "application/json",
+                      timeout: float = 30.0) -> Any:  # noqa: ASYNC109 - KubeClient.request's signature
+        self.calls.append((method, path, body))
+        if method == "PATCH":
+            assert content_type == "application/merge-patch+json"
+            if path.rsplit("/", 1)[1] in self.gone:
+                raise NotFound(404, "NotFound", "events not found")
+        return body
+
+
+class Now:
+    def __init__(self) -> None:
+        self.at = datetime(2026, 5, 6, 7, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def _recorder(api: FakeApi, now: Now, **options: Any) -> EventRecorder:
+    return EventRecorder(cast(KubeClient, api), now=now, **options)
+
+
+def _db(name: str) -> dict[str, Any]:
+    return {**DB, "metadata": {**DB["metadata"], "name": name, "uid": f"uid-{name}"}}
+
+
+async def test_a_repeated_event_patches_count_and_last_timestamp_of_the_first_one() -> None:
+    api, now = FakeApi(), Now()
+    recorder = _recorder(api, now)
+    await recorder.event(DB, "Warning", "BackupFailed", "pg_dump exited 1")
+    now.advance(30)
+    await recorder.event(DB, "Warning", "BackupFailed", "pg_dump exited 1")
+    now.advance(30)
+    await recorder.event(DB, "Warning", "BackupFailed", "pg_dump exited 1")
+    [(post, path, created), *patches] = api.calls
+    assert (post, path) == ("POST", "/api/v1/namespaces/ns/events")
+    assert created["count"] == 1 and created["firstTimestamp"] == "2026-05-06T07:00:00Z"
+    name = created["metadata"]["name"]
+    assert patches == [
+        ("PATCH", f"/api/v1/namespaces/ns/events/{name}", {"count": 2, "lastTimestamp": "2026-05-06T07:00:30Z"}),
+        ("PATCH", f"/api/v1/namespaces/ns/events/{name}", {"count": 3, "lastTimestamp": "2026-05-06T07:01:00Z"}),
+    ]
+
+
+async def test_events_differing_in_object_type_reason_or_message_are_not_merged() -> None:
+    api, now = FakeApi(), Now()
+    recorder = _recorder(api, now)
+    await recorder.event(DB, "Warning", "BackupFailed", "pg_dump exited 1")
+    await recorder.event(_db("db2"), "Warning", "BackupFailed", "pg_dump exited 1")
+    await recorder.event(DB, "Normal", "BackupFailed", "pg_dump exited 1")
+    await recorder.event(DB, "Warning", "RestoreFailed", "pg_dump exited 1")
+    await recorder.event(DB, "Warning", "BackupFailed", "pg_dump exited 2")
+    assert [method for method, _path, _body in api.calls] == ["POST"] * 5
+
+
+async def test_the_same_event_after_the_window_is_a_new_event() -> None:
+    api, now = FakeApi(), Now()
+    recorder = _recorder(api, now)
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    now.advance(601)  # client-go's 10 minutes
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    now.advance(60)
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    assert [method for method, _path, _body in api.calls] == ["POST", "POST", "PATCH"]
+    assert api.calls[2][1].endswith("/" + api.calls[1][2]["metadata"]["name"])
+    assert api.calls[2][2]["count"] == 2
+
+
+async def test_an_event_that_is_gone_is_created_again() -> None:
+    api, now = FakeApi(), Now()
+    recorder = _recorder(api, now)
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    api.gone.add(api.calls[0][2]["metadata"]["name"])  # expired (the API server keeps Events an hour)
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    await recorder.event(DB, "Normal", "Paused", "paused")
+    assert [method for method, _path, _body in api.calls] == ["POST", "PATCH", "POST", "PATCH"]
+    assert api.calls[2][2]["count"] == 1
+    assert api.calls[3][1].endswith("/" + api.calls[2][2]["metadata"]["name"])
+    assert api.calls[3][2]["count"] == 2
+
+
+async def test_only_the_most_recently_used_events_are_remembered() -> None:
+    api, now = FakeApi(), Now()
+    recorder = _recorder(api, now, cache_size=2)
+    for name in ("a", "b", "a", "c", "a", "b"):  # c pushes b out (a was used after b): b is new again
+        await recorder.event(_db(name), "Normal", "Paused", "paused")
+    assert [(method, (body.get("involvedObject") or {}).get("name")) for method, _path, body in api.calls] == [
+        ("POST", "a"), ("POST", "b"), ("PATCH", None), ("POST", "c"), ("PATCH", None), ("POST", "b")]
