@@ -1,113 +1,24 @@
 """reconcilers/migrations.py against an in-memory cluster: the steps, their writes, and their messages.
 
-The fake API writes straight into the caches (as the watch echo would), so each test drives the
-step pass by pass and checks exactly which objects it created or deleted. The real script's
-termination message, which kwok cannot produce, is exercised here.
+The fake cluster (tests/support/fake_cluster.py) writes straight into the caches (as the watch echo
+would), so each test drives the step pass by pass and checks exactly which objects it created or
+deleted. The real script's termination message, which kwok cannot produce, is exercised here.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from tests.support.fake_cluster import NS, FakeCluster
 
-from sampledb_operator.kube.api import ListResult
-from sampledb_operator.kube.client import KubeClient
-from sampledb_operator.kube.errors import Conflict, NotFound
-from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
 from sampledb_operator.reconcilers import migrations
-from sampledb_operator.reconcilers.context import Caches, Context
-from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.store import Store
-from sampledb_operator.runtime.storeset import StoreSet
 
 Obj = dict[str, Any]
-NS = "shop"
 INIT, INDEX = "CREATE TABLE t (id int);", "CREATE INDEX t_id ON t (id);"
-CACHED = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap",
-          "Secret")
-
-
-class FakeApi:
-    """One kind's REST verbs over the fake cluster; cached kinds land in their store at once."""
-
-    def __init__(self, cluster: FakeCluster, kind: str) -> None:
-        self.cluster, self.kind = cluster, kind
-
-    async def get(self, name: str, namespace: str | None = None) -> Obj:
-        obj = self.cluster.objects.get((self.kind, namespace or "", name))
-        if obj is None:
-            raise NotFound(404, "NotFound", f"{self.kind} {name} not found")
-        return obj
-
-    async def create(self, obj: Obj, namespace: str | None = None) -> Obj:
-        key = (self.kind, obj["metadata"].get("namespace") or namespace or "", obj["metadata"]["name"])
-        self.cluster.writes.append(("create", self.kind, key[2]))  # a write request, even when refused
-        if key in self.cluster.objects:
-            raise Conflict(409, "AlreadyExists", "exists")
-        self.cluster.put(self.kind, {**obj, "kind": self.kind})
-        return obj
-
-    async def delete(self, name: str, namespace: str | None = None) -> Obj:
-        self.cluster.writes.append(("delete", self.kind, name))
-        obj = self.cluster.objects.pop((self.kind, namespace or "", name), None)
-        if obj is None:
-            raise NotFound(404, "NotFound", "gone")
-        if self.kind in self.cluster.stores:
-            self.cluster.stores[self.kind].delete(ObjectRef(namespace or "", name))
-        return obj
-
-    async def list(self, namespace: str | None = None, *, label_selector: str | None = None,
-                   **_options: Any) -> ListResult:
-        self.cluster.lists.append((self.kind, label_selector or ""))
-        key, _, value = (label_selector or "").partition("=")
-        items = [o for (k, ns, _n), o in self.cluster.objects.items() if k == self.kind and ns == (namespace or ns)
-                 and (not key or (o["metadata"].get("labels") or {}).get(key) == value)]
-        return ListResult(items, "1", None)
-
-
-class FakeRecorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-
-class FakeCluster:
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], Obj] = {}
-        self.stores = {kind: Store(kind) for kind in CACHED}
-        self.writes: list[tuple[str, str, str]] = []
-        self.lists: list[tuple[str, str]] = []
-        self.recorder = FakeRecorder()
-        sets = {kind: StoreSet({None: store}) for kind, store in self.stores.items()}
-        caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
-                        pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
-                        configmaps=sets["ConfigMap"], secrets=sets["Secret"])
-        self.clock = FakeClock(wall_start=datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
-        self.ctx = Context(client=cast(KubeClient, None), caches=caches,
-                           recorder=cast(EventRecorder, self.recorder), clock=self.clock)
-        self.ctx.apis = {kind: cast(Any, FakeApi(self, kind)) for kind in (*CACHED, "Pod")}
-
-    def put(self, kind: str, obj: Obj) -> None:
-        obj = {**obj, "kind": kind, "metadata": {"namespace": NS, **obj["metadata"]}}
-        meta = obj["metadata"]
-        self.objects[(kind, meta["namespace"], meta["name"])] = obj
-        managed = "app.kubernetes.io/managed-by" in (meta.get("labels") or {})
-        if kind in self.stores and (kind != "ConfigMap" or managed):
-            self.stores[kind].upsert(obj)
-
-    def of_kind(self, kind: str) -> list[Obj]:
-        return [o for (k, _ns, _n), o in self.objects.items() if k == kind]
-
-    def set_status(self, kind: str, name: str, status: Obj) -> None:
-        obj = self.objects[(kind, NS, name)]
-        self.put(kind, {**obj, "status": status})
 
 
 def make_db(*, ready: bool = True, applied: list[AppliedMigration] | None = None,
