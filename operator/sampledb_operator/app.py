@@ -21,7 +21,7 @@ from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.kube.resources import LEASE
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.schema import API_VERSION
-from sampledb_operator.observability import metrics
+from sampledb_operator.observability import database_metrics, metrics
 from sampledb_operator.observability.health import HealthServer
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
@@ -94,6 +94,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             configmaps=sets["ConfigMap"], secrets=sets["Secret"],
         )
         metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in caches.sampledbs.list()])
+        database_metrics.set_database_source(caches.sampledbs.list)
         recorder = EventRecorder(client)
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period)

@@ -43,6 +43,10 @@ FAMILIES: list[tuple[str, str, set[str]]] = [
     ("sampledb_watch_events_total", "counter", {"resource", "type"}),
     ("sampledb_cache_objects", "gauge", {"resource"}),
     ("sampledb_databases", "gauge", {"phase"}),
+    ("sampledb_database_info", "gauge", {"namespace", "name", "version", "current_version"}),
+    ("sampledb_database_phase", "gauge", {"namespace", "name", "phase"}),
+    ("sampledb_database_condition", "gauge", {"namespace", "name", "type", "status", "reason"}),
+    ("sampledb_database_last_backup_timestamp_seconds", "gauge", {"namespace", "name"}),
     ("sampledb_backups_total", "counter", {"reason", "result"}),
     ("sampledb_snapshot_duration_seconds", "histogram", set()),
     ("sampledb_upgrade_duration_seconds", "histogram", {"kind"}),
@@ -55,7 +59,7 @@ FAMILIES: list[tuple[str, str, set[str]]] = [
 
 _SCRIPT = f"""
 from prometheus_client import generate_latest
-from sampledb_operator.observability import metrics
+from sampledb_operator.observability import database_metrics, metrics
 metrics.init_controller({CONTROLLER!r}, {WORKERS})
 metrics.init_queue({QUEUE!r}, {CONTROLLER!r})
 metrics.init_operator()

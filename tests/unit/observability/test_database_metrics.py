@@ -1,0 +1,60 @@
+"""Per-database series: one set per cached SampleDB, computed at scrape time, robust to odd statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sampledb_operator.observability.database_metrics import DatabaseCollector, unix_time
+
+
+def _db(name: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "shop", "name": name}, "spec": {"version": "17.2"}, "status": status}
+
+
+def _series(objs: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, str], float]]]:
+    registry = CollectorRegistry()
+    registry.register(DatabaseCollector(lambda: objs))
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def test_each_database_exports_info_phase_conditions_and_last_backup_time() -> None:
+    series = _series([_db(
+        "orders", phase="Upgrading", currentVersion="16.4",
+        conditions=[{"type": "Upgrading", "status": "True", "reason": "UpgradeJobRunning"},
+                    {"type": "Ready", "status": "True", "reason": "DatabaseReady"}],
+        lastBackup={"name": "orders-manual-1", "completedAt": "2026-01-02T03:04:05Z"},
+    )])
+    key = {"namespace": "shop", "name": "orders"}
+    assert series["sampledb_database_info"] == [({**key, "version": "17.2", "current_version": "16.4"}, 1.0)]
+    assert series["sampledb_database_phase"] == [({**key, "phase": "Upgrading"}, 1.0)]
+    assert ({**key, "type": "Upgrading", "status": "True", "reason": "UpgradeJobRunning"}, 1.0) in \
+        series["sampledb_database_condition"]
+    assert len(series["sampledb_database_condition"]) == 2
+    assert series["sampledb_database_last_backup_timestamp_seconds"] == [(key, 1767323045.0)]
+
+
+def test_a_database_without_status_is_pending_and_has_no_backup_time() -> None:
+    series = _series([{"metadata": {"namespace": "shop", "name": "fresh"}, "spec": {"version": "16.4"}}])
+    assert series["sampledb_database_phase"] == [({"namespace": "shop", "name": "fresh", "phase": "Pending"}, 1.0)]
+    assert "sampledb_database_last_backup_timestamp_seconds" not in series
+    assert "sampledb_database_condition" not in series
+
+
+def test_unreadable_status_values_are_skipped_not_raised() -> None:
+    series = _series([_db("odd", conditions=["not a condition", {"status": "True"}],
+                          lastBackup={"completedAt": "yesterday"})])
+    assert "sampledb_database_condition" not in series
+    assert "sampledb_database_last_backup_timestamp_seconds" not in series
+    assert unix_time("2026-01-02T03:04:05") is None      # no zone: not a Kubernetes timestamp
+    assert unix_time(None) is None
+
+
+def test_no_databases_no_series() -> None:
+    assert _series([]) == {}
