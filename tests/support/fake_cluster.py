@@ -30,6 +30,7 @@ from sampledb_operator.kube.api import ListResult
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import ApiError, Conflict, Invalid, NotFound
 from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.model import names
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import API_KINDS, Caches, Context
@@ -321,3 +322,32 @@ class FakeCluster:
         if succeeded:
             status["completionTime"] = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         return self.set_status("Job", name, status)
+
+
+def sampledb(name: str = "orders", *, annotations: dict[str, str] | None = None, **spec: Any) -> Obj:
+    """A SampleDB object as a user applies it (version 16.4 and a 1Gi volume unless `spec` says otherwise)."""
+    body: Obj = {"version": "16.4", "storage": {"size": "1Gi"}}
+    body.update(spec)
+    meta: Obj = {"name": name, "namespace": NS}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": meta, "spec": body}
+
+
+async def running_database(cluster: FakeCluster, name: str = "orders", **spec: Any) -> Obj:
+    """A SampleDB taken to Ready (children created, volumes bound, pod ready); its stored object."""
+    cluster.put("SampleDB", sampledb(name, **spec))
+    await cluster.reconcile(name)
+    await cluster.reconcile(name)
+    for pvc in (names.data_pvc_name(name), names.backup_pvc_name(name)):
+        cluster.bind(pvc)
+    cluster.statefulset_ready(names.statefulset_name(name))
+    await cluster.reconcile(name)
+    obj = cluster.get("SampleDB", name)
+    assert obj is not None and obj["status"]["phase"] == "Running", obj and obj.get("status")
+    return obj
+
+
+def condition(obj: Obj | None, type_: str) -> Obj:
+    """One condition of an object's status ({} when absent)."""
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), {})

@@ -18,6 +18,7 @@ from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, lifecycle, plan, restore
 from sampledb_operator.decide import status as st
+from sampledb_operator.decide import volumes as vol
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
@@ -37,7 +38,7 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade
+from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade, volumes
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.runtime.controller import Result, combine
 
@@ -88,7 +89,9 @@ class SampleDBReconciler:
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready)
         degraded: list[Problem] = list(upgrading.degraded)
         await self._ensure_secret(db, observed_children, degraded)
-        await self._apply_children(db, observed_children, degraded, upgrading.running)
+        live_volumes = await self._apply_children(db, observed_children, degraded, upgrading.running)
+        # An accepted empty data volume is a new, empty database: its migrations are applied again.
+        emptied = vol.DATA in vol.accepted(db.metadata.annotations) & live_volumes
         await self._disown(db, observed_children)
 
         blockers: list[Problem] = []
@@ -102,7 +105,7 @@ class SampleDBReconciler:
                               *((backups.condition,) if backups.condition else ())),
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
-            applied_migrations=migration.applied,
+            applied_migrations=() if emptied else migration.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
             statefulset=sts,
@@ -113,7 +116,8 @@ class SampleDBReconciler:
             degraded=tuple(degraded),
             init_changed=init_changed,
         )
-        await self._write_status(db, obj, observed)
+        written = await self._write_status(db, obj, observed)
+        await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written)
         return combine(
             Result(requeue=bool(blockers or migration.requeue)),  # a missing reference: look again with backoff
             Result(requeue_after=backups.requeue_after),  # the next scheduled backup
@@ -155,11 +159,21 @@ class SampleDBReconciler:
             pass  # created by an earlier pass whose watch event has not arrived yet
 
     async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem],
-                              running: d.Running) -> None:
+                              running: d.Running) -> frozenset[str]:
+        """Apply what the plan asks for; the roles of the volumes that exist (and are not being deleted) after it."""
         inputs = d.Inputs(db=db, scripts=self._scripts, running=running)
+        volume_states = volumes.states(self.ctx, db, observed)
+        accept = vol.accepted(db.metadata.annotations)
+        verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
+        degraded += [v.problem for v in verdicts.values() if v.problem is not None]
+        live = {volume_states[key].role for key, v in verdicts.items()
+                if v.write and volume_states[key].present and not volume_states[key].terminating}
         for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY):
             kind, name = action.key
             have = observed.get(action.key)
+            verdict = verdicts.get(action.key)
+            if verdict is not None and not verdict.write:
+                continue  # a volume being deleted or lost: never written (see decide/volumes.py)
             if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
                 problem = await self._expansion_problem(have)
                 if problem is not None:
@@ -181,6 +195,13 @@ class SampleDBReconciler:
             log.info("applied child", kind=kind, child=name, reason=action.reason)
             await self._event(db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
                               action.reason if not created else f"created {kind} {name}")
+            if verdict is not None:
+                live.add(volume_states[action.key].role)
+                if verdict.creates_empty:
+                    await self._event(db, "Warning", "EmptyVolumeCreated",
+                                      f"created an empty {volume_states[action.key].role} volume {name} in place of"
+                                      f" the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
+        return frozenset(live)
 
     async def _disown(self, db: SampleDB, observed: dict[plan.Key, Obj]) -> None:
         """Remove a SampleDB ownerReference from a long-lived child (objects made by an earlier version
@@ -295,17 +316,19 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ status and events
 
-    async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> None:
+    async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> str | None:
+        """Write the status when it changed; the SampleDB's resourceVersion afterwards (None: it is gone)."""
         new = st.compute(db, observed, self.clock.now())
         if not st.status_changed(db.status, new):
-            return
+            return db.metadata.resource_version
         await self._transition_events(db, new)
         try:
-            await self.apis["SampleDB"].patch(
+            answer = await self.apis["SampleDB"].patch(
                 db.metadata.name, {"status": dump(new)}, namespace=db.metadata.namespace, subresource="status"
             )
         except NotFound:
-            return
+            return None
+        return str((answer.get("metadata") or {}).get("resourceVersion") or "") or None
 
     async def _transition_events(self, db: SampleDB, new: Any) -> None:
         for cond in new.conditions:

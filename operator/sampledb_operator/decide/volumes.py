@@ -1,0 +1,89 @@
+"""The database's two volumes (data, backups): when the operator may write them, and when it must stop.
+
+Pure. A volume that holds something (the data volume of a database that has run, a backups volume
+that successful backups were written to) is never replaced by an empty one without an explicit
+decision: when it is being deleted (Terminating: the API server keeps it while a pod uses it) or
+gone, the volume is reported (a Degraded problem naming it) and not written; only the annotation
+`sampledb.io/accept-empty-volume` listing its role ("data", "backups") lets the operator create an
+empty one. An acceptance is for the current loss only: once the volume exists again, its role is
+dropped from the annotation, so a later loss stops again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sampledb_operator.model.sampledb import Problem
+
+ACCEPT_EMPTY_ANNOTATION = "sampledb.io/accept-empty-volume"
+DATA, BACKUPS = "data", "backups"
+ROLES = (DATA, BACKUPS)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeState:
+    """One volume as observed."""
+
+    role: str  # DATA or BACKUPS
+    name: str  # the PVC's name
+    present: bool
+    terminating: bool = False  # present with a deletionTimestamp
+    holds_data: bool = False  # the database ran on it / successful backups were written to it
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeVerdict:
+    """What the reconciler may do with one volume's desired PVC."""
+
+    write: bool  # apply the desired PVC (create it or keep it in shape)
+    problem: Problem | None = None
+    creates_empty: bool = False  # the write creates an empty volume in place of a lost one
+
+
+def accepted(annotations: Mapping[str, str]) -> frozenset[str]:
+    """The roles the accept-empty-volume annotation names ("data", "backups", comma-separated)."""
+    value = annotations.get(ACCEPT_EMPTY_ANNOTATION) or ""
+    return frozenset(part.strip() for part in value.split(",") if part.strip() in ROLES)
+
+
+def _what(state: VolumeState) -> str:
+    return f"the {'data' if state.role == DATA else 'backups'} volume (PVC {state.name})"
+
+
+def _field(state: VolumeState) -> str:
+    return "spec.storage" if state.role == DATA else "spec.backup.storage"
+
+
+def verdict(state: VolumeState, accept: frozenset[str], db_name: str) -> VolumeVerdict:
+    """Whether the desired PVC of `state` may be written, and the problem to report if not."""
+    what = _what(state)
+    accept_hint = (f"to accept an empty one instead, annotate the SampleDB: kubectl annotate sampledb {db_name}"
+                   f" {ACCEPT_EMPTY_ANNOTATION}={state.role}")
+    if state.terminating:
+        reason = "DataVolumeTerminating" if state.role == DATA else "BackupVolumeTerminating"
+        keeps = ("the database pod still uses it" if state.role == DATA else "a pod still uses it")
+        return VolumeVerdict(False, Problem(reason, (
+            f"{what} is being deleted; it stays while {keeps}, and once it is gone the operator will not"
+            f" create an empty one in its place. To keep the data, stop the deletion (recreate the claim on its"
+            f" PersistentVolume) or take a backup now; {accept_hint}"), _field(state)))
+    if state.present:
+        return VolumeVerdict(True)
+    if not state.holds_data or state.role in accept:
+        return VolumeVerdict(True, creates_empty=state.holds_data)
+    if state.role == DATA:
+        message = (f"{what} of this database is gone, and the database had run on it: the operator does not"
+                   " create an empty one by itself. Restore the volume (a claim of the same name on its"
+                   " PersistentVolume), or create a new SampleDB with spec.restore naming a backup;"
+                   f" {accept_hint} (the database then starts empty)")
+        return VolumeVerdict(False, Problem("DataVolumeLost", message, _field(state)))
+    message = (f"{what} is gone, and successful backups had been written to it: the operator does not create"
+               f" an empty one by itself. Restore the volume (a claim of the same name on its PersistentVolume);"
+               f" {accept_hint} (its SampleDBBackups then point at files that no longer exist)")
+    return VolumeVerdict(False, Problem("BackupVolumeLost", message, _field(state)))
+
+
+def remaining_acceptance(accept: frozenset[str], live: frozenset[str]) -> str | None:
+    """The annotation's value once the roles whose volume exists again (`live`) are dropped; None: remove it."""
+    left = sorted(accept - live)
+    return ",".join(left) if left else None

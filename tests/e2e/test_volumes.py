@@ -1,0 +1,44 @@
+"""The data volume of a database that has run is never silently replaced by an empty one (issue #11, item 14).
+
+Real operator and control plane (kwok pods): deleting the data PVC while the pod uses it leaves it
+Terminating (the pvc-protection finalizer), which the SampleDB reports; once it is gone the operator
+creates no empty volume until the accept-empty-volume annotation says so.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tests.e2e.conftest import apply, condition, sampledb, wait_ready
+from tests.support.kube import get_or_none, kubectl, wait_until
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+
+def test_a_deleted_data_volume_is_reported_and_not_replaced_until_accepted(namespace: str,
+                                                                           operator: OperatorProcess) -> None:
+    ns, pvc = namespace, "data-vol-0"
+    apply(sampledb("vol", ns))
+    wait_ready("vol", ns)
+    kubectl("delete", "pvc", pvc, "-n", ns, "--wait=false")
+    wait_until(lambda: condition("vol", ns, "Degraded").get("reason") == "DataVolumeTerminating", timeout=60,
+               what="Degraded=True DataVolumeTerminating")
+    assert (get_or_none("pvc", pvc, ns) or {}).get("metadata", {}).get("deletionTimestamp")
+
+    # Without the pod the claim goes; the StatefulSet's next pod waits for a claim that does not come.
+    kubectl("delete", "pod", "vol-0", "-n", ns, "--wait=false")
+    wait_until(lambda: condition("vol", ns, "Degraded").get("reason") == "DataVolumeLost", timeout=90,
+               what="Degraded=True DataVolumeLost")
+    time.sleep(3)  # a few passes of the operator: still no claim
+    assert get_or_none("pvc", pvc, ns) is None
+    events = kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=vol,type=Warning",
+                     "-o", "jsonpath={.items[*].reason}").stdout.split()
+    assert {"DataVolumeTerminating", "DataVolumeLost"} <= set(events)
+
+    kubectl("annotate", "sampledb", "vol", "-n", ns, "sampledb.io/accept-empty-volume=data")
+    wait_until(lambda: get_or_none("pvc", pvc, ns), timeout=60, what="a new, empty data volume")
+    wait_until(lambda: "sampledb.io/accept-empty-volume" not in (
+        (get_or_none("sampledb", "vol", ns) or {}).get("metadata", {}).get("annotations") or {}),
+        timeout=30, what="the acceptance consumed")

@@ -1,0 +1,101 @@
+"""A volume being deleted or gone is never silently replaced by an empty one (issue #11, item 14).
+
+On the fake cluster: a running database whose data (or backups) PVC is Terminating is Degraded
+with a reason naming the volume and a Warning Event; once the PVC is gone the operator does not
+create an empty one until the accept-empty-volume annotation says so, and that acceptance is
+consumed once the volume exists again.
+"""
+
+from __future__ import annotations
+
+from tests.support.fake_cluster import FakeCluster, condition, running_database
+
+from sampledb_operator.decide import volumes as vol
+from sampledb_operator.model import names
+
+PVC = "PersistentVolumeClaim"
+DATA = names.data_pvc_name("orders")
+BACKUPS = names.backup_pvc_name("orders")
+
+
+def _pvc_finalized(cluster: FakeCluster, name: str) -> None:
+    """kubectl delete pvc while the pod uses it: the pvc-protection finalizer keeps it, Terminating."""
+    cluster.patch(PVC, name, {"metadata": {"finalizers": ["kubernetes.io/pvc-protection"]}})
+
+
+async def test_a_terminating_data_volume_is_degraded_and_its_loss_never_creates_an_empty_one() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    _pvc_finalized(cluster, DATA)
+    await cluster.ctx.apis[PVC].delete(DATA, "shop")
+
+    await cluster.reconcile("orders")
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "DataVolumeTerminating")
+    assert DATA in degraded["message"] and vol.ACCEPT_EMPTY_ANNOTATION in degraded["message"]
+    assert ("Warning", "DataVolumeTerminating") in [(t, r) for t, r, _ in cluster.recorder.events]
+    assert cluster.written("apply", PVC) == [("apply", PVC, DATA), ("apply", PVC, BACKUPS)]  # only at creation
+
+    # The pod goes, the finalizer with it: the volume is gone. No empty one takes its place.
+    await cluster.ctx.apis[PVC].patch(DATA, {"metadata": {"finalizers": None}}, namespace="shop")
+    for _ in range(2):
+        await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA) is None
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "DataVolumeLost")
+    assert cluster.get("SampleDB", "orders")["status"]["phase"] == "Degraded"  # type: ignore[index]
+
+
+async def test_the_annotation_accepts_an_empty_data_volume_once() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    await cluster.ctx.apis[PVC].delete(DATA, "shop")
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA) is None
+
+    stored = cluster.get("SampleDB", "orders")
+    assert stored is not None
+    cluster.set_status("SampleDB", "orders", {**stored["status"], "appliedMigrations": [{"name": "0001_a.sql"}]})
+    cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {vol.ACCEPT_EMPTY_ANNOTATION: "data"}}})
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA) is not None
+    # a new, empty database: the migrations recorded for the lost one are applied again
+    assert not cluster.get("SampleDB", "orders")["status"].get("appliedMigrations")  # type: ignore[index]
+    assert ("Warning", "EmptyVolumeCreated") in [(t, r) for t, r, _ in cluster.recorder.events]
+    annotations = cluster.get("SampleDB", "orders")["metadata"].get("annotations") or {}  # type: ignore[index]
+    assert vol.ACCEPT_EMPTY_ANNOTATION not in annotations  # consumed: a later loss stops again
+
+    await cluster.ctx.apis[PVC].delete(DATA, "shop")
+    for _ in range(2):
+        await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA) is None
+    assert condition(cluster.get("SampleDB", "orders"), "Degraded")["reason"] == "DataVolumeLost"
+
+
+async def test_a_database_that_never_ran_gets_its_volume_back_without_asking() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", {"metadata": {"name": "orders"}, "spec": {"version": "16.4", "storage": {"size": "1Gi"}}})
+    await cluster.reconcile("orders")
+    await cluster.ctx.apis[PVC].delete(DATA, "shop")
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA) is not None
+
+
+async def test_a_lost_backups_volume_that_held_backups_is_not_recreated_empty() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.put("SampleDBBackup", {"metadata": {"name": "orders-manual"}, "spec": {"database": "orders"},
+                                   "status": {"phase": "Succeeded", "location": {"pvcName": BACKUPS,
+                                                                                 "path": "/b/orders-manual.dump"}}})
+    _pvc_finalized(cluster, BACKUPS)
+    await cluster.ctx.apis[PVC].delete(BACKUPS, "shop")
+    await cluster.reconcile("orders")
+    assert condition(cluster.get("SampleDB", "orders"), "Degraded")["reason"] == "BackupVolumeTerminating"
+    await cluster.ctx.apis[PVC].patch(BACKUPS, {"metadata": {"finalizers": None}}, namespace="shop")
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, BACKUPS) is None
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert degraded["reason"] == "BackupVolumeLost" and BACKUPS in degraded["message"]
+    cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {vol.ACCEPT_EMPTY_ANNOTATION: "backups"}}})
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, BACKUPS) is not None
