@@ -6,7 +6,9 @@ StatefulSet to the new image. A major change always takes the backup first; then
 with the new image dumps the running old server into a new data directory (pgdata-<major>) on the
 same volume; only when it succeeds does the StatefulSet switch to the new image and directory.
 The old directory is kept. A failure leaves the old version running and is not retried until
-spec.version or the retry annotation changes (their values name the backup and the Job).
+spec.version or the retry annotation changes (their values name the backup and the Job). One
+upgrade at a time: while an upgrade (or thaw) Job of another attempt is unfinished, a new target
+waits (WaitingForUpgrade) without a backup or a Job of its own.
 Pure: no I/O.
 """
 
@@ -68,6 +70,7 @@ class UpgradeInput:
     sts_ready: bool = False
     sts_version: str | None = None  # what the StatefulSet's template runs (its version annotation)
     migration_running: bool = False  # a schema migration Job runs: the upgrade does not start meanwhile
+    other_job_running: str = ""  # an unfinished upgrade (or thaw) Job of another attempt: this one waits for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,12 @@ def decide(inp: UpgradeInput) -> UpgradeDecision:
     if inp.migration_running and inp.backup_phase is None and not inp.job_exists:
         return UpgradeDecision(*keep, kind, status="True", reason="WaitingForMigration",
                                message="a schema migration is running; the upgrade starts after it")
+    if inp.other_job_running and not inp.job_exists:
+        # One upgrade at a time: two Jobs would share the volume (and NEW_PGDATA), and one's cleanup
+        # or failure trap would undo the other's work.
+        return UpgradeDecision(*keep, kind, status="True", reason="WaitingForUpgrade",
+                               message=f"Job {inp.other_job_running} of an earlier upgrade attempt is still"
+                                       f" running; the upgrade from {span} starts after it")
     if inp.backup_required and inp.backup_phase != "Succeeded":
         if inp.backup_phase == "Failed":
             return UpgradeDecision(*keep, kind, status="False", reason="UpgradeFailed", failed=True,

@@ -81,15 +81,16 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
         token = up.work_token(current, wanted, retry)
         required = kind is up.Kind.MAJOR or db.spec.upgrade.backup_before_minor
         migrating = migrations.in_progress(ctx, db)
+        job_name = names.job_name(db.metadata.name, names.JobKind.UPGRADE, token)
+        others = [n for n in unfinished_jobs(ctx, db) if n not in (job_name, names.fit(job_name, "-thaw"))]
         phase, message = None, ""
         if required:
             backup_name = pre_work_backup_name(db, "pre-upgrade", token)
-            if not migrating:  # no backup while a migration changes the schema
+            if not migrating and not others:  # no backup while a migration or another upgrade runs
                 backup_name, phase = await ensure_backup(ctx, db, reason="pre-upgrade", token=token)
             cached = ctx.cached("SampleDBBackup", db.metadata.namespace, backup_name) or {}
             phase = phase or (cached.get("status") or {}).get("phase")
             message = (cached.get("status") or {}).get("message") or ""
-        job_name = names.job_name(db.metadata.name, names.JobKind.UPGRADE, token)
         job = ctx.cached("Job", db.metadata.namespace, job_name) if kind is up.Kind.MAJOR else None
         state = job_state(job)
         inp = up.UpgradeInput(
@@ -98,6 +99,7 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
             job_succeeded=bool(state and state.succeeded),
             job_message=f"{state.reason}: {state.message}" if state else "",
             sts_ready=sts_ready, sts_version=sts_version(sts), migration_running=migrating,
+            other_job_running=others[0] if others else "",
         )
     dec = up.decide(inp)
     if dec.start_job:
@@ -114,6 +116,19 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
     _observe_duration(ctx, db, cond, kind)
     degraded = (Problem(dec.reason, dec.message, "spec.version"),) if dec.failed else ()
     return UpgradeOutcome(running, cond, degraded, busy=dec.status == "True")
+
+
+def unfinished_jobs(ctx: Context, db: SampleDB) -> list[str]:
+    """The names of this database's upgrade and thaw Jobs that have not finished, sorted."""
+    out = []
+    for component in ("upgrade", "thaw"):
+        selector = {d.DATABASE_LABEL: db.metadata.name, d.COMPONENT_LABEL: component}
+        for job in ctx.caches.jobs.list(db.metadata.namespace, selector):
+            owners = job.get("metadata", {}).get("ownerReferences") or []
+            state = job_state(job)
+            if any(o.get("uid") == db.metadata.uid for o in owners) and state is not None and not state.finished:
+                out.append(str(job["metadata"]["name"]))
+    return sorted(out)
 
 
 async def _start_job(ctx: Context, db: SampleDB, name: str, data_dir: str) -> None:

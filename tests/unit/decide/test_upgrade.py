@@ -81,3 +81,15 @@ def test_an_upgrade_waits_for_a_running_migration_before_its_backup() -> None:
     assert (d.version, d.status, d.reason, d.start_job) == ("16.4", "True", "WaitingForMigration", False)
     # once its backup or Job exists, the attempt is under way and goes on
     assert decide(replace(MAJOR, migration_running=True, backup_phase="Running")).reason == "BackingUp"
+
+
+def test_one_upgrade_at_a_time_a_new_attempt_waits_for_an_unfinished_job_of_another() -> None:
+    waiting = decide(replace(MAJOR, backup_phase="Succeeded", other_job_running="db-upgrade-1"))
+    assert (waiting.version, waiting.status, waiting.reason, waiting.start_job) == (
+        "16.4", "True", "WaitingForUpgrade", False)
+    assert "db-upgrade-1" in waiting.message
+    minor = decide(replace(MAJOR, wanted="16.6", backup_required=False, other_job_running="db-upgrade-1"))
+    assert (minor.version, minor.reason) == ("16.4", "WaitingForUpgrade")  # no roll under a running dump
+    # its own Job, once it exists, is not held back
+    assert decide(replace(MAJOR, backup_phase="Succeeded", job_exists=True,
+                          other_job_running="db-upgrade-1")).reason == "UpgradeJobRunning"
