@@ -2,7 +2,7 @@
 
 Pure: no I/O. Each problem has a CamelCase reason and a message for the SpecValid condition. The
 API server's CEL rules reject most bad input at admission; this catches what CEL cannot express
-(a cron field out of range, an image tag naming another major) and applies again, through the
+(a cron field out of range, an image tag naming another version) and applies again, through the
 rules' Python twins in model/spec_rules.py, the rules that protect the pod and the data plane, for
 objects stored before a rule existed (the API server keeps them, and ratcheting lets their
 unchanged fields through on update).
@@ -30,19 +30,22 @@ from sampledb_operator.model.spec_rules import (
 )
 
 _POSTGRES_REPOSITORIES = ("postgres", "postgresql")
-_TAG_MAJOR = re.compile(r"^(\d+)(?:[.\-_].*)?$")
+_TAG_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:[.\-_].*)?$")
 
 
-def _image_major(image: str) -> int | None:
-    """The major version in the tag of a postgres image ("postgres:16.4-alpine" -> 16), else None."""
+def _image_version(image: str) -> tuple[int, int | None] | None:
+    """The (major, minor) in the tag of a postgres image ("postgres:16.4-alpine" -> (16, 4), "postgres:16" ->
+    (16, None), bitnami's "postgresql:16.4.0" -> (16, 4)), else None (another repository, a digest only)."""
     name = image.split("@", 1)[0]
     repository, _, tag = name.rpartition(":")
     if not repository or "/" in tag:
         return None
     if repository.rsplit("/", 1)[-1] not in _POSTGRES_REPOSITORIES:
         return None
-    match = _TAG_MAJOR.match(tag)
-    return int(match.group(1)) if match else None
+    match = _TAG_VERSION.match(tag)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)) if match.group(2) is not None else None
 
 
 def validate_spec(spec: SampleDBSpec) -> list[Problem]:
@@ -72,11 +75,23 @@ def _check_version(spec: SampleDBSpec) -> list[Problem]:
             "UnsupportedVersion",
             f"PostgreSQL {major} is not supported; supported majors: {MAJORS_TEXT}", "spec.version",
         )]
-    image_major = _image_major(spec.image) if spec.image and image_error(spec.image) is None else None
-    if image_major is not None and image_major != major:
+    tagged = _image_version(spec.image) if spec.image and image_error(spec.image) is None else None
+    if tagged is None:
+        return []
+    image_major, image_minor = tagged
+    if image_major != major:
         return [Problem(
             "ImageVersionMismatch",
             f"image {spec.image} looks like PostgreSQL {image_major} but version is {spec.version}",
+            "spec.image",
+        )]
+    minor = int(spec.version.split(".", 1)[1]) if "." in spec.version else None
+    if image_minor is not None and minor is not None and image_minor != minor:
+        # The StatefulSet would run the pinned image while the status reported spec.version.
+        return [Problem(
+            "ImageVersionMismatch",
+            f"version {spec.version} and the pinned image {spec.image} (PostgreSQL {image_major}.{image_minor})"
+            " disagree: change both together, or remove spec.image to run postgres:<version>",
             "spec.image",
         )]
     return []

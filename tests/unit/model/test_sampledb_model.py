@@ -258,9 +258,13 @@ def test_request_equal_to_limit_is_fine() -> None:
         ("timescale/timescaledb:2.14.2-pg16", None),
         ("registry:5000/postgres@sha256:" + "0" * 64, None),  # the port is not a tag
         ("postgres:latest", None),
+        ("postgres:16.2", "ImageVersionMismatch"),  # another minor: the pod would not run spec.version
+        ("postgres:16.2-alpine@sha256:" + "0" * 64, "ImageVersionMismatch"),
+        ("bitnami/postgresql:16.4.0", None),
+        ("postgres:16", None),
     ],
 )
-def test_image_whose_tag_names_another_major_is_a_problem(image: str, reason: str | None) -> None:
+def test_image_whose_tag_names_another_version_is_a_problem(image: str, reason: str | None) -> None:
     problems = validate_spec(_spec(image=image))
     assert [p.reason for p in problems] == ([reason] if reason else [])
 

@@ -62,3 +62,21 @@ async def test_the_retry_annotation_waits_for_the_running_upgrade_job_too() -> N
     await cluster.reconcile("orders")
     assert upgrade_jobs(cluster) == [first]
     assert condition(cluster.get("SampleDB", "orders"), "Upgrading")["reason"] == "WaitingForUpgrade"
+
+
+async def test_a_new_minor_with_a_pinned_image_of_the_old_one_is_refused_not_reported_done() -> None:
+    """Issue #11, item 3: the pod would keep running 16.4 while the status said 16.6."""
+    cluster = FakeCluster()
+    await running_database(cluster, image="postgres:16.4")
+    cluster.patch("SampleDB", "orders", {"spec": {"version": "16.6"}})
+    for _ in range(2):
+        await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    spec_valid = condition(db, "SpecValid")
+    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "ImageVersionMismatch")
+    assert "16.6" in spec_valid["message"] and "postgres:16.4" in spec_valid["message"]
+    assert db is not None and db["status"]["currentVersion"] == "16.4"
+    assert condition(db, "Upgrading") == {}
+    assert cluster.of_kind(BACKUP) == []
+    sts = cluster.get("StatefulSet", "orders")
+    assert sts is not None and sts["metadata"]["annotations"][up.VERSION_ANNOTATION] == "16.4"

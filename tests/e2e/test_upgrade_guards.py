@@ -1,4 +1,5 @@
-"""One upgrade at a time, end to end (issue #11, item 2).
+"""Upgrade guards end to end: one upgrade at a time (issue #11, item 2), and a pinned image that
+disagrees with spec.version refused instead of reported as upgraded (item 3).
 
 An upgrade Job that does not finish (its pod can never be scheduled) stands for a long-running
 major upgrade: a new spec.version meanwhile starts no second upgrade Job on the same volume, the
@@ -50,3 +51,23 @@ def test_a_new_target_waits_while_an_upgrade_job_runs(namespace: str, operator: 
     wait_until(lambda: condition("serial", ns, "Upgrading").get("reason") in ("BackingUp", "UpgradeJobRunning",
                                                                              "RollingOut", "UpgradeSucceeded"),
                timeout=60, what="the upgrade to go on")
+
+
+def test_a_pinned_image_of_another_minor_is_refused_and_nothing_rolls(namespace: str,
+                                                                      operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("pinned", ns, image="postgres:16.4"))
+    wait_ready("pinned", ns)
+    kubectl("patch", "sampledb", "pinned", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"version": "16.6"}}))
+    wait_until(lambda: condition("pinned", ns, "SpecValid").get("reason") == "ImageVersionMismatch", timeout=60,
+               what="SpecValid=False ImageVersionMismatch")
+    db = kubectl_json("get", "sampledb", "pinned", "-n", ns)
+    assert db["status"]["currentVersion"] == "16.4"
+    assert not [c for c in db["status"]["conditions"] if c["type"] == "Upgrading"]
+    sts = kubectl_json("get", "statefulset", "pinned", "-n", ns)
+    assert sts["metadata"]["annotations"]["sampledb.io/version"] == "16.4"
+    # Changing both together is an ordinary minor upgrade.
+    kubectl("patch", "sampledb", "pinned", "-n", ns, "--type=merge", "-p",
+            json.dumps({"spec": {"version": "16.6", "image": "postgres:16.6"}}))
+    wait_until(lambda: kubectl_json("get", "sampledb", "pinned", "-n", ns)["status"].get("currentVersion") == "16.6",
+               timeout=120, what="currentVersion 16.6")
