@@ -95,7 +95,7 @@ class BackupReconciler:
             except NotFound:
                 await self._status(backup, BackupPhase.PENDING, f"backup volume {claim} does not exist")
                 return Result(requeue=True)
-        await backup_files.ensure_finalizer(self.ctx, backup)  # before anything can write files
+        backup = await backup_files.ensure_finalizer(self.ctx, backup)  # before anything can write files
         body = jobs.backup_job(db, backup_name=backup.metadata.name, backup_uid=backup.metadata.uid or "",
                                claim_name=claim)
         try:
@@ -120,7 +120,8 @@ class BackupReconciler:
             extra["sizeBytes"] = result["size_bytes"]
         if isinstance(result.get("sha256"), str) and len(result["sha256"]) == 64:
             extra["checksum"] = result["sha256"]
-        await self._status(backup, BackupPhase.SUCCEEDED, "backup completed", completed=True, extra=extra)
+        if not await self._status(backup, BackupPhase.SUCCEEDED, "backup completed", completed=True, extra=extra):
+            return  # not this pass's to record (a stale cache): the pass that wrote it counted it
         metrics.backups_total.labels(reason=reason, result="succeeded").inc()
         if reason == "pre-delete" and backup.status.started_at is not None:
             seconds = (self.ctx.clock.now() - backup.status.started_at).total_seconds()
@@ -128,12 +129,16 @@ class BackupReconciler:
         await self._event(backup, "Normal", "BackupSucceeded", f"backup of {db.metadata.name} completed")
 
     async def _failed(self, backup: SampleDBBackup, message: str) -> None:
-        await self._status(backup, BackupPhase.FAILED, message, completed=True)
+        if not await self._status(backup, BackupPhase.FAILED, message, completed=True):
+            return
         metrics.backups_total.labels(reason=str(backup.spec.reason), result="failed").inc()
         await self._event(backup, "Warning", "BackupFailed", message)
 
     async def _status(self, backup: SampleDBBackup, phase: BackupPhase, message: str, *, started: bool = False,
-                      completed: bool = False, extra: dict[str, Any] | None = None) -> None:
+                      completed: bool = False, extra: dict[str, Any] | None = None) -> bool:
+        """Write the backup's whole status, on the condition that the object is the one this pass read
+        (its resourceVersion); True when this call wrote it. A pass on a stale cache gets Conflict and
+        writes nothing: it never rewrites startedAt or records a finished backup a second time."""
         now = self.ctx.clock.now()
         old = dump(backup.status)
         new: dict[str, Any] = {**old, "phase": phase.value, "message": message[:1000],
@@ -144,12 +149,16 @@ class BackupReconciler:
             new["completedAt"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         new.update(extra or {})
         if new == old:
-            return
+            return False
+        body = {"metadata": {"resourceVersion": backup.metadata.resource_version}, "status": new}
         try:
-            await self.ctx.apis["SampleDBBackup"].patch(backup.metadata.name, {"status": new},
+            await self.ctx.apis["SampleDBBackup"].patch(backup.metadata.name, body,
                                                          namespace=backup.metadata.namespace, subresource="status")
-        except NotFound:
-            return
+        except (NotFound, Conflict):
+            log.info("backup status not written: the object is gone or changed since it was read",
+                     namespace=backup.metadata.namespace, name=backup.metadata.name)
+            return False
+        return True
 
     async def _event(self, backup: SampleDBBackup, type_: EventType, reason: str, message: str) -> None:
         await self.ctx.event(backup.metadata, API_VERSION, "SampleDBBackup", type_, reason, message)

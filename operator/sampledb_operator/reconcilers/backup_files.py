@@ -23,13 +23,17 @@ from sampledb_operator.reconcilers.deletion import namespace_terminating
 from sampledb_operator.runtime.controller import Result
 
 
-async def ensure_finalizer(ctx: Context, backup: SampleDBBackup) -> None:
-    """Add the files finalizer (optimistic: a stale object gets Conflict and the pass is retried)."""
+async def ensure_finalizer(ctx: Context, backup: SampleDBBackup) -> SampleDBBackup:
+    """Add the files finalizer (optimistic: a stale object gets Conflict and the pass is retried); the
+    backup with the resourceVersion it has now, for the pass's later writes' precondition."""
     if bf.FILES_FINALIZER in backup.metadata.finalizers:
-        return
-    patch = {"metadata": {"finalizers": [*backup.metadata.finalizers, bf.FILES_FINALIZER],
-                          "resourceVersion": backup.metadata.resource_version}}
-    await ctx.apis["SampleDBBackup"].patch(backup.metadata.name, patch, namespace=backup.metadata.namespace)
+        return backup
+    finalizers = [*backup.metadata.finalizers, bf.FILES_FINALIZER]
+    patch = {"metadata": {"finalizers": finalizers, "resourceVersion": backup.metadata.resource_version}}
+    answer = await ctx.apis["SampleDBBackup"].patch(backup.metadata.name, patch, namespace=backup.metadata.namespace)
+    rv = (answer.get("metadata") or {}).get("resourceVersion") or backup.metadata.resource_version
+    meta = backup.metadata.model_copy(update={"finalizers": finalizers, "resource_version": rv})
+    return backup.model_copy(update={"metadata": meta})
 
 
 async def finalize(ctx: Context, backup: SampleDBBackup) -> Result | None:

@@ -193,8 +193,9 @@ async def _deleting_status(ctx: Context, db: SampleDB, blocked: str | None) -> N
         return
     if blocked is not None and (old is None or old.status != "True"):
         await _event(ctx, db, "Warning", "DeletionBlocked", blocked)
-    with contextlib.suppress(NotFound):
-        await ctx.apis["SampleDB"].patch(db.metadata.name, {"status": dump(new)}, namespace=db.metadata.namespace,
+    body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": dump(new)}
+    with contextlib.suppress(NotFound, Conflict):  # changed since read: the newer object's pass writes it
+        await ctx.apis["SampleDB"].patch(db.metadata.name, body, namespace=db.metadata.namespace,
                                          subresource="status")
 
 

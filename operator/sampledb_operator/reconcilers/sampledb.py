@@ -10,6 +10,7 @@ an event or the status.
 from __future__ import annotations
 
 import secrets as pysecrets
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,6 +50,15 @@ PASSWORD_BYTES = 24
 CREATE_ONLY = frozenset({"Secret", "Job"})
 
 
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    """The outcome of a status write: the SampleDB's resourceVersion afterwards (None: gone or stale),
+    and whether the write was refused because the object had changed since the pass read it."""
+
+    resource_version: str | None
+    stale: bool = False
+
+
 class SampleDBReconciler:
     """Drives one SampleDB to its declared state; `await reconciler(ref)` is one pass."""
 
@@ -77,11 +87,11 @@ class SampleDBReconciler:
         if db.metadata.deletion_timestamp is not None:
             return await deletion.finalize(self.ctx, db)
         if lifecycle.FINALIZER not in db.metadata.finalizers and not db.spec.paused:
-            await self._add_finalizer(db)
+            db = await self._add_finalizer(db)
         problems = tuple(validate_spec(db.spec))
         if problems or db.spec.paused:
-            await self._write_status(db, obj, st.Observed(problems=problems))
-            return None
+            written = await self._write_status(db, obj, st.Observed(problems=problems))
+            return Result(requeue=True) if written.stale else None
 
         observed_children = self._observed_children(db)
         sts = self.ctx.cached("StatefulSet", db.metadata.namespace, names.statefulset_name(db.metadata.name))
@@ -117,7 +127,9 @@ class SampleDBReconciler:
             init_changed=init_changed,
         )
         written = await self._write_status(db, obj, observed)
-        await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written)
+        if written.stale:
+            return Result(requeue=True)  # a newer object exists: its pass decides again
+        await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written.resource_version)
         return combine(
             Result(requeue=bool(blockers or migration.requeue)),  # a missing reference: look again with backoff
             Result(requeue_after=backups.requeue_after),  # the next scheduled backup
@@ -309,26 +321,39 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ deletion
 
-    async def _add_finalizer(self, db: SampleDB) -> None:
+    async def _add_finalizer(self, db: SampleDB) -> SampleDB:
+        """Add the finalizer (Conflict on a stale object: the pass is retried); the SampleDB with the
+        resourceVersion it has now, so the pass's later writes carry the right precondition."""
         patch = {"metadata": {"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
                               "resourceVersion": db.metadata.resource_version}}
-        await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+        answer = await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+        rv = (answer.get("metadata") or {}).get("resourceVersion")
+        meta = db.metadata.model_copy(update={"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
+                                              "resource_version": rv or db.metadata.resource_version})
+        return db.model_copy(update={"metadata": meta})
 
     # ------------------------------------------------------------------ status and events
 
-    async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> str | None:
-        """Write the status when it changed; the SampleDB's resourceVersion afterwards (None: it is gone)."""
+    async def _write_status(self, db: SampleDB, obj: Obj, observed: st.Observed) -> StatusWrite:
+        """Write the whole status when it changed, on the condition that the object is the one this pass
+        read (its resourceVersion): a pass on a stale cache gets Conflict and writes nothing, so it can
+        never put back older fields (appliedMigrations, currentVersion) over a newer pass's. Transition
+        events follow a successful write only."""
         new = st.compute(db, observed, self.clock.now())
         if not st.status_changed(db.status, new):
-            return db.metadata.resource_version
-        await self._transition_events(db, new)
+            return StatusWrite(db.metadata.resource_version)
+        body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": dump(new)}
         try:
-            answer = await self.apis["SampleDB"].patch(
-                db.metadata.name, {"status": dump(new)}, namespace=db.metadata.namespace, subresource="status"
-            )
+            answer = await self.apis["SampleDB"].patch(db.metadata.name, body, namespace=db.metadata.namespace,
+                                                       subresource="status")
         except NotFound:
-            return None
-        return str((answer.get("metadata") or {}).get("resourceVersion") or "") or None
+            return StatusWrite(None)
+        except Conflict:
+            log.info("status not written: the SampleDB changed since it was read; looking again",
+                     namespace=db.metadata.namespace, name=db.metadata.name)
+            return StatusWrite(None, stale=True)
+        await self._transition_events(db, new)
+        return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None)
 
     async def _transition_events(self, db: SampleDB, new: Any) -> None:
         for cond in new.conditions:
@@ -371,10 +396,11 @@ class SampleDBReconciler:
         ready = {**cond, "type": "Ready", "reason": "InvalidSpec"}
         try:
             await self.apis["SampleDB"].patch(
-                meta["name"], {"status": {"phase": "Failed", "conditions": [cond, ready]}},
+                meta["name"], {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                               "status": {"phase": "Failed", "conditions": [cond, ready]}},
                 namespace=meta.get("namespace"), subresource="status")
-        except NotFound:
-            return
+        except (NotFound, Conflict):
+            return  # gone, or changed since read: the next pass looks at the newer object
 
 
 def watched_resources() -> list[tuple[Resource, str | None]]:

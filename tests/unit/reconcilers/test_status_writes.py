@@ -1,0 +1,71 @@
+"""Status writes carry the resourceVersion the pass read (issue #11, item 6).
+
+A pass on a stale cache must not put older fields back over what a newer pass wrote, count a
+finished backup a second time, or rewrite a backup's startedAt: its status write is refused with
+Conflict, and it comes back for the newer object.
+"""
+
+from __future__ import annotations
+
+from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
+
+from sampledb_operator.model import names
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.observability import metrics
+from sampledb_operator.reconcilers.backup import BackupReconciler
+from sampledb_operator.runtime.controller import Result
+
+STS = names.statefulset_name("orders")
+
+
+async def test_a_stale_pass_does_not_write_back_older_status_fields() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.freeze_cache()
+    # A newer pass recorded a migration; this process's cache has not seen it yet.
+    stored = cluster.get("SampleDB", "orders")
+    assert stored is not None
+    applied = [{"name": "0001_init.sql", "appliedAt": "2026-11-30T09:05:00Z"}]
+    cluster.set_status("SampleDB", "orders", {**stored["status"], "appliedMigrations": applied})
+    # Meanwhile the pod went unready in the cache: the stale pass has a status change to write.
+    sts = cluster.ctx.caches.statefulsets.get(ObjectRef(NS, STS))
+    assert sts is not None
+    cluster.stores["StatefulSet"].upsert({**sts, "status": {**sts["status"], "readyReplicas": 0}})
+
+    events = len(cluster.recorder.events)
+    result = await cluster.reconcile("orders")
+    assert result == Result(requeue=True)
+    assert cluster.get("SampleDB", "orders")["status"]["appliedMigrations"] == applied  # type: ignore[index]
+    assert len(cluster.recorder.events) == events  # no transition events for a write that did not happen
+
+    cluster.sync_cache()  # the newer object arrives: its pass writes on top of it
+    await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    assert db is not None and db["status"]["appliedMigrations"] == applied
+    assert condition(db, "Ready")["status"] == "True"
+
+
+def _succeeded_total(reason: str = "manual") -> float:
+    return metrics.backups_total.labels(reason=reason, result="succeeded")._value.get()  # type: ignore[attr-defined]
+
+
+async def test_a_stale_backup_pass_neither_counts_it_twice_nor_rewrites_started_at() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.put("SampleDBBackup", {"metadata": {"name": "b1"}, "spec": {"database": "orders"}})
+    backups = BackupReconciler(cluster.ctx)
+    ref = ObjectRef(NS, "b1")
+    await backups(ref)  # finalizer, Job, Running
+    started = cluster.get("SampleDBBackup", "b1")["status"]["startedAt"]  # type: ignore[index]
+    job = names.backup_job_name("orders", "b1")
+    cluster.clock.advance(60)
+    cluster.finish_job(job)
+    before = _succeeded_total()
+
+    cluster.freeze_cache()  # two passes see the backup still Running
+    await backups(ref)
+    await backups(ref)
+    assert _succeeded_total() == before + 1
+    assert cluster.recorder.reasons().count("BackupSucceeded") == 1
+    status = cluster.get("SampleDBBackup", "b1")["status"]  # type: ignore[index]
+    assert (status["phase"], status["startedAt"]) == ("Succeeded", started)
