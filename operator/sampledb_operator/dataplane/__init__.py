@@ -22,6 +22,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "migrate.sh",
     "upgrade.sh",
     "thaw.sh",
+    "verify.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

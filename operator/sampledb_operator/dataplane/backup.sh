@@ -6,6 +6,11 @@
 # Atomic: everything is written under temporary names and renamed into place, the .json last; a
 # backup exists exactly when its .json exists. A failure leaves no file under a final name that
 # was not there before. Re-running a completed backup verifies it and succeeds without dumping.
+# Statistics (BACKUP_STATS=1, the default): a psql coprocess holds a REPEATABLE READ transaction
+# open and exports its snapshot to pg_dump --snapshot; in that same transaction it then computes
+# per-table row counts and checksums (lib.sh's SDB_STATS_SQL), which go into the metadata's last
+# member, "stats", for verify.sh. Statistics that cannot be computed leave "stats": null, the reason
+# in "stats_error" and a warning; the backup does not fail for them.
 set -Eeuo pipefail
 SDB_SCRIPT=backup
 # shellcheck source=lib.sh
@@ -20,11 +25,6 @@ umask 077
 final_dump="$BACKUP_DIR/$BACKUP_NAME.dump"
 final_globals="$BACKUP_DIR/$BACKUP_NAME.globals.sql"
 final_meta="$BACKUP_DIR/$BACKUP_NAME.json"
-
-# meta_field FILE KEY: a string or number member of our own one-line metadata JSON.
-meta_field() {
-    sed -n -E "s/.*\"$2\":(\"([^\"]*)\"|([0-9]+)).*/\2\3/p" -- "$1" | head -n1
-}
 
 if [[ -f $final_meta ]]; then
     recorded=$(meta_field "$final_meta" sha256)
@@ -45,9 +45,82 @@ tmp_meta="$BACKUP_DIR/.$BACKUP_NAME.json$tmp_suffix"
 on_cleanup "rm -f -- '$tmp_dump' '$tmp_globals' '$tmp_meta'"
 make_temp_dir
 
-log "dumping database $database"
-if ! pg_dump -w --format=custom --file="$tmp_dump" --dbname="$database" 2>"$SDB_TMP/dump.err"; then
+encoding=$(sql_value "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()")
+
+# ---- the snapshot: a REPEATABLE READ transaction held open by a psql coprocess
+# snap_run SQL: run SQL in the coprocess; SNAP_OUT holds its output lines. False once psql has ended.
+snap_run() {
+    local line marker="SDB_DONE_${RANDOM}_$RANDOM"
+    SNAP_OUT=()
+    [[ -n ${SDB_SNAP[1]:-} ]] || return 1
+    printf '%s\n\\echo %s\n' "$1" "$marker" >&"${SDB_SNAP[1]}" || return 1
+    while IFS= read -r line <&"${SDB_SNAP[0]}"; do
+        if [[ $line == "$marker" ]]; then
+            return 0
+        fi
+        SNAP_OUT+=("$line")
+    done
+    return 1
+}
+# snap_line PREFIX: print the rest of the first line of SNAP_OUT that starts with PREFIX; false if none.
+snap_line() {
+    local line
+    for line in "${SNAP_OUT[@]}"; do
+        if [[ $line == "$1"* ]]; then
+            printf '%s' "${line#"$1"}"
+            return 0
+        fi
+    done
+    return 1
+}
+snapshot=
+stats_error=
+if [[ ${BACKUP_STATS:-1} == 1 ]]; then
+    coproc SDB_SNAP { PGCLIENTENCODING=UTF8 exec psql -X -w -q -At -v ON_ERROR_STOP=0 2>"$SDB_TMP/snapshot.err"; }
+    if snap_run "$SDB_STATS_SETTINGS
+BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+SELECT 'SDB_SNAPSHOT=' || pg_export_snapshot();" && snapshot=$(snap_line SDB_SNAPSHOT=); then
+        # Locks in a savepoint: a table dropped meanwhile costs the statistics, not the snapshot.
+        if ! { snap_run "SAVEPOINT sdb_locks;
+$SDB_STATS_LOCK_SQL
+SELECT 'SDB_LOCKED=1';" && snap_line SDB_LOCKED= >/dev/null; }; then
+            stats_error="cannot lock the tables: $(first_error "$SDB_TMP/snapshot.err")"
+            snap_run "ROLLBACK TO SAVEPOINT sdb_locks;" || true
+        fi
+    else
+        snapshot=
+        stats_error="cannot export a snapshot: $(first_error "$SDB_TMP/snapshot.err")"
+    fi
+else
+    stats_error="statistics disabled (BACKUP_STATS=$BACKUP_STATS)"
+fi
+
+log "dumping database $database${snapshot:+ (snapshot $snapshot)}"
+if ! pg_dump -w --format=custom ${snapshot:+"--snapshot=$snapshot"} --file="$tmp_dump" --dbname="$database" \
+    2>"$SDB_TMP/dump.err"; then
     die "$SDB_EXIT_DUMP" "pg_dump of $database failed: $(first_error "$SDB_TMP/dump.err")"
+fi
+
+# ---- statistics in the dump's snapshot (the same transaction), then the transaction ends
+stats_json=null
+if [[ -n $snapshot && -z $stats_error ]]; then
+    log "computing table statistics"
+    if snap_run "$SDB_STATS_SQL" && tables_json=$(snap_line SDB_TABLES=); then
+        if ! lobs_json=$(snap_line SDB_LOBS=); then
+            lobs_json=null
+            log "warning: no large-object statistics: $(first_error "$SDB_TMP/snapshot.err")"
+        fi
+        stats_json="{\"method\":\"$SDB_STATS_METHOD\",\"tables\":$tables_json,\"large_objects\":$lobs_json}"
+    else
+        stats_error="statistics failed: $(first_error "$SDB_TMP/snapshot.err")"
+    fi
+fi
+if [[ -n ${SDB_SNAP[1]:-} ]]; then
+    printf 'COMMIT;\n\\q\n' >&"${SDB_SNAP[1]}" || true
+    wait "$SDB_SNAP_PID" || true
+fi
+if [[ -n $stats_error ]]; then
+    log "warning: no table statistics recorded: $stats_error"
 fi
 globals_json=null
 globals_sha=null
@@ -62,10 +135,13 @@ fi
 sha=$(sha256_of "$tmp_dump")
 size=$(stat -c %s -- "$tmp_dump")
 dump_version=$(pg_dump --version)
-printf '{"name":%s,"format":"custom","database":%s,"server_version":%s,"server_version_num":%s,"pg_dump_version":%s,"created":"%s","dump_file":%s,"size_bytes":%s,"sha256":"%s","globals_file":%s,"globals_sha256":%s}\n' \
+# "stats" stays the last member: its keys are table names, and meta_field (lib.sh) reads only what
+# comes before it.
+printf '{"name":%s,"format":"custom","database":%s,"server_version":%s,"server_version_num":%s,"pg_dump_version":%s,"created":"%s","dump_file":%s,"size_bytes":%s,"sha256":"%s","globals_file":%s,"globals_sha256":%s,"encoding":%s,"stats_error":%s,"stats":%s}\n' \
     "$(json_str "$BACKUP_NAME")" "$(json_str "$database")" "$(json_str "$SDB_SERVER_VERSION")" \
     "$version_num" "$(json_str "$dump_version")" "$(now_utc)" "$(json_str "$BACKUP_NAME.dump")" \
-    "$size" "$sha" "$globals_json" "$globals_sha" >"$tmp_meta"
+    "$size" "$sha" "$globals_json" "$globals_sha" "$(json_str "$encoding")" \
+    "$(if [[ -n $stats_error ]]; then json_str "$stats_error"; else echo null; fi)" "$stats_json" >"$tmp_meta"
 
 # Durable before visible: flush the data, rename, then publish the metadata last.
 to_sync=("$tmp_dump" "$tmp_meta")
@@ -81,4 +157,4 @@ mv -f -- "$tmp_meta" "$final_meta"
 sync -- "$BACKUP_DIR" || true
 
 succeed "backup $BACKUP_NAME of $database written ($size bytes)" \
-    "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"created\",\"database\":$(json_str "$database"),\"sha256\":\"$sha\",\"size_bytes\":$size,\"globals\":$([[ $globals_json != null ]] && echo true || echo false)"
+    "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"created\",\"database\":$(json_str "$database"),\"sha256\":\"$sha\",\"size_bytes\":$size,\"globals\":$([[ $globals_json != null ]] && echo true || echo false),\"stats\":$([[ $stats_json != null ]] && echo true || echo false)"

@@ -16,9 +16,9 @@ SDB_EXIT_CONFIG=2      # missing or invalid settings or input files
 SDB_EXIT_DRIFT=3       # init SQL or an applied migration changed since it ran, or out-of-order migration
 SDB_EXIT_INTEGRITY=4   # a backup's checksum does not match its metadata, or metadata is unreadable
 SDB_EXIT_NOT_READY=5   # the server did not accept connections in time
-SDB_EXIT_SQL=6         # SQL failed (init SQL, a migration, a restore)
+SDB_EXIT_SQL=6         # SQL failed (init SQL, a migration, a restore, a verification's restore)
 SDB_EXIT_DUMP=7        # pg_dump / pg_dumpall failed
-SDB_EXIT_VERIFY=8      # upgrade verification found different data
+SDB_EXIT_VERIFY=8      # upgrade or backup verification found different data
 SDB_EXIT_CONNECT=9     # cannot connect or authenticate (server up but refusing us, or unreachable)
 
 SDB_SCRIPT=${SDB_SCRIPT:-$(basename "${0%.sh}")}
@@ -227,3 +227,63 @@ SDB_GUARDED_INCLUDE='
 SELECT coalesce(current_setting($$sampledb.guard$$, true), $$$$) = $$on$$ AS sdb_intx \gset
 RESET ROLE;
 '
+
+# meta_field FILE KEY: a string or number member of a backup's one-line metadata JSON (written by
+# backup.sh), read from the part before "stats" (whose keys are table names); empty if absent.
+meta_field() {
+    sed -n -E -e 's/,"stats":.*$//' -e "s/.*\"$2\":(\"([^\"]*)\"|([0-9]+)).*/\2\3/p" -- "$1" | head -n1
+}
+
+# ---- table statistics: recorded by backup.sh (in the dump's snapshot), recomputed by verify.sh
+# What is counted: ordinary tables (relkind r, partitions included, partitioned parents not) outside
+# pg_catalog, information_schema, pg_toast and temporary schemas, that no extension owns (pg_dump
+# leaves their data out). Per table: the row count and an order-independent checksum, md5 of the
+# two 64-bit halves of each row text's md5 summed over all rows (exact numeric sums: no sort, no
+# memory per row). Large objects: count, and the same sum over md5(oid || ':' || md5(contents)).
+# The settings below fix every output format a row's text depends on, so two servers (also two
+# majors) print the same row the same way. It is a consistency check, not a cryptographic one:
+# the dump file's integrity is its SHA-256.
+SDB_STATS_METHOD=row-md5-sum128-v1
+SDB_STATS_SETTINGS="SET extra_float_digits = 3;
+SET DateStyle = 'ISO, YMD';
+SET IntervalStyle = 'postgres';
+SET TimeZone = 'UTC';
+SET bytea_output = 'hex';
+SET lc_monetary = 'C';
+SET search_path = pg_catalog;
+SET row_security = off;
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;"
+SDB_STATS_RELATIONS="SELECT n.nspname, c.relname FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r' AND c.relpersistence <> 't'
+  AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::regclass
+                  AND d.objid = c.oid AND d.deptype = 'e')"
+# Locks what the statistics read (ACCESS SHARE, as pg_dump does), so no TRUNCATE or table rewrite
+# (neither is MVCC-safe) changes a table between the snapshot and its statistics.
+SDB_STATS_LOCK_SQL="SELECT format('LOCK TABLE ONLY %I.%I IN ACCESS SHARE MODE', nspname, relname)
+FROM ($SDB_STATS_RELATIONS) AS rel \gexec"
+# Sets the psql variables sdb_tables ({"<schema>.<table>": {"rows": N, "checksum": "..."}}, names
+# quoted as by format('%I.%I')) and sdb_lobs ({"count": N, "checksum": "..."}), and prints each as
+# one line, SDB_TABLES=<json> and SDB_LOBS=<json>. A failed query leaves its line out.
+# shellcheck disable=SC2016  # psql text, not shell
+SDB_STATS_SQL='\unset sdb_q
+\unset sdb_tables
+\unset sdb_lobs
+SELECT coalesce(string_agg(format(
+    $f$SELECT %L AS t, count(*) AS n, md5(coalesce(sum(($x$x$x$ || substr(h, 1, 16))::bit(64)::bigint::numeric), 0)::text
+       || $x$:$x$ || coalesce(sum(($x$x$x$ || substr(h, 17, 16))::bit(64)::bigint::numeric), 0)::text) AS c
+       FROM (SELECT md5((r.*)::text) AS h FROM %I.%I AS r) AS s$f$,
+    format($f$%I.%I$f$, nspname, relname), nspname, relname), $$ UNION ALL $$ ORDER BY nspname, relname),
+  $$SELECT NULL::text AS t, 0::bigint AS n, NULL::text AS c WHERE false$$) AS sdb_q
+FROM ('"$SDB_STATS_RELATIONS"') AS rel \gset
+SELECT coalesce(jsonb_object_agg(t, jsonb_build_object($$rows$$, n, $$checksum$$, c)), $${}$$)::text AS sdb_tables
+FROM (:sdb_q) AS q \gset
+SELECT $$SDB_TABLES=$$ || :'"'sdb_tables'"';
+SELECT jsonb_build_object($$count$$, count(*), $$checksum$$,
+    md5(coalesce(sum(($$x$$ || substr(h, 1, 16))::bit(64)::bigint::numeric), 0)::text
+        || $$:$$ || coalesce(sum(($$x$$ || substr(h, 17, 16))::bit(64)::bigint::numeric), 0)::text))::text AS sdb_lobs
+FROM (SELECT md5(oid::text || $$:$$ || md5(lo_get(oid))) AS h FROM pg_catalog.pg_largeobject_metadata) AS s \gset
+SELECT $$SDB_LOBS=$$ || :'"'sdb_lobs'"';'
