@@ -26,6 +26,7 @@ from sampledb_operator.observability.health import HealthServer
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
+from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
@@ -104,8 +105,11 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             if obj is not None:
                 await recorder.event(obj, "Warning", "ReconcileFailed", str(err))
 
+        async def on_error(ref: ObjectRef, err: Exception, failures: int) -> None:
+            await report_reconcile_error(ctx, ref, err, failures)
+
         controller = Controller(CONTROLLER, SampleDBReconciler(ctx), clock=clock, workers=settings.workers,
-                                on_terminal=on_terminal)
+                                on_terminal=on_terminal, on_error=on_error)
         backup_controller = Controller(BACKUP_CONTROLLER, BackupReconciler(ctx), clock=clock,
                                        workers=max(1, settings.workers // 2))
         leader = None

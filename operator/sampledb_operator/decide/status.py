@@ -219,6 +219,17 @@ def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int 
     })
 
 
+def with_reconcile_error(db: SampleDB, message: str, now: datetime) -> SampleDBStatus:
+    """The status after passes that keep failing before they could compute it: the last status with
+    Degraded=True and Progressing=False, reason ReconcileError, and phase Degraded. The next pass that
+    gets through computes the whole status again, which clears them."""
+    gen = db.metadata.generation
+    conds = set_condition(db.status.conditions, _cond(ConditionType.DEGRADED, True, "ReconcileError", message, gen),
+                          now)
+    conds = set_condition(conds, _cond(ConditionType.PROGRESSING, False, "ReconcileError", message, gen), now)
+    return db.status.model_copy(update={"phase": Phase.DEGRADED.value, "conditions": conds})
+
+
 def status_changed(old: SampleDBStatus, new: SampleDBStatus) -> bool:
     """True when writing `new` would change what the API server holds."""
     return dump(old) != dump(new)

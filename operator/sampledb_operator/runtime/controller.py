@@ -13,6 +13,10 @@ Invariants:
 - kube.errors.NamespaceTerminating (a write refused because the namespace is being deleted) is
   expected, not a failure: add_rate_limited, result "requeue", no error counter, an info line (debug
   on the next ones) without traceback; the key goes away with the namespace's objects.
+- Persistent failures are reported: after an exception, when the key has failed `error_threshold`
+  (default 3) times in a row (the queue's num_requeues: since the last forget), on_error(ref, err,
+  failures) is awaited, so the reconciler can say so where users look (a condition, an Event); the
+  hook's own failure is logged and changes nothing else. A success forgets the count.
 - A reconcile ended by asyncio.CancelledError during shutdown is not counted (no result, no error,
   no time observed) and is not requeued.
 - shutdown(timeout) stops intake at once (the queue hands out nothing more, waiting keys are left to
@@ -65,6 +69,8 @@ class TerminalError(Exception):
 
 Reconcile = Callable[[ObjectRef], Awaitable[Result | None]]
 OnTerminal = Callable[[ObjectRef, TerminalError], Awaitable[None]]
+OnError = Callable[[ObjectRef, Exception, int], Awaitable[None]]
+ERROR_THRESHOLD = 3  # consecutive failures of a key before on_error is called
 
 
 class _Metrics:
@@ -83,7 +89,8 @@ class Controller:
 
     def __init__(self, name: str, reconcile: Reconcile, *, clock: Clock, workers: int = 1,
                  rate_limiter: RateLimiter[ObjectRef] | None = None,
-                 on_terminal: OnTerminal | None = None) -> None:
+                 on_terminal: OnTerminal | None = None, on_error: OnError | None = None,
+                 error_threshold: int = ERROR_THRESHOLD) -> None:
         if workers < 1:
             raise ValueError("a controller needs at least one worker")
         self.name = name
@@ -91,6 +98,8 @@ class Controller:
         self.queue = WorkQueue[ObjectRef](name, clock=clock, rate_limiter=rate_limiter, controller=name)
         self._reconcile = reconcile
         self._on_terminal = on_terminal
+        self._on_error = on_error
+        self._error_threshold = max(1, error_threshold)
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
         self._m = _Metrics(name, workers)
@@ -185,6 +194,7 @@ class Controller:
             self._namespace_terminating(ref, err, log)
         except Exception as err:
             self._failed(ref, err, log)
+            await self._report(ref, err, log)
         else:
             self._succeeded(ref, result, log)
         return True
@@ -194,6 +204,16 @@ class Controller:
         self._m.errors.inc()
         self._m.total["error"].inc()
         log.error("reconcile failed", error=repr(err), requeues=self.queue.num_requeues(ref), exc_info=err)
+
+    async def _report(self, ref: ObjectRef, err: Exception, log: Any) -> None:
+        """on_error once the key has failed error_threshold times in a row."""
+        failures = self.queue.num_requeues(ref)
+        if self._on_error is None or failures < self._error_threshold:
+            return
+        try:
+            await self._on_error(ref, err, failures)
+        except Exception as hook_err:
+            log.error("on_error hook failed", error=repr(hook_err), exc_info=hook_err)
 
     def _namespace_terminating(self, ref: ObjectRef, err: NamespaceTerminating, log: Any) -> None:
         first = self.queue.num_requeues(ref) == 0

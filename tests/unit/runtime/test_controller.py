@@ -463,3 +463,32 @@ async def test_run_twice_and_zero_workers_are_refused(harnesses: list[Harness]) 
         await h.controller.run()
     with pytest.raises(ValueError):
         Controller("zero", recorder([], []), clock=FakeClock(), workers=0)
+
+
+async def test_on_error_is_called_once_a_key_has_failed_threshold_times_in_a_row(harnesses: list[Harness]) -> None:
+    calls: list[ObjectRef] = []
+    reported: list[tuple[ObjectRef, str, int]] = []
+
+    async def on_error(ref: ObjectRef, err: Exception, failures: int) -> None:
+        reported.append((ref, str(err), failures))
+
+    outcomes: list[object] = [RuntimeError("403 a"), RuntimeError("403 b"), RuntimeError("403 c"), None,
+                              RuntimeError("again")]
+    h = Harness(recorder(calls, outcomes))
+    h.controller = Controller(f"ctl-{next(_names)}", recorder(calls, outcomes), clock=h.clock,
+                              rate_limiter=ItemExponentialFailureRateLimiter[ObjectRef](1.0, 100.0),
+                              on_error=on_error, error_threshold=3)
+    harnesses.append(h)
+    h.start()
+    h.controller.enqueue(A)
+    for n, delay in ((1, 1.0), (2, 2.0)):
+        await eventually(lambda n=n: len(calls) == n and h.controller.queue.processing == 0)  # type: ignore[misc]
+        assert reported == []
+        h.clock.advance(delay)
+    await eventually(lambda: len(calls) == 3 and h.controller.queue.processing == 0)
+    assert reported == [(A, "403 c", 3)]
+    h.clock.advance(4.0)
+    await eventually(lambda: len(calls) == 4 and h.controller.queue.processing == 0)  # a success forgets
+    h.controller.enqueue(A)
+    await eventually(lambda: len(calls) == 5 and h.controller.queue.processing == 0)
+    assert len(reported) == 1  # one failure after a success is not persistent
