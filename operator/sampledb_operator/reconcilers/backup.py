@@ -5,6 +5,7 @@ its Job once the database is Ready (the Job's name is derived from the backup's,
 never starts a second one); a running one reflects its Job. The Job's script writes a JSON
 result line to the pod's termination message; size and checksum come from there. A backup whose name
 the backup script would refuse (stored before the CRD refused it) fails at once, without a Job.
+Every backup, finished or not, gets the label sampledb.io/database=<spec.database>.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sampledb_operator.decide import jobs
+from sampledb_operator.decide.desired import DATABASE_LABEL
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
@@ -52,6 +54,10 @@ class BackupReconciler:
             return None
         if backup.metadata.deletion_timestamp is not None:
             return await backup_files.finalize(self.ctx, backup)
+        labelled = await self._ensure_database_label(backup)
+        if labelled is None:
+            return None  # changed since read: the newer object's event brings it back
+        backup = labelled
         if backup.status.phase in FINAL:
             return None
         problems = validate_backup(backup)  # stored before the CRD refused it: the script would refuse it too
@@ -81,6 +87,24 @@ class BackupReconciler:
             detail = result.get("message") or state.message
             await self._failed(backup, f"Job {job_name} failed: {state.reason}: {detail}")
         return None
+
+    async def _ensure_database_label(self, backup: SampleDBBackup) -> SampleDBBackup | None:
+        """Every backup carries sampledb.io/database=<spec.database> (a manual one may come without it), so
+        `kubectl get sdbb -l sampledb.io/database=<db>` lists them all. The backup with the resourceVersion
+        it has now; None when it changed since read (Conflict)."""
+        if backup.metadata.labels.get(DATABASE_LABEL) == backup.spec.database:
+            return backup
+        labels = {**backup.metadata.labels, DATABASE_LABEL: backup.spec.database}
+        patch = {"metadata": {"labels": {DATABASE_LABEL: backup.spec.database},
+                              "resourceVersion": backup.metadata.resource_version}}
+        try:
+            answer = await self.ctx.apis["SampleDBBackup"].patch(backup.metadata.name, patch,
+                                                                 namespace=backup.metadata.namespace)
+        except (Conflict, NotFound):
+            return None
+        rv = (answer.get("metadata") or {}).get("resourceVersion") or backup.metadata.resource_version
+        return backup.model_copy(update={"metadata": backup.metadata.model_copy(
+            update={"labels": labels, "resource_version": rv})})
 
     async def _start(self, backup: SampleDBBackup, db: SampleDB, claim: str) -> Result | None:
         ns = backup.metadata.namespace or ""

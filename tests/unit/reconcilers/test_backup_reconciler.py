@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from tests.support.fake_cluster import FakeCluster, running_database
+
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder
@@ -73,7 +75,8 @@ def _db() -> Obj:
 
 def _backup(name: str) -> Obj:
     return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
-            "metadata": {"name": name, "namespace": NS, "uid": "u-b", "generation": 1},
+            "metadata": {"name": name, "namespace": NS, "uid": "u-b", "generation": 1,
+                         "labels": {"sampledb.io/database": "db"}},
             "spec": {"database": "db"}}
 
 
@@ -100,3 +103,20 @@ async def test_backup_with_the_longest_name_the_script_accepts_is_not_refused() 
 def test_pre_work_backup_names_fit_the_script() -> None:
     db = SampleDB.model_validate({**_db(), "metadata": {"name": "d" * names.MAX_NAME_LENGTH, "uid": "u"}})
     assert len(pre_work_backup_name(db, "pre-migration", "token")) <= names.BACKUP_NAME_MAX
+
+
+async def test_every_backup_gets_its_database_label_finished_or_not() -> None:
+    """Issue #11, item 11: `kubectl get sdbb -l sampledb.io/database=<db>` lists manual backups too."""
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.put("SampleDBBackup", {"metadata": {"name": "by-hand"}, "spec": {"database": "orders"}})
+    cluster.put("SampleDBBackup", {"metadata": {"name": "old", "labels": {"team": "a"}},
+                                   "spec": {"database": "orders"}, "status": {"phase": "Succeeded"}})
+    for name in ("by-hand", "old"):
+        await BackupReconciler(cluster.ctx)(ObjectRef(NS, name))
+    listed = await cluster.ctx.apis["SampleDBBackup"].list(NS, label_selector="sampledb.io/database=orders")
+    assert sorted(b["metadata"]["name"] for b in listed.items) == ["by-hand", "old"]
+    old = cluster.get("SampleDBBackup", "old")
+    assert old is not None and old["metadata"]["labels"]["team"] == "a"  # other labels kept
+    by_hand = cluster.get("SampleDBBackup", "by-hand")
+    assert by_hand is not None and by_hand["status"]["phase"] == "Running"  # and the pass went on
