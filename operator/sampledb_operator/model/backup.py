@@ -85,6 +85,25 @@ class BackupLocation(StatusModel):
     path: str = Field(max_length=SHORT_TEXT_MAX, description="Path of the backup file inside that volume.")
 
 
+class VerificationRecord(StatusModel):
+    """What the latest verification of the backup answered (spec.backup.verify or the sampledb.io/verify
+    annotation)."""
+
+    request: str | None = Field(
+        default=None, max_length=SHORT_TEXT_MAX,
+        description="The sampledb.io/verify annotation value it answered; absent for the automatic one"
+        " (spec.backup.verify of the SampleDB).",
+    )
+    job_name: str | None = Field(default=None, max_length=NAME_MAX, description="The verify Job.")
+    data_compared: bool | None = Field(
+        default=None,
+        description="Whether table row counts and checksums were compared (false: the backup records none,"
+        " so only its checksum and a complete restore were checked).",
+    )
+    tables: int | None = Field(default=None, ge=0, description="Tables in the restored database.")
+    rows: int | None = Field(default=None, ge=0, description="Rows in the restored database.")
+
+
 class SampleDBBackupStatus(StatusModel):
     """The outcome of the backup, written by the operator."""
 
@@ -107,10 +126,19 @@ class SampleDBBackupStatus(StatusModel):
     observed_generation: int | None = Field(
         default=None, description="The .metadata.generation the status was computed for."
     )
+    verified: bool | None = Field(
+        default=None,
+        description="Whether the latest verification proved the backup restorable (see the Verified"
+        " condition); absent until one has finished.",
+    )
+    verified_at: Time | None = Field(default=None, description="When the latest verification finished.")
+    verification: VerificationRecord | None = Field(
+        default=None, description="What the latest verification answered."
+    )
     conditions: list[Condition] = Field(
         default_factory=list, max_length=MAX_CONDITIONS,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-        description="Conditions of the backup.",
+        description="Conditions of the backup: Verified once a verification has started.",
     )
 
 

@@ -106,6 +106,7 @@ SAMPLEDBBACKUP = KindInfo(
         PrinterColumn("Reason", "string", ".spec.reason", "Why the backup was taken."),
         PrinterColumn("Phase", "string", ".status.phase", "Pending, Running, Succeeded or Failed."),
         PrinterColumn("Size", "integer", ".status.sizeBytes", "Size of the backup in bytes."),
+        PrinterColumn("Verified", "boolean", ".status.verified", "Whether the latest verification passed."),
         _AGE,
         PrinterColumn("Completed", "date", ".status.completedAt", "When it finished.", priority=1),
     ),

@@ -152,7 +152,7 @@ class BackupStorageSpec(SpecModel):
 
 
 class BackupSpec(SpecModel):
-    """Scheduled backups."""
+    """Scheduled backups, their verification and their volume."""
 
     schedule: CronSchedule | None = Field(
         default=None,
@@ -166,6 +166,12 @@ class BackupSpec(SpecModel):
     )
     storage: BackupStorageSpec = Field(
         default_factory=BackupStorageSpec, description="The volume backups are written to."
+    )
+    verify: bool = Field(
+        default=False,
+        description="Verify every successful backup of this database: a Job checks its checksums, restores"
+        " it into a throw-away server and compares every table's row count and checksum with those"
+        " recorded at backup time (one verification at a time). The result is on the SampleDBBackup.",
     )
 
 
@@ -226,7 +232,9 @@ class SampleDBSpec(SpecModel):
         description='postgresql.conf settings, as strings: {max_connections: "200", shared_buffers: 256MB}.',
     )
     init: InitSpec | None = Field(default=None, description="SQL run once when the database is created.")
-    backup: BackupSpec = Field(default_factory=BackupSpec, description="Scheduled backups and their volume.")
+    backup: BackupSpec = Field(
+        default_factory=BackupSpec, description="Scheduled backups, their verification and their volume."
+    )
     deletion_policy: DeletionPolicy = Field(
         default=DeletionPolicy.SNAPSHOT,
         description="On deletion: Snapshot takes a final backup and then deletes the data volume; Retain"

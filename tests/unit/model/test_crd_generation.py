@@ -167,7 +167,8 @@ def test_backup_crd_names_and_columns() -> None:
     spec = crd.crd_manifest(crd.SAMPLEDBBACKUP)["spec"]
     assert spec["names"]["plural"] == "sampledbbackups" and spec["names"]["shortNames"] == ["sdbb"]
     columns = spec["versions"][0]["additionalPrinterColumns"]
-    assert [c["name"] for c in columns if not c.get("priority")] == ["Database", "Reason", "Phase", "Size", "Age"]
+    assert [c["name"] for c in columns if not c.get("priority")] == ["Database", "Reason", "Phase", "Size", "Verified",
+                                                                          "Age"]
 
 
 def test_spec_has_every_field_of_the_issue() -> None:
