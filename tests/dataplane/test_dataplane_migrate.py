@@ -172,3 +172,25 @@ def test_empty_directory_applies_nothing(runner: ScriptRunner, db_env: dict[str,
     assert run.returncode == 0, run.stderr
     assert run.result["applied"] == []
     assert run.result["current_version"] == 0
+
+
+def test_a_database_whose_records_are_elsewhere_is_not_migrated_twice(
+    runner: ScriptRunner, pg_server: PgServer, db_env: dict[str, str], work_dir: Path
+) -> None:
+    """Issue #11, item 12: an operator that lost its own records (a SampleDB adopting a retained volume
+    has an empty status.appliedMigrations) sends every file again; the database's table decides."""
+    folder = migrations(work_dir, {"0001_items.sql": M1, "0002_price.sql": M2})
+    env = {**db_env, "MIGRATIONS_DIR": str(folder)}
+    first = runner.run("migrate.sh", env)
+    assert first.returncode == 0, first.stderr
+    assert (first.result["applied"], first.result["already"]) == ([1, 2], [])
+    migrations(work_dir, {"0010_index.sql": M10})
+
+    adopted = runner.run("migrate.sh", env)  # every file, as a new SampleDB's first run sends them
+
+    assert adopted.returncode == 0, adopted.stderr
+    assert adopted.result["applied"] == [10]
+    assert adopted.result["already"] == [1, 2]
+    assert "2 already recorded" in adopted.result["message"]
+    assert rows(pg_server, db_env, "SELECT count(*) FROM items") == [(1,)]  # 0002's INSERT did not run again
+    assert applied_versions(pg_server, db_env) == [1, 2, 10]

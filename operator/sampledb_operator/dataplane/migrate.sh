@@ -7,6 +7,9 @@
 # (version, name, sha256, applied_at), under an advisory lock. An applied file whose hash changed,
 # or a pending file older than the newest applied one, is refused (exit 3) before anything runs.
 # A failing file stops the run (exit 6) naming the file and the server's error; earlier ones stay.
+# The table is the record of what ran: a file it already holds is never run again, whoever asks (an
+# operator whose own records are gone, e.g. for a database adopted from a retained volume); the
+# result lists those files' versions as "already", next to the "applied" ones of this run.
 set -Eeuo pipefail
 SDB_SCRIPT=migrate
 # shellcheck source=lib.sh
@@ -69,6 +72,7 @@ done <"$SDB_TMP/applied"
 
 # 3. Refuse drift before running anything.
 pending=()
+already=()
 declare -A file_sha=()
 for version in "${versions[@]}"; do
     path=${file_by_version[$version]}
@@ -77,6 +81,7 @@ for version in "${versions[@]}"; do
         if [[ ${applied_sha[$version]} != "${file_sha[$version]}" ]]; then
             die "$SDB_EXIT_DRIFT" "migration ${path##*/} changed since it was applied (recorded sha256 ${applied_sha[$version]}, file ${file_sha[$version]})"
         fi
+        already+=("$version")
     elif ((version < latest)); then
         die "$SDB_EXIT_DRIFT" "migration ${path##*/} is older than the newest applied version $latest; out-of-order migrations are refused"
     else
@@ -122,14 +127,17 @@ for version in "${pending[@]}"; do
         -v sdb_name="$name" -v sdb_hash="${file_sha[$version]}"
     case $SDB_OUTCOME in
         applied) applied+=("$version") ;;
-        already) log "$name was applied concurrently; skipping" ;;
+        already)
+            log "$name was applied concurrently; skipping"
+            already+=("$version")
+            ;;
         txn_ended)
             die "$SDB_EXIT_SQL" "migration $name ended the transaction itself (COMMIT/ROLLBACK); its effects may be partly committed and it is not recorded" \
-                "\"applied\":$(json_list "${applied[@]}"),\"failed\":$(json_str "$name")"
+                "\"applied\":$(json_list "${applied[@]}"),\"already\":$(json_list "${already[@]}"),\"failed\":$(json_str "$name")"
             ;;
         *)
             die "$SDB_EXIT_SQL" "migration $name failed: $(first_error "$SDB_TMP/psql.err")" \
-                "\"applied\":$(json_list "${applied[@]}"),\"failed\":$(json_str "$name")"
+                "\"applied\":$(json_list "${applied[@]}"),\"already\":$(json_list "${already[@]}"),\"failed\":$(json_str "$name")"
             ;;
     esac
 done
@@ -140,4 +148,7 @@ if ((${#applied[@]} == 0)); then
 else
     message="applied ${#applied[@]} migration(s); schema at version $current"
 fi
-succeed "$message" "\"applied\":$(json_list "${applied[@]}"),\"current_version\":$current"
+if ((${#already[@]} > 0)); then
+    message+="; ${#already[@]} already recorded in sampledb_meta.schema_migrations, not run again"
+fi
+succeed "$message" "\"applied\":$(json_list "${applied[@]}"),\"already\":$(json_list "${already[@]}"),\"current_version\":$current"

@@ -132,10 +132,17 @@ def plan_migrations(files: Mapping[str, bytes], applied: Sequence[AppliedMigrati
 
 
 def with_applied(applied: Sequence[AppliedMigration], pending: Sequence[MigrationFile],
-                 at: datetime) -> tuple[AppliedMigration, ...]:
-    """status.appliedMigrations after `pending` ran at `at`: the earlier records, then the new, by version."""
+                 at: datetime, recorded_before: frozenset[int] = frozenset()) -> tuple[AppliedMigration, ...]:
+    """status.appliedMigrations after `pending` ran at `at`: the earlier records, then the new, by version.
+
+    The files whose versions are in `recorded_before` were already recorded in the database's
+    sampledb_meta.schema_migrations (migrate.sh's "already"): not run by this Job, so no appliedAt of
+    this Job's is claimed for them.
+    """
     known = {a.name for a in applied}
-    new = [AppliedMigration(name=f.name, checksum=f.checksum, applied_at=at) for f in pending if f.name not in known]
+    new = [AppliedMigration(name=f.name, checksum=f.checksum,
+                            applied_at=None if f.version in recorded_before else at)
+           for f in pending if f.name not in known]
     return tuple(sorted([*applied, *new], key=lambda a: (version_of(a.name) or 0, a.name)))
 
 

@@ -176,10 +176,20 @@ async def _start(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, source: Ob
 
 
 async def _succeeded(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job: Obj) -> MigrationOutcome:
+    """The records of a completed run. The database's own table is the truth of what ran: the files
+    migrate.sh found already recorded there ("already": a database adopted from a retained volume, whose
+    new SampleDB has no records) are recorded as applied earlier, not by this Job."""
     at = _time((job.get("status") or {}).get("completionTime")) or ctx.clock.now()
-    applied = mig.with_applied(db.status.applied_migrations, plan.pending, at)
-    message = (f"applied {len(plan.pending)} migration(s): {_names(plan.pending)}; {len(applied)} migrations"
-               " applied")
+    result = await job_result(ctx, db.metadata.namespace or "", str(job["metadata"]["name"]))
+    before = frozenset(v for v in result.get("already") or [] if isinstance(v, int))
+    ran = [f for f in plan.pending if f.version not in before]
+    earlier = [f for f in plan.pending if f.version in before]
+    applied = mig.with_applied(db.status.applied_migrations, plan.pending, at, recorded_before=before)
+    message = f"applied {len(ran)} migration(s): {_names(ran)}" if ran else "no migration needed to run"
+    if earlier:
+        message += (f"; {len(earlier)} already recorded in the database (sampledb_meta.schema_migrations),"
+                    f" not run again: {_names(earlier)}")
+    message += f"; {len(applied)} migrations applied"
     await _event(ctx, db, "Normal", "MigrationsApplied", message)
     return MigrationOutcome(conditions=(_condition(db, True, "MigrationsApplied", message),), applied=applied,
                             recheck_after=ctx.recheck_period)

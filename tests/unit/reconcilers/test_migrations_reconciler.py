@@ -228,3 +228,29 @@ async def test_upgrades_and_an_unready_database_hold_the_step_without_a_verdict(
     down = await migrations.reconcile_migrations(cluster.ctx, make_db(), db_ready=False, blocked=False)
     assert blocked == down == migrations.MigrationOutcome()
     assert cluster.writes == []
+
+
+async def test_files_the_database_already_recorded_are_not_claimed_as_applied_by_the_job(
+        cluster: FakeCluster) -> None:
+    """Issue #11, item 12: a SampleDB adopting a retained volume has no records of its own; the database's
+    sampledb_meta.schema_migrations has them, migrate.sh runs none of them again and says so."""
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX, "0003_more.sql": INDEX}))
+    db = make_db()
+    job = await until_job_created(cluster, db)
+    name = job["metadata"]["name"]
+    cluster.set_status("Job", name, {
+        "completionTime": "2026-11-30T09:05:00Z", "conditions": [{"type": "Complete", "status": "True"}]})
+    result = {"script": "migrate", "ok": True, "code": 0, "applied": [3], "already": [1, 2], "current_version": 3,
+              "message": "applied 1 migration(s); schema at version 3; 2 already recorded"}
+    cluster.put("Pod", {"metadata": {"name": f"{name}-x", "labels": {"job-name": name},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {
+                            "exitCode": 0, "message": json.dumps(result) + "\n"}}}]}})
+    outcome = await run(cluster, db)
+    assert outcome.applied is not None
+    assert [(a.name, a.applied_at) for a in outcome.applied] == [
+        ("0001_init.sql", None), ("0002_index.sql", None),
+        ("0003_more.sql", datetime(2026, 11, 30, 9, 5, tzinfo=UTC))]
+    status, reason, message = migrated(outcome)
+    assert (status, reason) == ("True", "MigrationsApplied")
+    assert message.startswith("applied 1 migration(s): 0003_more.sql; 2 already recorded in the database")
