@@ -4,6 +4,7 @@ Pure. An observed object "matches" a desired one when every field the operator s
 value on the server (fields the server or other managers add are ignored; quantities compare by
 value, so "1024Mi" matches "1Gi"). A matching child needs no write: steady state costs nothing.
 Invariant (tested with Hypothesis): planning against the result of applying a plan yields no action.
+A PVC's applied size is never below the size it has (`never_shrink`).
 """
 
 from __future__ import annotations
@@ -139,5 +140,19 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozen
             continue
         reason = drift(obj, have)
         if reason is not None:
-            actions.append(Action(Verb.APPLY, obj, f"{key[0]} {key[1]}: {reason}"))
+            actions.append(Action(Verb.APPLY, never_shrink(obj, have), f"{key[0]} {key[1]}: {reason}"))
     return actions
+
+
+def never_shrink(desired: Obj, observed: Mapping[str, Any]) -> Obj:
+    """`desired`, but a PVC never asks for less storage than it has: a volume expanded by hand (or past
+    a size the spec no longer asks for) keeps its size when another field of it is applied."""
+    if desired.get("kind") != "PersistentVolumeClaim":
+        return desired
+    want, have = _pvc_size(desired), _pvc_size(observed)
+    if want is None or have is None or parse_quantity(have) <= parse_quantity(want):
+        return desired
+    spec = desired["spec"]
+    resources = spec["resources"]
+    return {**desired, "spec": {**spec, "resources": {**resources, "requests": {**resources["requests"],
+                                                                                 "storage": have}}}}

@@ -172,6 +172,19 @@ def test_pvc_grows_but_never_shrinks() -> None:
     assert plan.plan([d.data_pvc(small)], observed_big) == []
 
 
+def test_a_hand_expanded_pvc_keeps_its_size_when_another_field_is_applied() -> None:
+    """Issue #11, item 13b: the API server refuses a smaller request (422), and it is never what is meant."""
+    db = make_db(storage={"size": "1Gi"})
+    observed = observed_from([d.data_pvc(db)])
+    pvc = observed[("PersistentVolumeClaim", names.data_pvc_name("orders"))]
+    pvc["spec"]["resources"]["requests"]["storage"] = "5Gi"  # expanded by hand
+    del pvc["metadata"]["annotations"][d.DATA_DIR_ANNOTATION]  # and a field of ours drifted
+    [action] = plan.plan([d.data_pvc(db)], observed)
+    assert action.obj["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert action.obj["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata"}
+    assert d.data_pvc(db)["spec"]["resources"]["requests"]["storage"] == "1Gi"  # the desired object untouched
+
+
 def test_create_only_kinds_are_created_when_missing_and_never_updated() -> None:
     db = make_db()
     secret = d.secret(db, "pw")

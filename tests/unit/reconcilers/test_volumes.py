@@ -99,3 +99,19 @@ async def test_a_lost_backups_volume_that_held_backups_is_not_recreated_empty() 
     cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {vol.ACCEPT_EMPTY_ANNOTATION: "backups"}}})
     await cluster.reconcile("orders")
     assert cluster.get(PVC, BACKUPS) is not None
+
+
+async def test_a_hand_expanded_data_volume_is_never_applied_smaller() -> None:
+    """Issue #11, item 13b: re-applying the PVC for another field must not ask for the spec's smaller size
+    (the API server refuses it; before, that became a false StorageExpansionFailed)."""
+    cluster = FakeCluster()
+    await running_database(cluster)
+    pvc = cluster.get(PVC, DATA)
+    assert pvc is not None
+    cluster.patch(PVC, DATA, {"spec": {"resources": {"requests": {"storage": "5Gi"}}},
+                              "metadata": {"annotations": None}})  # expanded by hand, annotation lost
+    await cluster.reconcile("orders")
+    pvc = cluster.get(PVC, DATA)
+    assert pvc is not None and pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert pvc["metadata"]["annotations"] == {"sampledb.io/data-dir": "pgdata"}
+    assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"
