@@ -3,7 +3,9 @@
 Pure. A SampleDBBackup that will write files carries the finalizer FILES_FINALIZER; when the object
 is deleted (by hand or by retention), a small prune Job removes its .dump, .json and .globals.sql
 from the volume, then the finalizer goes. The Job needs no database connection (the SampleDB may
-be gone), only the volume.
+be gone), only the volume. A backup deleted while its Job still runs keeps the finalizer until the
+Job has finished, and its files are then pruned where the Job writes them (status.location may not
+be set yet).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import posixpath
 from typing import Any
 
 from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, container_security, pod_security
+from sampledb_operator.decide.jobs import BACKUP_MOUNT
 from sampledb_operator.model import names
-from sampledb_operator.model.backup import SampleDBBackup
+from sampledb_operator.model.backup import BackupLocation, SampleDBBackup
 from sampledb_operator.model.schema import API_VERSION
 
 Obj = dict[str, Any]
@@ -21,9 +24,16 @@ FILES_FINALIZER = "sampledb.io/backup-files"
 SUFFIXES = (".dump", ".json", ".globals.sql")
 
 
-def prune_job(backup: SampleDBBackup, *, image: str, pod_annotations: dict[str, str] | None = None) -> Obj:
-    """The Job deleting `backup`'s files (it has a status.location), owned by the backup."""
-    location = backup.status.location
+def expected_location(backup: SampleDBBackup) -> BackupLocation:
+    """Where the backup's Job writes its files (what status.location says once it has succeeded)."""
+    claim = backup.spec.storage.claim_name if backup.spec.storage else names.backup_pvc_name(backup.spec.database)
+    return BackupLocation(pvc_name=claim, path=f"{BACKUP_MOUNT}/{backup.metadata.name}.dump")
+
+
+def prune_job(backup: SampleDBBackup, *, image: str, pod_annotations: dict[str, str] | None = None,
+              location: BackupLocation | None = None) -> Obj:
+    """The Job deleting `backup`'s files at `location` (default: its status.location), owned by the backup."""
+    location = location or backup.status.location
     assert location is not None
     directory, file_name = posixpath.split(location.path)
     stem = file_name.removesuffix(".dump")

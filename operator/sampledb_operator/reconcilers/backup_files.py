@@ -1,7 +1,8 @@
 """Deleting a SampleDBBackup deletes its files: the finalizer and the prune Job around it.
 
 The finalizer is added before the backup's Job may write anything; on deletion a prune Job removes
-the files and the finalizer goes. Nothing blocks a deletion for good: with no files (the backup
+the files and the finalizer goes, never while the backup's own Job still runs (it could write files
+after the prune). Nothing blocks a deletion for good: with no files (the backup
 never finished), no volume, a terminating namespace, or a failed prune Job (Warning event naming
 the files left), the finalizer is removed at once.
 """
@@ -41,7 +42,13 @@ async def finalize(ctx: Context, backup: SampleDBBackup) -> Result | None:
     if bf.FILES_FINALIZER not in backup.metadata.finalizers:
         return None
     ns = backup.metadata.namespace or ""
+    backup_job = ctx.cached("Job", ns, names.backup_job_name(backup.spec.database, backup.metadata.name))
+    backup_state = job_state(backup_job)
+    if backup_state is not None and not backup_state.finished and not await namespace_terminating(ctx, ns):
+        return None  # its Job may still be writing files: wait for it (the Job's events bring the backup back)
     location = backup.status.location
+    if location is None and (backup_job is not None or backup.status.phase == "Running"):
+        location = bf.expected_location(backup)  # it ran (or runs no more) without recording where: prune there
     if location is None or await namespace_terminating(ctx, ns) or not await _volume_exists(ctx, ns, location.pvc_name):
         await _release(ctx, backup)
         return None
@@ -51,7 +58,8 @@ async def finalize(ctx: Context, backup: SampleDBBackup) -> Result | None:
         db_obj = ctx.cached("SampleDB", ns, backup.spec.database)
         db = SampleDB.model_validate(db_obj) if db_obj is not None else None
         image = image_for(db.spec) if db else f"postgres:{backup.status.version or '16'}"
-        body = bf.prune_job(backup, image=image, pod_annotations=test_annotations(db) if db else None)
+        body = bf.prune_job(backup, image=image, pod_annotations=test_annotations(db) if db else None,
+                            location=location)
         with contextlib.suppress(Conflict):  # created by an earlier pass
             await ctx.apis["Job"].create(body)
         return None
