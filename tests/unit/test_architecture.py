@@ -1,8 +1,8 @@
 """The import direction of ../shared/ARCHITECTURE.md, checked on the source.
 
 cli/app -> reconcilers -> runtime -> kube -> model; reconcilers -> decide -> model;
-observability is a leaf every layer may use. kubernetes_asyncio is imported only by kube/;
-model/ and decide/ do no I/O (no asyncio, aiohttp or kubernetes_asyncio).
+plugin (kubectl sampledb) -> kube, decide, model; observability is a leaf every layer may use.
+kubernetes_asyncio is imported only by kube/; model/ and decide/ do no I/O (no asyncio, aiohttp or kubernetes_asyncio).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "reconcilers": {"runtime", "kube", "decide", "model", "observability", "dataplane"},
     "observability": set(),
     "dataplane": set(),
+    # the kubectl plugin: a client of the API like kubectl, beside the operator, never inside it
+    "plugin": {"kube", "model", "decide", "observability"},
 }
 IO_MODULES = {"asyncio", "aiohttp", "kubernetes_asyncio", "socket", "subprocess", "requests"}
 

@@ -149,10 +149,13 @@ class ResourceApi:
             async for line in lines:
                 yield self._fill_event(decode_watch_line(line))
 
-    async def create(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    async def create(
+        self, obj: dict[str, Any], namespace: str | None = None, *, field_manager: str | None = None
+    ) -> dict[str, Any]:
         """POST a new object (AlreadyExists is Conflict)."""
         namespace = namespace or _namespace_of(obj)
-        return await self._call("POST", self.resource.path(namespace), body=self._fill(dict(obj)))
+        query: dict[str, QueryValue] | None = {"fieldManager": field_manager} if field_manager else None
+        return await self._call("POST", self.resource.path(namespace), query=query, body=self._fill(dict(obj)))
 
     async def apply(
         self, obj: dict[str, Any], *, field_manager: str, force: bool = True, subresource: str | None = None
@@ -174,10 +177,13 @@ class ResourceApi:
         namespace: str | None = None,
         patch_type: Literal["merge", "json", "strategic"] = "merge",
         subresource: str | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         """A merge, JSON or strategic-merge patch."""
         path = self.resource.path(namespace, name, subresource)
-        return await self._call("PATCH", path, body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type])
+        query: dict[str, QueryValue] | None = {"fieldManager": field_manager} if field_manager else None
+        return await self._call("PATCH", path, query=query, body=patch,
+                                content_type=_PATCH_CONTENT_TYPES[patch_type])
 
     async def replace(self, obj: dict[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
         """PUT; metadata.resourceVersion in obj makes it conditional (Conflict when stale)."""

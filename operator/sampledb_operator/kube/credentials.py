@@ -86,6 +86,24 @@ async def load_kubeconfig(
     return KubeconfigAuthorization(configuration, loader, exec_timeout=exec_timeout)
 
 
+def kubeconfig_namespace(kubeconfig: str | None, context: str | None = None) -> str | None:
+    """The namespace set on a kubeconfig context (the current one unless `context` is given), as
+    kubectl reads it (`kubeconfig`, else $KUBECONFIG, possibly several files, else ~/.kube/config);
+    None when it sets none or the kubeconfig cannot be read."""
+    from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
+    if not any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p):
+        return None
+    try:
+        contexts, current = list_kube_config_contexts(path)
+    except Exception:  # a missing or malformed kubeconfig: connecting reports it properly
+        return None
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else None
+
+
 class TokenFile:
     """A bearer token read from a file and re-read every `period` seconds, off the event loop.
 

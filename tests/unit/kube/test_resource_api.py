@@ -222,6 +222,18 @@ async def test_create_posts_to_the_namespace_collection(serve: Serve) -> None:
                                       "metadata": {"name": "a", "namespace": "ns"}}
 
 
+async def test_create_and_patch_send_a_field_manager_only_when_given(serve: Serve) -> None:
+    record = Recorder()
+    app = web.Application()
+    app.router.add_post(STS_PATH, record(sts("a", "1"), 201))
+    app.router.add_patch(f"{STS_PATH}/a", record(sts("a", "2")))
+    api = ResourceApi(await serve(app), STATEFULSET)
+    await api.create({"metadata": {"name": "a", "namespace": "ns"}}, field_manager="kubectl-sampledb")
+    await api.patch("a", {"spec": {}}, namespace="ns", field_manager="kubectl-sampledb")
+    await api.create({"metadata": {"name": "a", "namespace": "ns"}})
+    assert [r["query"] for r in record.seen] == [{"fieldManager": "kubectl-sampledb"}] * 2 + [{}]
+
+
 async def test_delete_sends_propagation_and_preconditions_and_raises_not_found(serve: Serve) -> None:
     record = Recorder()
     app = web.Application()

@@ -1,0 +1,162 @@
+"""Command line of `kubectl sampledb` (the console script `kubectl-sampledb`): arguments, dispatch, exit codes.
+
+Invariants: exit 0 on success, 1 when the command ran but failed (the object does not exist, the
+API server refused, a backup or restore failed), 2 for a usage error; an error is one line on
+stderr, never a traceback; --namespace/--context/--kubeconfig are accepted before or after the
+command, as kubectl's own flags; arguments after `--` go to psql and to nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from sampledb_operator import __version__
+from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
+from sampledb_operator.plugin import commands, psql
+from sampledb_operator.plugin.actions import ActionError
+from sampledb_operator.plugin.session import Target
+
+PROG = "kubectl sampledb"
+EXIT_FAILED, EXIT_USAGE = 1, 2
+KUBECTL_ENV = "SAMPLEDB_KUBECTL"  # the kubectl command `psql` runs (words split as a shell would)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in args_list:
+        cut = args_list.index("--")
+        args_list, extra = args_list[:cut], args_list[cut + 1:]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:   # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if extra and args.command != "psql":
+        print(f"{PROG}: error: only psql takes arguments after --", file=sys.stderr)
+        return EXIT_USAGE
+    args.extra = extra
+    _quiet_logging(args.verbose)
+    target = Target(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
+    try:
+        return int(args.handler(args, target))
+    except NotFound as err:
+        print(f"Error: {err.message or err} (namespace {target.resolved_namespace()})", file=sys.stderr)
+    except ApiError as err:
+        print(f"Error from server ({err.reason or err.status}): {err.message or err}", file=sys.stderr)
+    except KubeError as err:
+        print(f"Error: {err}", file=sys.stderr)
+    except ActionError as err:
+        print(f"Error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Operate SampleDB PostgreSQL databases.")
+    _connection_flags(parser, None)
+    parser.add_argument("--version", action="version", version=f"kubectl-sampledb {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    _connection_flags(common, argparse.SUPPRESS)   # after the command too, without resetting the first
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+
+    p = sub.add_parser("status", parents=[common], help="one screen about a database: phase, conditions,"
+                       " children, backups, versions, endpoint")
+    p.add_argument("db", metavar="DB")
+    p.set_defaults(handler=lambda a, t: _run(commands.status(t, a.db)))
+
+    p = sub.add_parser("backup", parents=[common], help="take a backup now (a SampleDBBackup, reason manual)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--name", help="the SampleDBBackup's name (default: DB-manual-<UTC yyyymmddhhmmss>)")
+    _wait_flags(p, 600)
+    p.set_defaults(handler=lambda a, t: _run(commands.backup(t, a.db, name=a.name, dry_run=a.dry_run, wait=a.wait,
+                                                            wait_seconds=a.timeout)))
+
+    p = sub.add_parser("restore", parents=[common], help="create a new database restored from a backup")
+    p.add_argument("backup", metavar="BACKUP", help="a SampleDBBackup of this namespace")
+    p.add_argument("--to", required=True, metavar="NEW", help="the new SampleDB's name")
+    p.add_argument("--version", dest="pg_version", metavar="VERSION",
+                   help="PostgreSQL MAJOR.MINOR of the new database (default: the backup's)")
+    p.add_argument("--storage-size", metavar="SIZE", help="data volume size (default: the source database's)")
+    _wait_flags(p, 1800)
+    p.set_defaults(handler=lambda a, t: _run(commands.restore(
+        t, a.backup, a.to, version=a.pg_version, storage_size=a.storage_size, dry_run=a.dry_run, wait=a.wait,
+        wait_seconds=a.timeout)))
+
+    p = sub.add_parser("psql", parents=[common], help="psql on the database through kubectl port-forward"
+                       " (arguments after -- go to psql)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--kubectl", default=os.environ.get(KUBECTL_ENV, "kubectl"),
+                   help=f"the kubectl command for the port-forward [env {KUBECTL_ENV}; default: kubectl]")
+    p.add_argument("--psql", default="psql", help="the psql program (default: psql on PATH)")
+    p.add_argument("--local-port", type=int, help="local port of the forward (default: a free one)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them"
+                   " (the password as a placeholder)")
+    p.set_defaults(handler=_psql)
+
+    p = sub.add_parser("upgrade", parents=[common], help="ask for another PostgreSQL version (spec.version)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("version", metavar="VERSION", help='MAJOR.MINOR, e.g. "17.2"')
+    p.add_argument("--image", help="the image to run it (needed when spec.image pins one)")
+    p.add_argument("--default-image", action="store_true", help="drop spec.image: run postgres:VERSION")
+    p.add_argument("--dry-run", action="store_true", help="print the patch instead of sending it")
+    p.set_defaults(handler=lambda a, t: _run(commands.upgrade(t, a.db, a.version, image=a.image,
+                                                             default_image=a.default_image, dry_run=a.dry_run)))
+
+    for name, paused, text in (("pause", True, "stop reconciling a database (spec.paused: true)"),
+                               ("resume", False, "reconcile a paused database again (spec.paused: false)")):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("db", metavar="DB")
+        p.set_defaults(handler=lambda a, t, paused=paused: _run(commands.set_paused(t, a.db, paused)))
+    return parser
+
+
+def _connection_flags(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("-n", "--namespace", default=default, help="namespace (default: the kubeconfig context's)")
+    parser.add_argument("--context", default=default, help="kubeconfig context (default: the current one)")
+    parser.add_argument("--kubeconfig", default=default, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        default=argparse.SUPPRESS if default is argparse.SUPPRESS else False,
+                        help="log the API client's progress to stderr")
+
+
+def _wait_flags(parser: argparse.ArgumentParser, timeout: int) -> None:
+    parser.add_argument("--wait", action="store_true", help="wait until it has finished, showing its progress")
+    parser.add_argument("--timeout", type=float, default=float(timeout), metavar="SECONDS",
+                        help=f"how long --wait waits (default: {timeout})")
+    parser.add_argument("--dry-run", action="store_true", help="print the object instead of creating it")
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    return asyncio.run(coro)
+
+
+def _psql(args: argparse.Namespace, target: Target) -> int:
+    kubectl = shlex.split(args.kubectl)
+    plan, secret = asyncio.run(commands.psql_plan(target, args.db, kubectl=kubectl, psql_path=args.psql,
+                                                  local_port=args.local_port, extra=args.extra))
+    if args.dry_run:
+        sys.stdout.write(psql.describe(plan, secret))
+        return 0
+    for program, what in ((kubectl[0] if kubectl else "", "--kubectl"), (args.psql, "--psql")):
+        if not program or shutil.which(program) is None:
+            raise ActionError(f"{program or 'kubectl'} not found on PATH (install it, or name it with {what})")
+    return psql.run(plan)
+
+
+def _quiet_logging(verbose: bool) -> None:
+    from sampledb_operator.observability.logging import configure_logging
+
+    configure_logging("info" if verbose else "warning", "console")

@@ -1,0 +1,181 @@
+"""The plugin's commands against the API server; each returns its exit code and writes its output.
+
+Invariants: each command reads what it needs, then makes at most one write (a create or a merge
+patch, both with the field manager `kubectl-sampledb`), except the optional --wait polls, which
+only read; --dry-run makes no write and prints what would be sent; output lines about an object
+name it as kubectl does (`sampledbbackup.sampledb.io/<name> created`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TextIO
+
+import yaml
+
+from sampledb_operator.kube.errors import NotFound
+from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
+from sampledb_operator.model.names import client_service_name, secret_name
+from sampledb_operator.plugin import actions, psql, render
+from sampledb_operator.plugin.report import gather
+from sampledb_operator.plugin.session import Session, Target, open_session
+
+DB_REF, BACKUP_REF = "sampledb.sampledb.io", "sampledbbackup.sampledb.io"
+POLL_SECONDS = 2.0
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+async def status(target: Target, name: str, out: TextIO = sys.stdout, now: Clock = utcnow) -> int:
+    async with open_session(target) as session:
+        report = await gather(session, name)
+    out.write(render.render_status(report, now()))
+    return 0
+
+
+async def backup(target: Target, db: str, *, name: str | None = None, dry_run: bool = False, wait: bool = False,
+                 wait_seconds: float = 600.0, out: TextIO = sys.stdout, now: Clock = utcnow) -> int:
+    async with open_session(target) as session:
+        await session.get(SAMPLEDB, db)   # NotFound: say so before creating a backup that would wait forever
+        obj = actions.backup_object(db, session.namespace, now(), name)
+        if dry_run:
+            out.write(yaml.safe_dump(obj, sort_keys=False))
+            return 0
+        created = await session.create(SAMPLEDBBACKUP, obj)
+        backup_name = created["metadata"]["name"]
+        out.write(f"{BACKUP_REF}/{backup_name} created\n")
+        if not wait:
+            out.write(f"Follow it with: kubectl get sdbb {backup_name} -n {session.namespace} -w\n")
+            return 0
+        return await _wait_backup(session, backup_name, wait_seconds, out)
+
+
+async def _wait_backup(session: Session, name: str, wait_seconds: float, out: TextIO) -> int:
+    shown = None
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        st = (await session.get(SAMPLEDBBACKUP, name)).get("status") or {}
+        line = f"{st.get('phase') or 'Pending'}" + (f": {st['message']}" if st.get("message") else "")
+        if line != shown:
+            out.write(f"{BACKUP_REF}/{name} {line}\n")
+            out.flush()
+            shown = line
+        if st.get("phase") in {"Succeeded", "Failed"}:
+            return 0 if st["phase"] == "Succeeded" else 1
+        if time.monotonic() >= deadline:
+            out.write(f"still {st.get('phase') or 'Pending'} after {wait_seconds:g}s; it goes on without waiting\n")
+            return 1
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def restore(target: Target, backup_name: str, new_name: str, *, version: str | None = None,
+                  storage_size: str | None = None, dry_run: bool = False, wait: bool = False,
+                  wait_seconds: float = 1800.0, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    async with open_session(target) as session:
+        backup_obj = await session.get(SAMPLEDBBACKUP, backup_name)
+        source_name = str((backup_obj.get("spec") or {}).get("database") or "")
+        source = await session.get_or_none(SAMPLEDB, source_name) if source_name else None
+        obj = actions.restore_object(backup_obj, source, new_name, session.namespace, version=version,
+                                     storage_size=storage_size)
+        phase = (backup_obj.get("status") or {}).get("phase") or "Pending"
+        if phase != "Succeeded":
+            err.write(f"note: SampleDBBackup {backup_name} is {phase}; the restore starts once it has Succeeded\n")
+        if dry_run:
+            out.write(yaml.safe_dump(obj, sort_keys=False))
+            return 0
+        await session.create(SAMPLEDB, obj)
+        out.write(f"{DB_REF}/{new_name} created, restoring SampleDBBackup {backup_name} (of {source_name},"
+                  f" PostgreSQL {obj['spec']['version']})\n")
+        if not wait:
+            out.write(f"Follow it with: kubectl sampledb status {new_name} -n {session.namespace}\n")
+            return 0
+        return await _wait_restored(session, new_name, wait_seconds, out)
+
+
+async def _wait_restored(session: Session, name: str, wait_seconds: float, out: TextIO) -> int:
+    shown = None
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        db = await session.get(SAMPLEDB, name)
+        init, ready = render.condition(db, "Initialized"), render.condition(db, "Ready")
+        phase = (db.get("status") or {}).get("phase") or "(no status yet)"
+        line = f"{phase}, Initialized: {init.get('reason') or '-'}"
+        if line != shown:
+            out.write(f"{DB_REF}/{name} {line}\n")
+            out.flush()
+            shown = line
+        if ready.get("status") == "True" and init.get("reason") == "Restored":
+            return 0
+        if init.get("reason") == "RestoreFailed":
+            out.write(f"restore failed: {init.get('message')}\n")
+            return 1
+        if time.monotonic() >= deadline:
+            out.write(f"not restored after {wait_seconds:g}s; it goes on without waiting\n")
+            return 1
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def upgrade(target: Target, db: str, version: str, *, image: str | None = None, default_image: bool = False,
+                  dry_run: bool = False, out: TextIO = sys.stdout) -> int:
+    async with open_session(target) as session:
+        obj = await session.get(SAMPLEDB, db)
+        patch = actions.upgrade_patch(obj, version, image=image, default_image=default_image)
+        if patch is None:
+            out.write(f"{DB_REF}/{db} already asks for version {version}\n")
+            return 0
+        if dry_run:
+            out.write(json.dumps(patch) + "\n")
+            return 0
+        await session.merge_patch(SAMPLEDB, db, patch)
+        namespace = session.namespace
+    spec, current = obj.get("spec") or {}, (obj.get("status") or {}).get("currentVersion")
+    changes = [f"spec.{key} {spec.get(key) or '(default)'} -> {value if value is not None else '(default)'}"
+               for key, value in patch["spec"].items()]
+    kind = actions.upgrade_kind(current, version)
+    what = {"major": f"major upgrade from the running {current}: a pre-upgrade backup, then an upgrade Job,"
+                     " then a rollout",
+            "minor": f"minor upgrade from the running {current}: a rollout (after a pre-upgrade backup when"
+                     " spec.upgrade.backupBeforeMinor is true)",
+            "unknown": "the database has not run yet: it starts on this version"}[kind]
+    if current == version:
+        what = f"already running {version}: the StatefulSet rolls to the new image"
+    out.write(f"{DB_REF}/{db}: {', '.join(changes)}\n{what}\n"
+              f"Follow it with: kubectl sampledb status {db} -n {namespace}\n")
+    return 0
+
+
+async def set_paused(target: Target, db: str, paused: bool, *, out: TextIO = sys.stdout) -> int:
+    word = "paused" if paused else "resumed"
+    async with open_session(target) as session:
+        patch = actions.paused_patch(await session.get(SAMPLEDB, db), paused)
+        if patch is None:
+            out.write(f"{DB_REF}/{db} already {'paused' if paused else 'not paused'}\n")
+            return 0
+        await session.merge_patch(SAMPLEDB, db, patch)
+    out.write(f"{DB_REF}/{db} {word}" + (": the operator changes nothing until `resume`\n" if paused else "\n"))
+    return 0
+
+
+async def psql_plan(target: Target, db: str, *, kubectl: list[str], psql_path: str, local_port: int | None,
+                    extra: list[str]) -> tuple[psql.PsqlPlan, str]:
+    """The psql plan for `db` and the name of the Secret its password comes from."""
+    async with open_session(target) as session:
+        obj = await session.get(SAMPLEDB, db)
+        secret = str((obj.get("status") or {}).get("secretName") or secret_name(db))
+        service = client_service_name(db)
+        await session.get(SERVICE, service)
+        try:
+            creds = psql.credentials_from_secret(await session.get(SECRET, secret))
+        except NotFound:
+            raise actions.ActionError(f"Secret {secret} (the credentials of {db}) does not exist") from None
+        namespace = session.namespace
+    return psql.plan(kubectl, target, namespace, service, creds, local_port=local_port, psql=psql_path,
+                     extra=extra), secret

@@ -1,0 +1,119 @@
+"""The status screen: ages as kubectl prints them, kubectl-style tables, each child's state in one line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from sampledb_operator.plugin.render import age, child_state, human_duration, render_status, table
+from sampledb_operator.plugin.report import SecretInfo, StatusReport, strip_secret
+
+NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0s"), (59, "59s"), (119, "119s"), (120, "2m"), (200, "3m20s"), (600, "10m"), (179 * 60, "179m"),
+    (3 * 3600, "3h"), (5 * 3600 + 30 * 60, "5h30m"), (20 * 3600, "20h"), (3 * 86400 + 4 * 3600, "3d4h"),
+    (40 * 86400, "40d"), (-5, "0s"),
+])
+def test_human_duration_is_kubectls(seconds: int, text: str) -> None:
+    assert human_duration(seconds) == text
+
+
+def test_age_of_timestamps_and_of_nothing() -> None:
+    assert age("2026-01-02T11:59:00Z", NOW) == "60s"
+    assert age(None, NOW) == "-"
+    assert age("not a time", NOW) == "-"
+
+
+def test_table_aligns_columns_three_spaces_apart_and_does_not_pad_the_last() -> None:
+    assert table(("NAME", "PHASE"), [("a", "Running"), ("longer", "Failed")]) == [
+        "  NAME     PHASE", "  a        Running", "  longer   Failed"]
+
+
+def db(**status: Any) -> dict[str, Any]:
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+            "metadata": {"name": "orders", "namespace": "shop", "generation": 3,
+                         "creationTimestamp": "2026-01-02T10:00:00Z"},
+            "spec": {"version": "17.2", "storage": {"size": "5Gi"}}, "status": status}
+
+
+def test_status_screen_shows_phase_versions_endpoint_conditions_children_and_backups() -> None:
+    report = StatusReport(
+        db=db(phase="Upgrading", currentVersion="16.4", observedGeneration=3, endpoint="orders.shop.svc:5432",
+              lastBackup={"name": "orders-pre-upgrade-1", "completedAt": "2026-01-02T11:55:00Z"},
+              conditions=[{"type": "Ready", "status": "True", "reason": "DatabaseReady",
+                           "lastTransitionTime": "2026-01-02T10:01:00Z", "message": "ok"},
+                          {"type": "Upgrading", "status": "True", "reason": "UpgradeJobRunning",
+                           "lastTransitionTime": "2026-01-02T11:56:00Z", "message": "Job orders-upgrade-x runs"}]),
+        children=[{"kind": "StatefulSet", "metadata": {"name": "orders", "creationTimestamp": "2026-01-02T10:00:00Z"},
+                   "spec": {"replicas": 1, "template": {"spec": {"containers": [{"image": "postgres:16.4"}]}}},
+                   "status": {"readyReplicas": 1, "currentRevision": "a", "updateRevision": "a"}},
+                  {"kind": "Job", "metadata": {"name": "orders-upgrade-x",
+                                               "labels": {"app.kubernetes.io/component": "upgrade"}},
+                   "status": {"active": 1}}],
+        secret=SecretInfo("orders-credentials", ("password", "username"), "2026-01-02T10:00:00Z"),
+        backups=[{"metadata": {"name": "orders-pre-upgrade-1"}, "spec": {"reason": "pre-upgrade"},
+                  "status": {"phase": "Succeeded", "sizeBytes": 2048, "completedAt": "2026-01-02T11:55:00Z"}}],
+    )
+    text = render_status(report, NOW)
+    assert text.startswith("SampleDB shop/orders\n")
+    assert "  Phase:           Upgrading\n" in text
+    assert "  Version:         17.2 (running 16.4, upgrade: UpgradeJobRunning)\n" in text
+    assert "  Endpoint:        orders.shop.svc:5432\n" in text
+    assert "  Generation:      3 (observed 3)\n" in text
+    assert "  Last backup:     orders-pre-upgrade-1, 5m ago (2026-01-02T11:55:00Z)\n" in text
+    assert "Upgrading   True     UpgradeJobRunning   4m      Job orders-upgrade-x runs" in text
+    children = text.split("\nChildren\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split()[0] for line in children] == ["KIND", "StatefulSet", "Secret", "Job"]
+    assert "1/1 ready, postgres:16.4" in children[1]
+    assert "upgrade: Running" in children[3]
+    assert "orders-pre-upgrade-1   pre-upgrade   Succeeded   2.0KiB   5m ago" in text
+
+
+def test_a_database_not_reconciled_yet_says_so() -> None:
+    text = render_status(StatusReport(db=db()), NOW)
+    assert "  Phase:           (none yet)\n" in text
+    assert "not running yet" in text
+    assert "(none yet: the operator has not reconciled it)" in text
+    assert "Credentials:     Secret missing" in text
+
+
+def test_problems_reading_some_kinds_are_listed_not_fatal() -> None:
+    text = render_status(StatusReport(db=db(), problems=["cannot list pods: Forbidden"]), NOW)
+    assert text.endswith("Not shown\n  cannot list pods: Forbidden\n")
+
+
+@pytest.mark.parametrize(("obj", "state"), [
+    ({"kind": "Pod", "spec": {"nodeName": "n1"},
+      "status": {"phase": "Running", "containerStatuses": [{"ready": True, "restartCount": 2}]}},
+     "Running, ready, 2 restarts, node n1"),
+    ({"kind": "Pod", "spec": {}, "status": {"phase": "Pending"}}, "Pending, not ready, 0 restarts, node unscheduled"),
+    ({"kind": "PersistentVolumeClaim",
+      "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1Gi"}}},
+      "status": {"phase": "Bound", "capacity": {"storage": "2Gi"}}}, "Bound, 2Gi, class fast"),
+    ({"kind": "PersistentVolumeClaim", "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+      "status": {"phase": "Pending"}}, "Pending, 1Gi"),
+    ({"kind": "Service", "spec": {"clusterIP": "None", "ports": [{"port": 5432}]}}, "headless, port 5432"),
+    ({"kind": "Service", "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1", "ports": [{"port": 5432}]}},
+     "ClusterIP 10.0.0.1:5432"),
+    ({"kind": "StatefulSet", "spec": {"replicas": 1, "template": {"spec": {"containers": [{"image": "p:17"}]}}},
+      "status": {"readyReplicas": 0, "currentRevision": "a", "updateRevision": "b"}}, "0/1 ready, rolling out, p:17"),
+    ({"kind": "ConfigMap", "data": {"a": "1", "b": "2"}}, "2 keys"),
+    ({"kind": "Job", "metadata": {"labels": {"app.kubernetes.io/component": "backup"}},
+      "status": {"conditions": [{"type": "Complete", "status": "True"}]}}, "backup: Succeeded"),
+    ({"kind": "Job", "metadata": {}, "status": {"conditions": [{"type": "Failed", "status": "True",
+                                                                "reason": "BackoffLimitExceeded"}]}},
+     "job: Failed (BackoffLimitExceeded)"),
+])
+def test_child_state_in_one_line(obj: dict[str, Any], state: str) -> None:
+    assert child_state(obj) == state
+
+
+def test_a_secret_is_reduced_to_its_name_and_key_names() -> None:
+    info = strip_secret({"metadata": {"name": "orders-credentials", "creationTimestamp": "2026-01-02T10:00:00Z"},
+                         "data": {"password": "c2VjcmV0", "username": "YXBw"}})
+    assert info == SecretInfo("orders-credentials", ("password", "username"), "2026-01-02T10:00:00Z")
+    assert "c2VjcmV0" not in repr(info)
