@@ -11,7 +11,9 @@ Invariants:
 - every request has a timeout (connect and total; a stream has connect and per-read timeouts);
 - callers see only kube.errors: an HTTP answer outside 2xx is error_for(status, Status.reason,
   Status.message, Retry-After, Status.details.causes); no answer (connect error, reset, timeout) is KubeTransportError,
-  a stream that goes quiet for read_timeout is ReadTimeout (a KubeTransportError);
+  a stream that goes quiet for read_timeout is ReadTimeout (a KubeTransportError); an opened stream that
+  breaks while it is read is StreamInterrupted (StreamWentQuiet when it went quiet), so a watcher can
+  tell a dropped connection from one that could not be made;
 - rest_client_requests_total{code,method} is counted once per request ("<error>" without an
   HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
   streams);
@@ -56,6 +58,14 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, LineTooLong)
 
 class ReadTimeout(KubeTransportError):
     """A streaming response sent nothing for read_timeout seconds (silent connection)."""
+
+
+class StreamInterrupted(KubeTransportError):
+    """A stream that had opened (a 2xx answer) broke while it was read: a reset, a dropped connection."""
+
+
+class StreamWentQuiet(StreamInterrupted, ReadTimeout):
+    """A stream that had opened sent nothing for read_timeout seconds and was dropped."""
 
 
 class KubeClient:
@@ -260,7 +270,10 @@ class _Lines:
             try:
                 chunk = await self._content.readany()
             except _TRANSPORT_ERRORS as exc:
-                raise _transport_error("GET", self._path, exc) from exc
+                text = f"GET {self._path}: {type(exc).__name__}: {exc}"
+                if isinstance(exc, aiohttp.SocketTimeoutError):
+                    raise StreamWentQuiet(text) from exc
+                raise StreamInterrupted(text) from exc
             if not chunk:  # end of the body
                 end = len(self._buffer) - 1
                 break

@@ -15,6 +15,10 @@ Invariants:
   Retry-After; 401/403 are logged as errors and retried at the maximum backoff; the first 410
   after a healthy period relists at once; 2 minutes of healthy streaming reset the backoff;
   a stream that ends within a second without any event counts as a failure (as in client-go);
+- ending a watch is not a failure: a clean server-side timeout, or an opened stream that went quiet
+  for the read timeout or dropped (kube.client.StreamInterrupted), is resumed at once without
+  growing the backoff (only one that breaks within a second without events counts as a failure), and
+  a stream that stayed open for the healthy period resets the backoff, events or not;
 - the store is updated before handlers see an event; a handler's exception is logged and
   never stops the watcher; every wait is on the injected Clock.
 """
@@ -28,7 +32,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
 from sampledb_operator.kube.api import ListResult, WatchEvent
-from sampledb_operator.kube.client import ReadTimeout
+from sampledb_operator.kube.client import ReadTimeout, StreamInterrupted, StreamWentQuiet
 from sampledb_operator.kube.errors import ApiError, Forbidden, Gone, KubeError, TooManyRequests, Unauthorized
 from sampledb_operator.kube.resources import Resource
 from sampledb_operator.model.refs import ObjectRef
@@ -168,7 +172,6 @@ class Watcher:
             raise
         except Exception as exc:  # every failure is retried; the cause decides how soon
             return self._on_error(exc)
-        metrics.watch_restarts_total.labels(resource=self.name, cause="closed").inc()
         return 0.0
 
     async def _relist(self) -> None:
@@ -186,26 +189,36 @@ class Watcher:
             self._deliver(type_, obj)
 
     async def _watch_once(self) -> None:
+        """One watch stream until it ends; its end is recorded as a restart cause (closed, silent, dropped)."""
         opened = self._clock.monotonic()
         last_ok = opened
         received = 0
+        cause = "closed"
         stream = self._api.watch(
             self._namespace, resource_version=self.resource_version, label_selector=self._label_selector,
             field_selector=self._field_selector, timeout_seconds=self._rng.randint(*self._timeouts),
             read_timeout=self._read_timeout,
         )
         try:
-            async with contextlib.aclosing(stream) as events:
-                async for event in events:
-                    received += 1
-                    last_ok = self._clock.monotonic()
-                    self._apply(event)
-            last_ok = self._clock.monotonic()
+            try:
+                async with contextlib.aclosing(stream) as events:
+                    async for event in events:
+                        received += 1
+                        last_ok = self._clock.monotonic()
+                        self._apply(event)
+            except StreamInterrupted as exc:
+                if received == 0 and self._clock.monotonic() - opened < SHORT_WATCH:
+                    raise  # broke at once: a failure like any other
+                cause = "silent" if isinstance(exc, StreamWentQuiet) else "dropped"
+                self._log.info("watch stream ended without an answer; resuming", cause=cause, error=str(exc),
+                               resource_version=self.resource_version)
+            last_ok = self._clock.monotonic()  # the stream was open and working until now
         finally:
             if last_ok - opened >= self._healthy_period:
                 self.backoff.reset()
         if received == 0 and last_ok - opened < SHORT_WATCH:
             raise ShortWatch("watch closed at once without events")
+        metrics.watch_restarts_total.labels(resource=self.name, cause=cause).inc()
 
     def _apply(self, event: WatchEvent) -> None:
         metrics.watch_events_total.labels(resource=self.name, type=event.type).inc()

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from tests.support.aio import eventually
 
 from sampledb_operator.kube.api import ListResult, WatchEvent
-from sampledb_operator.kube.client import ReadTimeout
+from sampledb_operator.kube.client import StreamInterrupted, StreamWentQuiet
 from sampledb_operator.kube.errors import Forbidden, Gone, KubeTransportError, ServerError, TooManyRequests
 from sampledb_operator.kube.resources import STATEFULSET, Resource
 from sampledb_operator.model.refs import ObjectRef
@@ -213,16 +213,44 @@ async def test_gone_again_right_after_a_relist_backs_off(h: Harness) -> None:
     assert len(h.api.list_calls) == 3
 
 
-async def test_silent_connection_restarts_the_watch_from_the_last_resource_version(h: Harness) -> None:
+async def test_silent_connection_restarts_the_watch_at_once_from_the_last_resource_version(h: Harness) -> None:
     silent = metric("sampledb_watch_restarts_total", resource="statefulsets", cause="silent")
     await h.api.lists.put(listing("10"))
-    await h.api.watches.put([event("ADDED", "x", "11"), ReadTimeout("GET: nothing for 42 s")])
-    assert await h.next_delay() == 0.8
-    h.clock.advance(0.8)
-    await h.watching(2)
+    await h.api.watches.put([event("ADDED", "x", "11"), lambda: h.clock.advance(42),
+                             StreamWentQuiet("GET: nothing for 42 s")])
+    await h.watching(2)  # no sleep in between: a quiet connection is not an error
     assert h.api.watch_calls[1]["resource_version"] == "11"
     assert len(h.api.list_calls) == 1
     assert metric("sampledb_watch_restarts_total", resource="statefulsets", cause="silent") == silent + 1
+
+
+async def test_repeated_silent_timeouts_and_dropped_quiet_streams_never_grow_the_backoff(h: Harness) -> None:
+    """Issue #11, item 13e: they pushed the backoff to 30-60 s, with no watch open meanwhile."""
+    await h.api.lists.put(listing("10"))
+    for i in range(8):
+        quiet = StreamWentQuiet("GET: nothing for 42 s") if i % 2 else StreamInterrupted("GET: connection reset")
+        await h.api.watches.put([lambda: h.clock.advance(42), quiet])
+        await h.watching(i + 2)
+    assert h.watcher.backoff.failures == 0
+    await h.api.watches.put([KubeTransportError("connection refused")])  # a real failure starts at the bottom
+    assert await h.next_delay() == 0.8
+
+
+async def test_a_stream_that_breaks_at_once_is_still_a_failure(h: Harness) -> None:
+    await h.api.lists.put(listing("10"))
+    await h.api.watches.put([StreamInterrupted("GET: connection reset")])
+    assert await h.next_delay() == 0.8
+
+
+async def test_a_quiet_stream_that_stayed_open_two_minutes_resets_the_backoff(h: Harness) -> None:
+    await h.api.lists.put(listing("10"))
+    for expected in (0.8, 1.6):
+        await h.api.watches.put([KubeTransportError("connection refused")])
+        assert await h.next_delay() == expected
+        h.clock.advance(expected)
+    await h.api.watches.put([lambda: h.clock.advance(150), StreamWentQuiet("GET: nothing for 150 s")])
+    await h.api.watches.put([KubeTransportError("connection refused")])
+    assert await h.next_delay() == 0.8
 
 
 async def test_backoff_doubles_up_to_the_maximum_and_resets_after_two_minutes_of_streaming(
