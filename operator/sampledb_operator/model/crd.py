@@ -92,6 +92,11 @@ SAMPLEDB = KindInfo(
         _AGE,
         PrinterColumn("Current", "string", ".status.currentVersion", "Running version.", priority=1),
         PrinterColumn("Endpoint", "string", ".status.endpoint", "Service host:port.", priority=1),
+        PrinterColumn(
+            "Upgrade", "string", '.status.conditions[?(@.type=="Upgrading")].reason',
+            "Where a version upgrade stands (BackingUp, UpgradeJobRunning, RollingOut, UpgradeSucceeded, ...).",
+            priority=1,
+        ),
     ),
 )
 
@@ -108,7 +113,9 @@ SAMPLEDBBACKUP = KindInfo(
         PrinterColumn("Size", "integer", ".status.sizeBytes", "Size of the backup in bytes."),
         PrinterColumn("Verified", "boolean", ".status.verified", "Whether the latest verification passed."),
         _AGE,
+        PrinterColumn("Started", "date", ".status.startedAt", "When its Job started.", priority=1),
         PrinterColumn("Completed", "date", ".status.completedAt", "When it finished.", priority=1),
+        PrinterColumn("Message", "string", ".status.message", "Why it waits or failed.", priority=1),
     ),
 )
 
