@@ -9,7 +9,9 @@ Invariants:
 - the owner index always equals what a scan of ownerReferences[].uid would give;
 - objects handed out are shared, read-only by convention: readers must not mutate them (copy
   first, e.g. copy.deepcopy, before building a patch from one);
-- cache_objects{resource} is the current size; `synced` is set by the first replace().
+- cache_objects{resource} is the total size of every store of that resource (one per watched
+  namespace): each store adds and removes its own changes, never sets it; `synced` is set by the
+  first replace().
 """
 
 from __future__ import annotations
@@ -35,8 +37,7 @@ class Store:
         self.resource_version = ""
         self._objects: dict[ObjectRef, Obj] = {}
         self._by_owner: dict[str, set[ObjectRef]] = {}
-        self._gauge = metrics.cache_objects.labels(resource=resource)
-        self._gauge.set(0)
+        self._gauge = metrics.cache_objects.labels(resource=resource)  # shared: changed by deltas only
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -75,9 +76,10 @@ class Store:
         previous = self._objects.get(ref)
         if previous is not None:
             _unindex(self._by_owner, ref, previous)
+        else:
+            self._gauge.inc()
         self._objects[ref] = obj
         _index(self._by_owner, ref, obj)
-        self._gauge.set(len(self._objects))
         return previous
 
     def delete(self, ref: ObjectRef) -> Obj | None:
@@ -85,7 +87,7 @@ class Store:
         previous = self._objects.pop(ref, None)
         if previous is not None:
             _unindex(self._by_owner, ref, previous)
-            self._gauge.set(len(self._objects))
+            self._gauge.dec()
         return previous
 
     def replace(self, objs: Iterable[Obj], resource_version: str | None = None) -> builtins.list[Event]:
@@ -110,10 +112,10 @@ class Store:
                 events.append(("ADDED", obj))
             elif resource_version_of(old) != resource_version_of(obj):
                 events.append(("MODIFIED", obj))
+        self._gauge.inc(len(objects) - len(self._objects))
         self._objects, self._by_owner = objects, by_owner
         if resource_version is not None:
             self.resource_version = resource_version
-        self._gauge.set(len(objects))
         self.synced.set()
         return events
 

@@ -81,6 +81,25 @@ def test_cache_objects_gauge_follows_the_size() -> None:
     assert gauge() == 2
 
 
+def test_cache_objects_gauge_sums_the_stores_of_every_watched_namespace() -> None:
+    """Issue #11, item 13a: with --namespaces, one store per namespace shares the series; it read the size
+    of whichever store changed last (1 with 6 objects cached)."""
+    stores = {ns: Store("configmaps-namespaces-test") for ns in ("a", "b", "c")}
+
+    def gauge() -> float | None:
+        return REGISTRY.get_sample_value("sampledb_cache_objects", {"resource": "configmaps-namespaces-test"})
+
+    stores["a"].replace([obj("x", ns="a"), obj("y", ns="a"), obj("z", ns="a")])
+    stores["b"].replace([obj("x", ns="b"), obj("y", ns="b")])
+    stores["c"].replace([obj("x", ns="c")])
+    assert gauge() == 6
+    stores["c"].delete(ObjectRef("c", "x"))
+    stores["b"].upsert(obj("x", ns="b"))  # a modification, not a new object
+    assert gauge() == 5
+    stores["a"].replace([obj("x", ns="a")])
+    assert gauge() == 3 == sum(len(s) for s in stores.values())
+
+
 names = st.sampled_from("abcdefgh")
 owner_sets = st.sets(st.sampled_from(["u1", "u2", "u3"]))
 snapshots = st.dictionaries(names, st.tuples(st.sampled_from("123"), owner_sets), max_size=8)
