@@ -75,13 +75,14 @@ def init_source(db: SampleDB) -> str | None:
 def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] | None = None,
         extra_volumes: list[Obj] | None = None, extra_mounts: list[Obj] | None = None,
         annotations: dict[str, str] | None = None, pod_annotations: dict[str, str] | None = None,
-        image: str | None = None, owner: Obj | None = None) -> Obj:
+        image: str | None = None, owner: Obj | None = None, connect: bool = True) -> Obj:
     """A Job that runs one data-plane script against the database with the postgres image.
 
     The script's JSON result line goes to the pod's termination message, which the Job's pod
     status shows and the operator reads. Jobs are never updated: a new piece of work is a new name.
     `owner` replaces the SampleDB as the controller owner (a backup's Job belongs to its
-    SampleDBBackup).
+    SampleDBBackup). `connect=False`: a script that never talks to the database (verify.sh) runs
+    alone, without wait-ready.sh and without the connection variables and password.
     """
     job_meta = meta(db, name, component)
     if owner is not None:
@@ -93,8 +94,9 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
         "name": component,
         "image": image or image_for(db.spec),
         # wait for the server (up to $WAIT_TIMEOUT), then the script; both report to $RESULT_FILE
-        "command": ["bash", "-c", f"bash {SCRIPTS_MOUNT}/wait-ready.sh && exec bash {SCRIPTS_MOUNT}/{script}"],
-        "env": [*connection_env(db), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
+        "command": (["bash", "-c", f"bash {SCRIPTS_MOUNT}/wait-ready.sh && exec bash {SCRIPTS_MOUNT}/{script}"]
+                    if connect else ["bash", f"{SCRIPTS_MOUNT}/{script}"]),
+        "env": [*(connection_env(db) if connect else []), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
                 *(env or [])],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
                          *(extra_mounts or [])],

@@ -34,6 +34,7 @@ class JobKind(StrEnum):
     UPGRADE = "upgrade"
     MIGRATE = "migrate"
     PRUNE = "prune"
+    VERIFY = "verify"
 
 
 MAX_NAME_LENGTH = LABEL_LIMIT
@@ -134,6 +135,12 @@ def restore_job_name(db: str, backup: str) -> str:
 def prune_job_name(db: str, backup: str) -> str:
     """The Job that deletes the files of the SampleDBBackup `backup` when that object is deleted."""
     return job_name(db, JobKind.PRUNE, backup)
+
+
+def verify_job_name(db: str, backup_uid: str, request: str) -> str:
+    """The Job verifying one backup (by uid: a re-created backup of the same name is another) for one
+    request (a sampledb.io/verify annotation value, or "" for spec.backup.verify)."""
+    return job_name(db, JobKind.VERIFY, f"{backup_uid}/{request}")
 
 
 def upgrade_job_name(db: str, from_version: str, to_version: str) -> str:

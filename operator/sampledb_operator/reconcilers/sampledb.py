@@ -41,6 +41,7 @@ from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade, volumes
 from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
@@ -129,6 +130,7 @@ class SampleDBReconciler:
         written = await self._write_status(db, obj, observed)
         if written.stale:
             return Result(requeue=True)  # a newer object exists: its pass decides again
+        await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
         await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written.resource_version)
         return combine(
             Result(requeue=bool(blockers or migration.requeue)),  # a missing reference: look again with backoff

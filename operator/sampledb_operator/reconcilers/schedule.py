@@ -101,7 +101,8 @@ def _fact(obj: Obj, *, mine: bool) -> sch.BackupFact:
     reason = str((obj.get("spec") or {}).get("reason") or BackupReason.MANUAL.value)
     slot = sch.parse_slot((meta.get("annotations") or {}).get(SCHEDULED_FOR)) if mine and reason == SCHEDULED else None
     return sch.BackupFact(name=meta["name"], reason=reason, phase=status.get("phase"), slot=slot,
-                          completed_at=_time(status.get("completedAt")), message=str(status.get("message") or ""))
+                          completed_at=_time(status.get("completedAt")), message=str(status.get("message") or ""),
+                          owned=mine)
 
 
 def _time(text: Any) -> datetime | None:
@@ -168,9 +169,9 @@ async def _prune(ctx: Context, db: SampleDB, pruned: tuple[sch.BackupFact, ...])
             await ctx.apis["SampleDBBackup"].delete(fact.name, ns)
         except NotFound:
             continue  # already gone (an earlier pass, before its watch event arrived)
-        log.info("scheduled backup pruned", namespace=ns, database=db.metadata.name, backup=fact.name)
+        log.info("backup pruned", namespace=ns, database=db.metadata.name, backup=fact.name, reason=fact.reason)
         await _event(ctx, db, "Normal", "BackupPruned",
-                     f"deleted {fact.phase} scheduled backup {fact.name} (retention {db.spec.backup.retention})")
+                     f"deleted {fact.phase} {fact.reason} backup {fact.name} (retention {db.spec.backup.retention})")
 
 
 async def _health_event(ctx: Context, db: SampleDB, new: Condition | None) -> None:
