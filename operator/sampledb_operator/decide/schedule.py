@@ -4,8 +4,10 @@ Pure: no I/O, no clock (the caller passes `now`); cron schedules are read in UTC
 when it is the latest slot at or before `now`, is not before the SampleDB was created (no backfill),
 and has no scheduled backup yet. Only the latest slot is ever due, so a long downtime yields one
 backup, not a burst. No new backup is due while an earlier scheduled one is unfinished (at most
-one runs at a time). Retention never touches manual or pre-* backups, unfinished ones, the newest
-`retention` Succeeded scheduled ones, or the newest Failed ones after them.
+one runs at a time). Retention never touches manual or pre-delete backups, backups the operator
+did not create for this incarnation, unfinished ones, the newest `retention` Succeeded ones of each
+kind it counts (scheduled, pre-upgrade, pre-migration: each kind apart), or the newest Failed ones
+after them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class BackupFact:
     slot: datetime | None = None  # the slot a scheduled backup was taken for
     completed_at: datetime | None = None
     message: str = ""
+    owned: bool = False  # the operator created it for this incarnation of the database (its labels say so)
 
     @property
     def finished(self) -> bool:
@@ -95,12 +98,41 @@ def requeue_delay(now: datetime, nxt: datetime | None) -> float:
     return min(MAX_REQUEUE, max(MIN_REQUEUE, (nxt - now).total_seconds()))
 
 
+PRE_WORK_REASONS = (BackupReason.PRE_UPGRADE.value, BackupReason.PRE_MIGRATION.value)
+
+
 def to_prune(backups: Sequence[BackupFact], retention: int) -> tuple[BackupFact, ...]:
-    """The scheduled backups that retention removes, oldest first.
+    """The scheduled backups that retention removes, oldest first, then the pre-upgrade and
+    pre-migration ones it removes (`pre_work_to_prune`).
 
     Kept: the newest `retention` Succeeded ones; Failed ones newer than the newest Succeeded (at most
     FAILED_HISTORY of them); everything unfinished; everything not scheduled.
     """
+    return (*_scheduled_to_prune(backups, retention), *pre_work_to_prune(backups, retention))
+
+
+def pre_work_to_prune(backups: Sequence[BackupFact], retention: int) -> tuple[BackupFact, ...]:
+    """The pre-upgrade and pre-migration backups the operator made that retention removes, oldest first.
+
+    Each reason is counted apart, by completion time, with the rule of scheduled backups: the newest
+    `retention` Succeeded ones stay (so the newest, status.lastSnapshot and the one an upgrade or a
+    migration under way relies on, always does), and the Failed ones newer than them (at most
+    FAILED_HISTORY: a failed attempt's backup is its record). A backup the operator did not make
+    (a user's, another incarnation's) is never removed.
+    """
+    out: list[BackupFact] = []
+    for reason in PRE_WORK_REASONS:
+        mine = sorted((b for b in backups if b.owned and b.reason == reason), key=_completed_key, reverse=True)
+        succeeded = [b for b in mine if b.phase == BackupPhase.SUCCEEDED.value]
+        failed = [b for b in mine if b.phase == BackupPhase.FAILED.value]
+        recent_failed = [b for b in failed
+                         if not succeeded or _completed_key(b) > _completed_key(succeeded[0])][:FAILED_HISTORY]
+        keep = {b.name for b in succeeded[:max(retention, 1)]} | {b.name for b in recent_failed}
+        out += sorted((b for b in mine if b.finished and b.name not in keep), key=_completed_key)
+    return tuple(out)
+
+
+def _scheduled_to_prune(backups: Sequence[BackupFact], retention: int) -> tuple[BackupFact, ...]:
     scheduled = sorted((b for b in backups if b.scheduled), key=_slot_key, reverse=True)
     succeeded = [b for b in scheduled if b.phase == BackupPhase.SUCCEEDED.value]
     newest_ok = succeeded[0].slot if succeeded else None

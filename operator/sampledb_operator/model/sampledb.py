@@ -161,8 +161,9 @@ class BackupSpec(SpecModel):
     )
     retention: int = Field(
         default=7, ge=1, le=1000,
-        description="How many successful scheduled backups to keep; older ones are deleted."
-        " Manual and pre-* backups are not counted and are never deleted by the operator.",
+        description="How many successful backups of each kind the operator takes to keep: scheduled ones,"
+        " and pre-upgrade and pre-migration ones, each kind counted apart; older ones are deleted with their"
+        " files. Manual and pre-delete backups are not counted and are never deleted by the operator.",
     )
     storage: BackupStorageSpec = Field(
         default_factory=BackupStorageSpec, description="The volume backups are written to."

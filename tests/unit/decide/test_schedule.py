@@ -236,3 +236,20 @@ def test_slot_annotation_round_trips_and_rejects_garbage() -> None:
     assert parse_slot(slot_text(slot)) == slot
     assert parse_slot("yesterday") is None
     assert parse_slot(None) is None
+
+
+def test_retention_keeps_the_newest_pre_work_backups_of_each_reason_the_operator_made() -> None:
+    """Issue #11, item 13d: pre-upgrade and pre-migration backups were never pruned."""
+
+    def pre(name: str, reason: str, minutes: int, phase: str = "Succeeded", owned: bool = True) -> BackupFact:
+        return BackupFact(name=name, reason=reason, phase=phase, completed_at=minutes_ago(minutes), owned=owned)
+
+    backups = [pre("u1", "pre-upgrade", 50), pre("u2", "pre-upgrade", 40), pre("u3", "pre-upgrade", 30),
+               pre("u4-failed", "pre-upgrade", 20, "Failed"), pre("u5-running", "pre-upgrade", 0, "Running"),
+               pre("m1", "pre-migration", 45), pre("m2-failed", "pre-migration", 44, "Failed"),
+               pre("m3", "pre-migration", 10),
+               pre("users", "pre-upgrade", 90, owned=False), pre("d1", "pre-delete", 99)]
+    pruned = [b.name for b in to_prune(backups, retention=2)]
+    # the two newest Succeeded of each reason stay, the failure after them (its attempt's record), the
+    # unfinished one, a user's and pre-delete ones; an older failure goes with the old successes
+    assert pruned == ["u1", "m2-failed"]

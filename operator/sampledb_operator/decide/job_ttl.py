@@ -1,0 +1,46 @@
+"""When a finished Job of a SampleDB is no longer needed, so it may expire (ttlSecondsAfterFinished).
+
+Pure. Jobs are created without a TTL: a failed Job is the record of the failure (that work is not
+run again while it exists) and deleting it is how a user asks for a retry, so it must not vanish by
+itself. A Job may go once the SampleDB's status, as read, holds its outcome; the operator then sets
+ttlSecondsAfterFinished and Kubernetes' TTL controller deletes it FINISHED_JOB_TTL_SECONDS after it
+finished (at once when that was longer ago).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
+
+Obj = dict[str, Any]
+FINISHED_JOB_TTL_SECONDS = 24 * 3600  # a day after it finished, for its logs
+_DONE_INIT_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")
+_DONE_MIGRATED_REASONS = ("UpToDate", "MigrationsApplied", "NotConfigured")
+
+
+def _condition(status: SampleDBStatus, type_: str) -> tuple[str, str] | None:
+    cond = next((c for c in status.conditions if c.type == type_), None)
+    return (cond.status, cond.reason) if cond is not None else None
+
+
+def outcome_recorded(db: SampleDB, job: Obj) -> bool:
+    """The status (as read) already holds what this finished Job was for: the operator no longer needs it.
+
+    init / restore: Initialized is True and done (a failed one stays: it is the record and, deleted,
+    the retry). upgrade / thaw: no upgrade is under way or failed (currentVersion is spec.version and
+    Upgrading, if any, says UpgradeSucceeded); a failed attempt's Job stays while that attempt is
+    the one asked for. migrate: Migrated is True (status.appliedMigrations holds the run), so failed
+    runs of files since replaced go too. Any other component: kept.
+    """
+    component = str((job.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL, ""))
+    status = db.status
+    if component in ("init", "restore"):
+        return _condition(status, "Initialized") in {("True", r) for r in _DONE_INIT_REASONS}
+    if component in ("upgrade", "thaw"):
+        upgrading = _condition(status, "Upgrading")
+        return status.current_version == db.spec.version and upgrading in (None, ("False", "UpgradeSucceeded"))
+    if component == "migrate":
+        return _condition(status, "Migrated") in {("True", r) for r in _DONE_MIGRATED_REASONS}
+    return False
