@@ -39,7 +39,7 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade, volumes
+from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade, verification, volumes
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 from sampledb_operator.runtime.controller import Result, combine
@@ -110,7 +110,9 @@ class SampleDBReconciler:
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         degraded += migration.degraded
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
-        backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None)
+        verified = await verification.reconcile_verification(self.ctx, db)
+        backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
+                                                    verification=verified.condition)
         observed = st.Observed(
             extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
                               *((backups.condition,) if backups.condition else ())),
@@ -133,7 +135,7 @@ class SampleDBReconciler:
         await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
         await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written.resource_version)
         return combine(
-            Result(requeue=bool(blockers or migration.requeue)),  # a missing reference: look again with backoff
+            Result(requeue=bool(blockers or migration.requeue or verified.requeue)),  # look again with backoff
             Result(requeue_after=backups.requeue_after),  # the next scheduled backup
             Result(requeue_after=migration.recheck_after),  # a look at the migrations ConfigMap
         )

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sampledb_operator.decide import schedule as sch
+from sampledb_operator.decide.verify import merge_health
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupReason
@@ -46,15 +47,17 @@ class ScheduleOutcome:
     requeue_after: float | None = None  # seconds until the next scheduled slot
 
 
-async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool) -> ScheduleOutcome:
-    """One pass of the scheduled-backup step; `busy` is True while an upgrade or migration runs."""
+async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
+                             verification: Condition | None = None) -> ScheduleOutcome:
+    """One pass of the scheduled-backup step; `busy` is True while an upgrade or migration runs;
+    `verification` is BackupHealthy as the verification step sees it (decide/verify.merge_health)."""
     facts = backup_facts(ctx, db)
     spec = db.spec.backup
     gen = db.metadata.generation
     condition: Condition | None
     if spec.schedule is None:
         await _prune(ctx, db, sch.to_prune(facts, spec.retention))
-        condition = sch.health(facts, scheduled_only=False, generation=gen)
+        condition = merge_health(sch.health(facts, scheduled_only=False, generation=gen), verification)
         await _health_event(ctx, db, condition)
         return ScheduleOutcome(condition=condition, last_backup=_last_backup(db, facts),
                                last_snapshot=_last_snapshot(db, facts))
@@ -68,6 +71,7 @@ async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy
         condition = sch.schedule_problem(decision.problem, gen)
     else:
         condition = sch.health(facts, scheduled_only=True, generation=gen) or sch.awaiting_first(gen)
+    condition = merge_health(condition, verification)
     await _health_event(ctx, db, condition)
     return ScheduleOutcome(condition=condition, last_backup=_last_backup(db, facts),
                            last_snapshot=_last_snapshot(db, facts), requeue_after=decision.requeue_after)
