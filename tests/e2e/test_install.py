@@ -48,7 +48,9 @@ def dry_run(objs: list[dict[str, Any]]) -> str:
 @pytest.fixture(scope="module")
 def install_namespaces(cluster: object) -> Iterator[None]:
     """sampledb-system and the namespaced overlay's namespaces exist (a dry run does not create a
-    namespace, so objects inside it would be refused); the ones created here are deleted after."""
+    namespace, so objects inside it would be refused). The watched ones created here are deleted
+    after; sampledb-system never is: tests that install the operator in the cluster may have put it
+    there meanwhile."""
     created = []
     for ns in (OPERATOR_NS, *WATCHED):
         found = get_or_none("namespace", ns)
@@ -56,8 +58,9 @@ def install_namespaces(cluster: object) -> Iterator[None]:
             kubectl("wait", "--for=delete", f"namespace/{ns}", "--timeout=120s", timeout=130)
             found = None
         if found is None:
-            kubectl("create", "namespace", ns)
-            created.append(ns)
+            kubectl("create", "namespace", ns, check=False)   # another test may create it at the same time
+            if ns != OPERATOR_NS:
+                created.append(ns)
     yield
     for ns in created:
         kubectl("delete", "namespace", ns, "--wait=false", check=False)
