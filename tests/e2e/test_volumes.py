@@ -42,3 +42,19 @@ def test_a_deleted_data_volume_is_reported_and_not_replaced_until_accepted(names
     wait_until(lambda: "sampledb.io/accept-empty-volume" not in (
         (get_or_none("sampledb", "vol", ns) or {}).get("metadata", {}).get("annotations") or {}),
         timeout=30, what="the acceptance consumed")
+
+
+def test_growing_the_data_volume_does_not_grow_the_backups_volume_onto_its_class(namespace: str,
+                                                                               operator: OperatorProcess) -> None:
+    """Issue #11, item 10: data on an expandable class, backups on the default one (no expansion)."""
+    ns = namespace
+    apply(sampledb("grow", ns, storage={"size": "1Gi", "storageClassName": "expandable"}))
+    wait_ready("grow", ns)
+    kubectl("patch", "sampledb", "grow", "-n", ns, "--type=merge", "-p", '{"spec":{"storage":{"size":"2Gi"}}}')
+    wait_until(lambda: (get_or_none("pvc", "data-grow-0", ns) or {}).get("spec", {}).get("resources", {})
+               .get("requests", {}).get("storage") == "2Gi", timeout=60, what="the data volume to grow")
+    wait_until(lambda: condition("grow", ns, "Degraded").get("observedGeneration") == 2, timeout=60,
+               what="the status of generation 2")
+    assert condition("grow", ns, "Degraded")["status"] == "False"
+    backups = get_or_none("pvc", "grow-backups", ns)
+    assert backups is not None and backups["spec"]["resources"]["requests"]["storage"] == "1Gi"

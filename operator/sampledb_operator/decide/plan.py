@@ -123,15 +123,20 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
     return f"{body_diff} differs" if body_diff is not None else None
 
 
-def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozenset[str] = frozenset()) -> list[Action]:
+def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozenset[str] = frozenset(),
+         keep_size: frozenset[Key] = frozenset()) -> list[Action]:
     """The writes that make `observed` match `desired`, in the order of `desired`.
 
-    Kinds in `create_only` (Secrets, Jobs) are created when missing and never updated.
+    Kinds in `create_only` (Secrets, Jobs) are created when missing and never updated. The PVCs in
+    `keep_size` get their desired size only when they are created: once they exist, their size is
+    what it is (a volume whose size merely follows another's, see decide/volumes.py).
     """
     actions: list[Action] = []
-    for obj in desired:
-        key = key_of(obj)
+    for wanted in desired:
+        key = key_of(wanted)
         have = observed.get(key)
+        size = _pvc_size(have) if have is not None and key in keep_size else None
+        obj = _with_size(wanted, size) if size is not None else wanted
         if have is None:
             verb = Verb.CREATE if key[0] in create_only else Verb.APPLY
             actions.append(Action(verb, obj, f"{key[0]} {key[1]} is missing"))
@@ -144,6 +149,13 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozen
     return actions
 
 
+def _with_size(pvc: Obj, size: str) -> Obj:
+    spec = pvc["spec"]
+    resources = spec["resources"]
+    return {**pvc, "spec": {**spec, "resources": {**resources, "requests": {**resources["requests"],
+                                                                             "storage": size}}}}
+
+
 def never_shrink(desired: Obj, observed: Mapping[str, Any]) -> Obj:
     """`desired`, but a PVC never asks for less storage than it has: a volume expanded by hand (or past
     a size the spec no longer asks for) keeps its size when another field of it is applied."""
@@ -152,7 +164,4 @@ def never_shrink(desired: Obj, observed: Mapping[str, Any]) -> Obj:
     want, have = _pvc_size(desired), _pvc_size(observed)
     if want is None or have is None or parse_quantity(have) <= parse_quantity(want):
         return desired
-    spec = desired["spec"]
-    resources = spec["resources"]
-    return {**desired, "spec": {**spec, "resources": {**resources, "requests": {**resources["requests"],
-                                                                                 "storage": have}}}}
+    return _with_size(desired, have)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sampledb_operator.model.sampledb import Problem
+from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import Problem, SampleDB
 
 ACCEPT_EMPTY_ANNOTATION = "sampledb.io/accept-empty-volume"
 DATA, BACKUPS = "data", "backups"
@@ -87,3 +88,23 @@ def remaining_acceptance(accept: frozenset[str], live: frozenset[str]) -> str | 
     """The annotation's value once the roles whose volume exists again (`live`) are dropped; None: remove it."""
     left = sorted(accept - live)
     return ",".join(left) if left else None
+
+
+def sizes_kept(db: SampleDB) -> frozenset[tuple[str, str]]:
+    """The volumes whose size is set only at creation (for decide.plan.plan's keep_size).
+
+    Without spec.backup.storage.size the backups volume is created with the data volume's size and
+    keeps it: it does not follow later growth of the data volume, which would fail (or be refused) on
+    a backups class that cannot expand while the data volume's class can. An explicit
+    spec.backup.storage.size grows it.
+    """
+    if db.spec.backup.storage.size is not None:
+        return frozenset()
+    return frozenset({("PersistentVolumeClaim", names.backup_pvc_name(db.metadata.name))})
+
+
+def what(db: SampleDB, pvc_name: str) -> tuple[str, str]:
+    """How messages name a volume of `db` ("the backups volume orders-backups"), and its spec field."""
+    if pvc_name == names.backup_pvc_name(db.metadata.name):
+        return f"the backups volume {pvc_name}", "spec.backup.storage.size"
+    return f"the data volume {pvc_name}", "spec.storage.size"

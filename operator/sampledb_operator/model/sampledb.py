@@ -141,8 +141,9 @@ class BackupStorageSpec(SpecModel):
 
     size: Annotated[Quantity, MIN_SIZE_RULE, MAX_SIZE_RULE, grow_only("backup storage size")] | None = Field(
         default=None,
-        description=f"Size of the backup volume, from {MIN_STORAGE} to {MAX_STORAGE}; the data volume's"
-        " size when omitted.",
+        description=f"Size of the backup volume, from {MIN_STORAGE} to {MAX_STORAGE}. When omitted, the"
+        " volume is created with the data volume's size and keeps it: it does not grow with the data volume"
+        " (set a size to grow it; its StorageClass must allow volume expansion).",
     )
     storage_class_name: SubdomainName | None = Field(
         default=None,

@@ -184,14 +184,15 @@ class SampleDBReconciler:
         degraded += [v.problem for v in verdicts.values() if v.problem is not None]
         live = {volume_states[key].role for key, v in verdicts.items()
                 if v.write and volume_states[key].present and not volume_states[key].terminating}
-        for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY):
+        for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY,
+                                keep_size=vol.sizes_kept(db)):
             kind, name = action.key
             have = observed.get(action.key)
             verdict = verdicts.get(action.key)
             if verdict is not None and not verdict.write:
                 continue  # a volume being deleted or lost: never written (see decide/volumes.py)
             if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
-                problem = await self._expansion_problem(have)
+                problem = await self._expansion_problem(db, have)
                 if problem is not None:
                     degraded.append(problem)
                     continue
@@ -200,8 +201,8 @@ class SampleDBReconciler:
             except ApiError as exc:
                 terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
                 if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
-                    degraded.append(Problem("StorageExpansionFailed", f"PVC {name}: {exc.message}",
-                                            "spec.storage.size"))
+                    volume, field = vol.what(db, name)
+                    degraded.append(Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
                     continue
                 if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
                     degraded.append(Problem("ChildRejected", f"{kind} {name} refused: {exc.message}", "spec"))
@@ -232,21 +233,22 @@ class SampleDBReconciler:
                                         namespace=db.metadata.namespace)
             log.info("removed the SampleDB ownerReference", kind=kind, child=name)
 
-    async def _expansion_problem(self, pvc: Obj) -> Problem | None:
-        """Why the PVC's StorageClass cannot expand it, or None when it can."""
+    async def _expansion_problem(self, db: SampleDB, pvc: Obj) -> Problem | None:
+        """Why the PVC's StorageClass cannot expand it, or None when it can; the message names the volume."""
+        volume, field = vol.what(db, str(pvc.get("metadata", {}).get("name", "")))
         cls_name = pvc.get("spec", {}).get("storageClassName")
         if not cls_name:
-            return Problem("StorageExpansionUnsupported", "the data volume has no StorageClass; it cannot be"
-                           " expanded", "spec.storage.size")
+            return Problem("StorageExpansionUnsupported", f"{volume} has no StorageClass; it cannot be expanded",
+                           field)
         try:
             sc = await self.apis["StorageClass"].get(cls_name)
         except NotFound:
-            return Problem("StorageExpansionUnsupported", f"StorageClass {cls_name} does not exist",
-                           "spec.storage.size")
+            return Problem("StorageExpansionUnsupported", f"{volume}: StorageClass {cls_name} does not exist",
+                           field)
         if not sc.get("allowVolumeExpansion"):
             return Problem("StorageExpansionUnsupported",
-                           f"StorageClass {cls_name} does not allow volume expansion (allowVolumeExpansion"
-                           " is not true); the volume keeps its size", "spec.storage.size")
+                           f"{volume}: StorageClass {cls_name} does not allow volume expansion"
+                           " (allowVolumeExpansion is not true); the volume keeps its size", field)
         return None
 
     # ------------------------------------------------------------------ init

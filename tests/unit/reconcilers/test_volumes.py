@@ -115,3 +115,23 @@ async def test_a_hand_expanded_data_volume_is_never_applied_smaller() -> None:
     assert pvc is not None and pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert pvc["metadata"]["annotations"] == {"sampledb.io/data-dir": "pgdata"}
     assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"
+
+
+async def test_growing_the_data_volume_leaves_a_backups_volume_without_its_own_size_alone() -> None:
+    """Issue #11, item 10: the backups volume followed the data size onto a class that cannot expand, and
+    the Degraded message spoke of "the data volume"."""
+    cluster = FakeCluster()
+    await running_database(cluster, storage={"size": "1Gi", "storageClassName": "fast"})
+    cluster.put("StorageClass", {"metadata": {"name": "fast"}, "allowVolumeExpansion": True})
+    cluster.patch("SampleDB", "orders", {"spec": {"storage": {"size": "2Gi"}}})
+    await cluster.reconcile("orders")
+    assert cluster.get(PVC, DATA)["spec"]["resources"]["requests"]["storage"] == "2Gi"  # type: ignore[index]
+    assert cluster.get(PVC, BACKUPS)["spec"]["resources"]["requests"]["storage"] == "1Gi"  # type: ignore[index]
+    assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"
+
+    # An explicit backups size is grown, and a class that cannot is reported for that volume.
+    cluster.patch("SampleDB", "orders", {"spec": {"backup": {"storage": {"size": "3Gi"}}}})
+    await cluster.reconcile("orders")
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "StorageExpansionUnsupported")
+    assert degraded["message"] == f"the backups volume {BACKUPS} has no StorageClass; it cannot be expanded"
