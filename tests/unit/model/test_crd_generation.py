@@ -263,3 +263,14 @@ def test_reference_lists_every_rule_message() -> None:
     for _kind, _path, node in ALL_NODES:
         for rule in node.get("x-kubernetes-validations", []):
             assert rule["message"] in reference
+
+
+def test_sizes_are_int_or_string_quantities_as_kubernetes_declares_them_and_say_so_for_kubectl_explain() -> None:
+    """Issue #11, item 15: `kubectl explain` prints a field's type, and an int-or-string field of a CRD has
+    none (it shows <Object>, as for controller-gen's quantities), so the description names what it is."""
+    spec = _schema("SampleDB")["properties"]["spec"]["properties"]
+    for node in (spec["storage"]["properties"]["size"], spec["backup"]["properties"]["storage"]["properties"]["size"]):
+        assert node["x-kubernetes-int-or-string"] is True
+        assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+        assert "type" not in node  # a structural int-or-string schema: no type of its own
+        assert node["description"].startswith("Quantity (int-or-string: an integer, or a string such as 10Gi).")
