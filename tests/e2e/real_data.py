@@ -1,0 +1,131 @@
+"""Shared helpers of the real-data end-to-end tests (tests/e2e/test_real_data_*.py).
+
+Those tests run the operator as users install it (tests/support/install.py: in the cluster, the
+shipped RBAC, two replicas with leader election, the locally built image) against databases that
+really run (the real node). They judge by the data itself: per-table row counts and checksums read
+with psql inside the database's pod, never by Job status alone.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from tests.support import images
+from tests.support.cluster import Cluster, refresh_local_images
+from tests.support.install import REAL_DATA_NAMESPACE, forbidden_lines, install_operator, operator_logs
+from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+
+NS = REAL_DATA_NAMESPACE
+PG15 = "15.20"
+PG18 = "18.6"
+
+
+def installed_operator(cluster: Cluster) -> Iterator[str]:
+    """The operator installed in the cluster, serving NS; afterwards, its logs hold no 403 (the
+    `installed` fixture of tests/e2e/conftest.py). On the local cluster, `hack/cluster up` first
+    builds and imports the image of the current sources (nothing when it is up to date)."""
+    if cluster.local:
+        refresh_local_images()
+    install_operator(images.operator_image(), [NS], "--recheck-period", "5")
+    yield NS
+    bad = forbidden_lines(operator_logs())
+    assert not bad, "the operator was refused requests (RBAC too small):\n" + "\n".join(bad[:20])
+
+
+def unique(base: str) -> str:
+    return f"{base}-{secrets.token_hex(2)}"
+
+
+def sampledb(name: str, version: str = PG15, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": version, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete"}
+    body.update(spec)
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
+            "spec": body}
+
+
+def apply(*objs: dict[str, Any]) -> None:
+    kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(objs))
+
+
+def wait_ready(name: str, timeout: float = 300) -> None:
+    kubectl("wait", "-n", NS, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
+            timeout=timeout + 10)
+
+
+def status(name: str) -> dict[str, Any]:
+    return (get_or_none("sampledb", name, NS) or {}).get("status") or {}
+
+
+def condition(name: str, type_: str) -> dict[str, Any]:
+    return next((c for c in status(name).get("conditions", []) if c["type"] == type_), {})
+
+
+def delete(name: str, *, wait: bool = True, timeout: float = 300) -> None:
+    kubectl("delete", "sampledb", name, "-n", NS, "--wait=false", "--ignore-not-found")
+    if wait:
+        wait_until(lambda: get_or_none("sampledb", name, NS) is None, timeout=timeout, what=f"{name} to be deleted")
+
+
+def pod_of(name: str) -> str:
+    sts = kubectl_json("get", "statefulsets", "-n", NS, "-l", f"sampledb.io/database={name}")["items"]
+    assert len(sts) == 1, f"expected one StatefulSet of {name}, found {len(sts)}"
+    return f"{sts[0]['metadata']['name']}-0"
+
+
+def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60) -> str:
+    """Run SQL as the database's owner over the pod's local socket; stdout (unaligned, tuples only)."""
+    out = kubectl("exec", "-n", NS, pod_of(name), "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
+                  "-U", "app", "-d", "app", "-qAt", "-c", statement, check=check, timeout=timeout)
+    return out.stdout.strip()
+
+
+STATS_SQL = """
+SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables ORDER BY 1
+"""
+
+
+def table_stats(name: str) -> dict[str, tuple[int, str]]:
+    """Every user table: (row count, checksum of its rows independent of their order)."""
+    tables = [t for t in sql(name, STATS_SQL).splitlines() if t]
+    out: dict[str, tuple[int, str]] = {}
+    for table in tables:
+        line = sql(name, f"SELECT count(*) || '|' || coalesce(md5(string_agg(h, '' ORDER BY h)), '') "
+                         f"FROM (SELECT md5(t::text) AS h FROM {table} t) s")
+        count, _, digest = line.partition("|")
+        out[table] = (int(count), digest)
+    return out
+
+
+SEED_SQL = """
+CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, owner text NOT NULL, balance numeric(12,2));
+INSERT INTO accounts SELECT g, 'owner ' || g || ' ünïcødé ✓', g * 1.5 FROM generate_series(1, 500) g;
+CREATE TABLE IF NOT EXISTS events (id bigserial PRIMARY KEY, account int REFERENCES accounts, payload jsonb,
+                                   at timestamptz DEFAULT '2026-01-01 00:00:00+00');
+INSERT INTO events (account, payload) SELECT 1 + g % 500, jsonb_build_object('n', g, 'tag', md5(g::text))
+  FROM generate_series(1, 2000) g;
+"""
+
+
+def seed(name: str) -> dict[str, tuple[int, str]]:
+    sql(name, SEED_SQL)
+    stats = table_stats(name)
+    assert stats["public.accounts"][0] == 500 and stats["public.events"][0] == 2000
+    return stats
+
+
+def backups_of(name: str) -> list[dict[str, Any]]:
+    return [b for b in kubectl_json("get", "sampledbbackups", "-n", NS)["items"] if b["spec"]["database"] == name]
+
+
+def wait_backup(backup: str, timeout: float = 180) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        b = get_or_none("sampledbbackup", backup, NS) or {}
+        phase = b.get("status", {}).get("phase")
+        if phase == "Failed":
+            raise AssertionError(f"backup {backup} failed: {b['status']}")
+        return b if phase == "Succeeded" else None
+
+    return wait_until(done, timeout=timeout, what=f"backup {backup} to succeed")
