@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -12,6 +12,10 @@ bootstrap:
 ## database, and run the operator in the foreground against it (Ctrl-C stops the operator).
 run: bootstrap
 	@hack/run-local.sh
+
+## psql: psql on the example database of `make run` (DB=name NS=namespace for another one).
+psql: bootstrap
+	@hack/psql.sh $(ARGS)
 
 ## test: the whole suite (lint, unit, data plane, integration, end to end) - what CI runs.
 test: bootstrap

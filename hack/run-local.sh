@@ -9,13 +9,22 @@ eval "$(hack/cluster up)"
 kubectl() { "$SAMPLEDB_TESTCLUSTER_BIN/testcluster" kubectl "$@"; }
 kubectl apply --server-side --force-conflicts -f manifests/crd/ >/dev/null
 kubectl wait --for=condition=Established --timeout=60s -f manifests/crd/ >/dev/null
-kubectl apply -f manifests/samples/sampledb-minimal.yaml
+# The example asks for a version whose image the local cluster has (built offline from Debian's
+# packages: PostgreSQL 15 and 18); on another cluster the sample's own version is used as written.
+version=$(sed -nE 's#.* docker\.io/library/postgres:([0-9]+\.[0-9]+)( .*)?$#\1#p' \
+  "${SAMPLEDB_CACHE:-$HOME/.cache/sampledb-operator}/images/images.list" 2>/dev/null | sort -V | tail -1)
+if [[ -n $version ]]; then
+  sed -E "s/^(  version: ).*/\1\"$version\"/" manifests/samples/sampledb-minimal.yaml | kubectl apply -f -
+else
+  kubectl apply -f manifests/samples/sampledb-minimal.yaml
+fi
 cat >&2 <<MSG
 
 The local control plane is up. In another shell:
   export KUBECONFIG=$KUBECONFIG
   kubectl get sdb -w                       # the example database becoming Ready
   kubectl describe sdb example-database    # its conditions and events
+  make psql                                # psql on it (kubectl port-forward + the credentials Secret)
   curl -s localhost:${SAMPLEDB_METRICS_PORT:-8080}/metrics | grep controller_runtime_reconcile_total
 
 Starting the operator (Ctrl-C to stop)...
