@@ -4,7 +4,7 @@ SampleDBBackup, the metric, BackupHealthy and events.
 kwok runs the Jobs: they succeed, or fail when the SampleDB carries testing.sampledb.io/fail=verify
 (only verify Jobs fail then, backups still succeed). What verify.sh itself proves is tested on real
 PostgreSQL in tests/dataplane/test_dataplane_verify.py and on the real node in
-tests/e2e/test_real_backup_verification.py.
+tests/e2e/test_verification_real_node.py.
 """
 
 from __future__ import annotations
