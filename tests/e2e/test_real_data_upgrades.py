@@ -102,8 +102,8 @@ def test_migrations_apply_in_order_and_a_failing_one_names_its_file(installed: s
     message = str(cond["message"])
     assert "0003_broken.sql" in message and "no_such_table" in message
     assert "applied before the failure: 0001_table.sql, 0002_first.sql" in message
-    wait_until(lambda: applied(name) == ["0001_table.sql", "0002_first.sql"], timeout=60,
-               what="the two files before the failure recorded as applied")
+    # Each file commits on its own; the database's record holds the two (status records a run only
+    # when it completes: the next run, after the ConfigMap is fixed, finds them there).
     assert sql(name, "SELECT string_agg(version::text, ',' ORDER BY version) FROM sampledb_meta.schema_migrations"
                ) == "1,2"
     assert sql(name, "SELECT array_agg(n ORDER BY n) FROM steps") == "{1}"

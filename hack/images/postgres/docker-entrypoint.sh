@@ -5,7 +5,8 @@
 # rely on, and nothing else:
 #   - `docker-entrypoint.sh postgres ARGS...` (or only flags): when $PGDATA holds no cluster yet,
 #     initdb as $POSTGRES_USER (default postgres) with $POSTGRES_PASSWORD, scram-sha-256 for every
-#     host connection, listen on every address, create $POSTGRES_DB (default: the user's name),
+#     host connection (listening on every address comes from the image's postgresql.conf.sample,
+#     which hack/build-images.sh edits as the official image's build does), create $POSTGRES_DB (default: the user's name),
 #     run /docker-entrypoint-initdb.d/*.sql and *.sh on a socket-only temporary server; then exec
 #     postgres in the foreground with ARGS.
 #   - run as root, it makes $PGDATA and the socket directory the postgres user's, then re-runs
@@ -50,7 +51,7 @@ if [[ ! -s $PGDATA/PG_VERSION ]]; then
   rm -f "$pwfile"
   trap - EXIT
   printf '\nhost all all all %s\n' "$auth" >> "$PGDATA/pg_hba.conf"
-  printf "\nlisten_addresses = '*'\n" >> "$PGDATA/postgresql.conf"
+  # listen_addresses = '*' comes from the image's postgresql.conf.sample, as in the official image.
 
   pg_ctl -D "$PGDATA" -o "-c listen_addresses='' -p ${PGPORT:-5432}" -w -t 60 start >/dev/null
   psql=(psql -v ON_ERROR_STOP=1 --no-psqlrc --username "$POSTGRES_USER" --no-password --dbname postgres)

@@ -13,7 +13,6 @@ the user asks for a rate-limited requeue (reads only). Steady state writes nothi
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -201,7 +200,6 @@ async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name:
     """The failed Job's reason (the script's own message when it ran), kept until the ConfigMap changes."""
     prefix = f"migration Job {job_name} failed"
     old = get_condition(db.status.conditions, MIGRATED)
-    applied: tuple[AppliedMigration, ...] | None = None
     if old is not None and old.reason == "MigrationFailed" and old.message.startswith(prefix):
         message = old.message  # already read: no second look at the pods
     else:
@@ -209,23 +207,16 @@ async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name:
         if isinstance(result.get("message"), str) and result["message"]:
             message = f"{prefix}: {result['message'][:DETAIL_LIMIT]}"
             versions = {v for v in result.get("applied") or [] if isinstance(v, int)}
-            before = frozenset(v for v in result.get("already") or [] if isinstance(v, int))
             done = [f for f in plan.pending if f.version in versions]
             if done:
+                # Each file commits on its own: the database records them (sampledb_meta), and the
+                # next run, after the ConfigMap is fixed, finds them there ("already").
                 message += f" (applied before the failure: {', '.join(f.name for f in done)})"
-            if done or before:
-                # Each file commits on its own: those before the failing one are applied, and the
-                # status says so (the database's own record already does).
-                at = ctx.clock.now()
-                applied = mig.with_applied(db.status.applied_migrations,
-                                           [f for f in plan.pending if f.version in versions | before], at,
-                                           recorded_before=before)
         else:
             message = f"{prefix}: {state.reason}: {state.message} (applying {_names(plan.pending)})"
         message += (f". Fix the migrations ConfigMap to try again, or delete Job {job_name} to retry the same"
                     " files")
-    outcome = _waiting_for_user(ctx, db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
-    return dataclasses.replace(outcome, applied=applied) if applied is not None else outcome
+    return _waiting_for_user(ctx, db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
 
 
 def _time(value: Any) -> datetime | None:

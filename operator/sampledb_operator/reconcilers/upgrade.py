@@ -25,6 +25,7 @@ from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers import migrations
 from sampledb_operator.reconcilers.backup import ensure_backup, pre_work_backup_name
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.job_result import job_result
 
 Obj = dict[str, Any]
 
@@ -67,6 +68,9 @@ def sts_version(sts: Obj | None) -> str | None:
     return (sts.get("metadata", {}).get("annotations") or {}).get(up.VERSION_ANNOTATION)
 
 
+JOB_DETAIL_LIMIT = 600  # characters of the script's message kept in the condition
+
+
 async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_ready: bool) -> UpgradeOutcome:
     """One pass of the upgrade step."""
     wanted, current = db.spec.version, db.status.current_version
@@ -93,11 +97,17 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
             message = (cached.get("status") or {}).get("message") or ""
         job = ctx.cached("Job", db.metadata.namespace, job_name) if kind is up.Kind.MAJOR else None
         state = job_state(job)
+        job_message = f"{state.reason}: {state.message}" if state else ""
+        if state and state.finished and not state.succeeded:
+            # The script's own reason (its result line), e.g. the server's error on restore.
+            result = await job_result(ctx, db.metadata.namespace or "", job_name)
+            if isinstance(result.get("message"), str) and result["message"]:
+                job_message = f"{result['message'][:JOB_DETAIL_LIMIT]} ({state.reason})"
         inp = up.UpgradeInput(
             wanted=wanted, current=current, data_dir=data_dir, backup_required=required, backup_phase=phase,
             backup_message=message, job_exists=job is not None, job_finished=bool(state and state.finished),
             job_succeeded=bool(state and state.succeeded),
-            job_message=f"{state.reason}: {state.message}" if state else "",
+            job_message=job_message,
             sts_ready=sts_ready, sts_version=sts_version(sts), migration_running=migrating,
             other_job_running=others[0] if others else "",
         )
