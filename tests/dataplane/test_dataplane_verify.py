@@ -373,15 +373,16 @@ def test_verify_bounds_the_mismatch_list(runner: ScriptRunner, ds: Path) -> None
     def many(meta: dict[str, Any]) -> None:
         for i in range(300):
             meta["stats"]["tables"][f"public.missing_table_with_a_long_name_{i:04d}"] = {"rows": 1, "checksum": "x"}
+            meta["stats"]["tables"][f'public."ドキュメントの長い名前のテーブル_{i:04d}"'] = {"rows": 1, "checksum": "x"}
 
     rewrite_metadata(ds, "ds", many)
 
     run = verify(runner, ds, "ds")
 
     assert run.returncode == 8
-    assert run.result["mismatched"] == 300
-    assert 0 < len(run.result["mismatches"]) < 300
-    assert len(json.dumps(run.result).encode()) < 4096  # fits a termination message
+    assert run.result["mismatched"] == 600
+    assert 0 < len(run.result["mismatches"]) < 600
+    assert len(json.dumps(run.result, ensure_ascii=False).encode()) < 4096  # fits a termination message
 
 
 def test_verify_refuses_binaries_older_than_the_backup(runner: ScriptRunner, ds: Path) -> None:

@@ -21,7 +21,7 @@ SDB_SCRIPT=verify
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
 
-MISMATCH_REPORT_CHARS=1500 # bound on the mismatch list in the result (the termination message is 4 KiB)
+MISMATCH_REPORT_BYTES=1500 # bound on the mismatch list in the result (the termination message is 4 KiB)
 # The throw-away cluster's superuser: not a role the roles file creates or alters, so the backup's
 # role settings (a statement_timeout, default_transaction_read_only) never apply to this script.
 VERIFIER=sampledb_verifier
@@ -165,7 +165,7 @@ cmp AS (
                 WHEN rec.v->$$checksum$$ IS DISTINCT FROM act.v->$$checksum$$ THEN $$checksum$$ END AS problem
     FROM rec FULL JOIN act USING (t)
     WHERE (SELECT s IS NOT NULL FROM meta)),
-bad AS (SELECT *, sum(length(t) + 60) OVER (ORDER BY t) AS used FROM cmp WHERE problem IS NOT NULL),
+bad AS (SELECT *, sum(octet_length(t) + 80) OVER (ORDER BY t) AS used FROM cmp WHERE problem IS NOT NULL),
 lobs AS (
     SELECT r AS recorded, a AS actual,
            CASE WHEN r IS NULL OR jsonb_typeof(r) <> $$object$$ THEN $$not-recorded$$
@@ -187,7 +187,7 @@ UNION ALL SELECT $$SDB_MISMATCHES=$$ || coalesce((SELECT jsonb_agg(jsonb_build_o
 \endif'
 set +e
 out=$(sql -At -v ON_ERROR_STOP=0 -v sdb_meta="$(realpath -- "$meta")" -v sdb_method="$SDB_STATS_METHOD" \
-    -v sdb_report="$MISMATCH_REPORT_CHARS" -d "$conninfo" -f - 2>"$SDB_TMP/stats.err" <<<"$SDB_STATS_SETTINGS
+    -v sdb_report="$MISMATCH_REPORT_BYTES" -d "$conninfo" -f - 2>"$SDB_TMP/stats.err" <<<"$SDB_STATS_SETTINGS
 $SDB_STATS_SQL
 $compare_sql")
 set -e
