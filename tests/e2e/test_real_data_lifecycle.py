@@ -81,24 +81,45 @@ def test_a_client_pod_connects_through_the_service_with_the_credentials_secret(i
     delete(name, wait=False)
 
 
+def _pod_identity(name: str) -> tuple[str, int, str]:
+    """The database pod's uid, its container's restart count and the server's start time."""
+    pod = kubectl_json("get", "pod", pod_of(name), "-n", NS)
+    restarts = sum(int(c.get("restartCount", 0)) for c in pod.get("status", {}).get("containerStatuses") or [])
+    return pod["metadata"]["uid"], restarts, sql(name, "SELECT pg_postmaster_start_time()")
+
+
+def _shows(name: str, **want: str) -> bool:
+    try:
+        return all(sql(name, f"SHOW {key}", check=False) == value for key, value in want.items())
+    except AssertionError:
+        return False
+
+
 def test_a_parameters_edit_is_visible_in_show(installed: str) -> None:
+    """A reloadable setting (work_mem) is applied by a reload: same pod, same container, same server
+    process. A postmaster-context setting (max_connections) rolls the pod, and shows too."""
     name = unique("params")
     apply(sampledb(name, parameters={"work_mem": "8MB", "max_connections": "50"}))
     wait_ready(name)
     assert sql(name, "SHOW work_mem") == "8MB"
     assert sql(name, "SHOW max_connections") == "50"
+    assert sql(name, "SHOW config_file") == "/etc/sampledb/postgresql.conf"
+    assert sql(name, "SHOW data_directory") == "/var/lib/postgresql/data/pgdata"
+    wait_until(lambda: kubectl_json("get", "sampledb", name, "-n", NS).get("status", {}).get("appliedParameters"),
+               timeout=180, what="status.appliedParameters")
+    before = _pod_identity(name)
+
+    kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", '{"spec": {"parameters": {"work_mem": "16MB"}}}')
+    wait_until(lambda: _shows(name, work_mem="16MB"), timeout=240, what="work_mem 16MB in SHOW, by a reload")
+    assert _pod_identity(name) == before, "a reloadable setting must not restart the pod or the server"
+    assert sql(name, "SHOW max_connections") == "50"
+
     kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p",
-            '{"spec": {"parameters": {"work_mem": "16MB", "max_connections": "60"}}}')
-
-    def applied() -> bool:
-        try:
-            return sql(name, "SHOW work_mem", check=False) == "16MB" and \
-                sql(name, "SHOW max_connections", check=False) == "60"
-        except AssertionError:
-            return False
-
-    wait_until(applied, timeout=240, what="the new parameters in SHOW")
+            '{"spec": {"parameters": {"max_connections": "60"}}}')
+    wait_until(lambda: _shows(name, work_mem="16MB", max_connections="60"), timeout=300,
+               what="max_connections 60 in SHOW, after a restart")
     wait_ready(name)
+    assert _pod_identity(name)[0] != before[0], "a postmaster-context setting rolls the pod"
     delete(name, wait=False)
 
 

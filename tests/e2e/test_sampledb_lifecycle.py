@@ -73,7 +73,8 @@ def test_created_database_gets_every_child_then_becomes_ready(namespace: str, op
     assert child("pvc", "shop-backups")["status"]["phase"] == "Bound"
     c = sts["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == "postgres:16.4"
-    assert c["args"] == ["postgres", "-c", "max_connections=50"]
+    assert c["args"] == ["postgres", "-c", "config_file=/etc/sampledb/postgresql.conf"]
+    assert "max_connections = '50'" in child("configmap", "shop-config")["data"]["postgresql.conf"]
     assert sts["status"]["readyReplicas"] == 1
     pod = kubectl_json("get", "pod", "shop-0", "-n", ns)
     assert pod["status"]["phase"] == "Running"
@@ -102,7 +103,8 @@ def test_edits_to_version_parameters_and_storage_reach_the_children(namespace: s
         sts = kubectl_json("get", "statefulset", "edit", "-n", ns)
         c = sts["spec"]["template"]["spec"]["containers"][0]
         pvc = kubectl_json("get", "pvc", "data-edit-0", "-n", ns)
-        return (c["image"] == "postgres:16.6" and c["args"] == ["postgres", "-c", "work_mem=8MB"]
+        conf = kubectl_json("get", "configmap", "edit-config", "-n", ns)["data"]["postgresql.conf"]
+        return (c["image"] == "postgres:16.6" and "work_mem = '8MB'" in conf
                 and pvc["spec"]["resources"]["requests"]["storage"] == "2Gi")
 
     wait_until(followed, timeout=60, what="StatefulSet and PVC to follow the edit")

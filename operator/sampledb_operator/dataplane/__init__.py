@@ -23,6 +23,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "upgrade.sh",
     "thaw.sh",
     "verify.sh",
+    "reload.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

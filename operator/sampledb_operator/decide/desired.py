@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sampledb_operator.decide import pgconfig
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
@@ -123,8 +124,9 @@ def secret(db: SampleDB, password: str) -> Obj:
     }
 
 
-def configmap(db: SampleDB) -> Obj:
-    """Connection details for applications and for the operator's Jobs (no secret material)."""
+def configmap(db: SampleDB, data_dir: str = "pgdata") -> Obj:
+    """Connection details for applications and for the operator's Jobs (no secret material), and the
+    server's postgresql.conf (decide/pgconfig.py) for the data directory `data_dir`."""
     name, ns = db_name(db), namespace_of(db)
     return {
         "apiVersion": "v1",
@@ -137,6 +139,7 @@ def configmap(db: SampleDB) -> Obj:
             "user": DEFAULT_USER,
             "secretName": names.secret_name(name),
             "endpoint": names.endpoint(name, ns),
+            pgconfig.CONFIG_KEY: pgconfig.render(db.spec.parameters, f"{DATA_MOUNT}/{data_dir}"),
         },
     }
 
@@ -179,13 +182,6 @@ def data_pvc(db: SampleDB, data_dir: str = "pgdata") -> Obj:
                 storage_class=store.storage_class_name, annotations={DATA_DIR_ANNOTATION: data_dir})
 
 
-def _parameters_args(db: SampleDB) -> list[str]:
-    args: list[str] = []
-    for key, value in sorted((db.spec.parameters or {}).items()):
-        args += ["-c", f"{key}={value}"]
-    return args
-
-
 def _resources(db: SampleDB) -> Obj:
     res = db.spec.resources
     out: Obj = {}
@@ -215,7 +211,10 @@ def container_security() -> Obj:
 
 
 def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None) -> Obj:
-    """One PostgreSQL pod on the data PVC; parameters become `postgres -c key=value` arguments.
+    """One PostgreSQL pod on the data PVC, reading postgresql.conf from the database's ConfigMap.
+
+    spec.parameters reach the server through that file (a reload applies most edits); the pod
+    template carries only a hash of the postmaster-context parameters, so only their edits roll it.
 
     Not owned by the SampleDB: a foreground deletion must not stop the database before its final
     snapshot. The deletion steps delete it."""
@@ -225,7 +224,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
     container: Obj = {
         "name": "postgres",
         "image": run.image,
-        "args": ["postgres", *_parameters_args(db)],
+        "args": ["postgres", "-c", f"config_file={pgconfig.CONFIG_FILE}"],
         "ports": [{"name": "postgres", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
         "env": [
             {"name": "POSTGRES_USER", "valueFrom": {"secretKeyRef": {"name": secret_name,
@@ -237,7 +236,8 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
         ],
         "volumeMounts": [{"name": names.DATA_VOLUME, "mountPath": DATA_MOUNT},
                          {"name": "run", "mountPath": "/var/run/postgresql"},
-                         {"name": "shm", "mountPath": "/dev/shm"}],
+                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True}],
         "readinessProbe": {"exec": {"command": _pg_isready(3)}, "periodSeconds": 5, "timeoutSeconds": 5,
                            "failureThreshold": 3},
         "livenessProbe": {"exec": {"command": _pg_isready(5)}, "initialDelaySeconds": 30, "periodSeconds": 10,
@@ -262,7 +262,8 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
             "podManagementPolicy": "OrderedReady",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": labels(db, "database")},
+                "metadata": {"labels": labels(db, "database"),
+                             "annotations": {pgconfig.RESTART_ANNOTATION: pgconfig.restart_hash(db.spec.parameters)}},
                 "spec": {
                     "securityContext": pod_security(),
                     "terminationGracePeriodSeconds": 60,
@@ -273,6 +274,9 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
                          "persistentVolumeClaim": {"claimName": names.data_pvc_name(name)}},
                         {"name": "run", "emptyDir": {}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+                        {"name": "config", "configMap": {
+                            "name": names.configmap_name(name),
+                            "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY}]}},
                     ],
                 },
             },
@@ -313,7 +317,7 @@ def children(inputs: Inputs) -> list[Obj]:
     """Every long-lived child the operator keeps in shape (the Secret and Jobs are handled apart)."""
     db = inputs.db
     return [
-        configmap(db),
+        configmap(db, inputs.run().data_dir),
         scripts_configmap(inputs),
         data_pvc(db, inputs.run().data_dir),
         backup_pvc(db),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
 
 Obj = dict[str, Any]
@@ -32,7 +33,8 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
     the retry). upgrade / thaw: no upgrade is under way or failed (currentVersion is spec.version and
     Upgrading, if any, says UpgradeSucceeded); a failed attempt's Job stays while that attempt is
     the one asked for. migrate: Migrated is True (status.appliedMigrations holds the run), so failed
-    runs of files since replaced go too. Any other component: kept.
+    runs of files since replaced go too. reload: status.appliedParameters is its hash, or spec.parameters
+    have changed since (a newer Job runs). Any other component: kept.
     """
     component = str((job.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL, ""))
     status = db.status
@@ -43,4 +45,7 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return status.current_version == db.spec.version and upgrading in (None, ("False", "UpgradeSucceeded"))
     if component == "migrate":
         return _condition(status, "Migrated") in {("True", r) for r in _DONE_MIGRATED_REASONS}
+    if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
+        ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
+        return ran == status.applied_parameters or ran != parameters_hash(db.spec.parameters)
     return False

@@ -42,6 +42,7 @@ class Observed:
     extra_conditions: tuple[Condition, ...] = field(default_factory=tuple)  # e.g. Upgrading, Migrated
     busy_phase: Phase | None = None  # Upgrading or Migrating while that work runs on a ready database
     applied_migrations: tuple[AppliedMigration, ...] | None = None  # replaces status.appliedMigrations
+    applied_parameters: str | None = None  # replaces status.appliedParameters when set
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
     last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
     last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
@@ -193,6 +194,8 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
         update["last_snapshot"] = obs.last_snapshot
     if obs.applied_migrations is not None:
         update["applied_migrations"] = list(obs.applied_migrations)
+    if obs.applied_parameters is not None:
+        update["applied_parameters"] = obs.applied_parameters
     return status.model_copy(update=update) if update else status
 
 

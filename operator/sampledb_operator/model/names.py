@@ -35,6 +35,7 @@ class JobKind(StrEnum):
     MIGRATE = "migrate"
     PRUNE = "prune"
     VERIFY = "verify"
+    RELOAD = "reload"
 
 
 MAX_NAME_LENGTH = LABEL_LIMIT
@@ -150,6 +151,11 @@ def upgrade_job_name(db: str, from_version: str, to_version: str) -> str:
 def migration_job_name(db: str, digest: str) -> str:
     """The Job applying pending migrations; `digest` identifies the set of files to apply."""
     return job_name(db, JobKind.MIGRATE, digest)
+
+
+def reload_job_name(db: str, uid: str, parameters_hash: str) -> str:
+    """The Job making the server reload one set of parameters (by the database's uid and their hash)."""
+    return job_name(db, JobKind.RELOAD, f"{uid}/{parameters_hash}")
 
 
 def backup_name(db: str, reason: str, at: datetime) -> str:

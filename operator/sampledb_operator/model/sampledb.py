@@ -300,6 +300,10 @@ class SampleDBStatus(StatusModel):
     applied_migrations: list[AppliedMigration] = Field(
         default_factory=list, max_length=10000, description="Migrations applied so far, in order."
     )
+    applied_parameters: str | None = Field(
+        default=None, max_length=64,
+        description="Hash of the spec.parameters the server last reloaded (the reload Job's record).",
+    )
 
 
 class SampleDB(BaseModel):

@@ -39,7 +39,7 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations, schedule, upgrade, verification, volumes
+from sampledb_operator.reconcilers import deletion, migrations, reload, schedule, upgrade, verification, volumes
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 from sampledb_operator.runtime.controller import Result, combine
@@ -109,6 +109,8 @@ class SampleDBReconciler:
         init_job, init_changed = await self._ensure_init_job(db, ready, blockers)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         degraded += migration.degraded
+        reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy)
+        degraded += reloaded.degraded
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -119,6 +121,7 @@ class SampleDBReconciler:
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,
+            applied_parameters=reloaded.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
             statefulset=sts,

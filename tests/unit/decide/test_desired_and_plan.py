@@ -88,7 +88,11 @@ def test_statefulset_runs_the_versions_image_on_the_data_pvc_with_probes_and_non
     pod = sts["spec"]["template"]["spec"]
     c = pod["containers"][0]
     assert c["image"] == "postgres:16.4"
-    assert c["args"] == ["postgres", "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
+    assert c["args"] == ["postgres", "-c", "config_file=/etc/sampledb/postgresql.conf"]
+    assert {"name": "config", "mountPath": "/etc/sampledb", "readOnly": True} in c["volumeMounts"]
+    config = next(v for v in pod["volumes"] if v["name"] == "config")
+    assert config["configMap"] == {"name": names.configmap_name("orders"),
+                                   "items": [{"key": "postgresql.conf", "path": "postgresql.conf"}]}
     assert c["resources"] == {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}
     assert {"readinessProbe", "livenessProbe", "startupProbe"} <= set(c)
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -131,7 +135,7 @@ def test_testing_annotations_reach_job_pods_only() -> None:
     job = jobs.init_job(db)
     assert job is not None
     assert job["spec"]["template"]["metadata"]["annotations"] == {"testing.sampledb.io/fail": "true"}
-    assert "annotations" not in d.statefulset(db)["spec"]["template"]["metadata"]
+    assert "testing.sampledb.io/fail" not in d.statefulset(db)["spec"]["template"]["metadata"]["annotations"]
 
 
 def test_missing_children_are_planned_in_order_and_nothing_when_all_match() -> None:

@@ -1,0 +1,147 @@
+"""The server's postgresql.conf outside PGDATA (decide/pgconfig.py), and reload.sh, on real 15 and 18.
+
+The database container runs `postgres -c config_file=/etc/sampledb/postgresql.conf` with PGDATA as
+the configuration directory: data_directory, hba_file and ident_file must stay in PGDATA, PGDATA's
+own postgresql.conf must be read first and the parameters after it. reload.sh must wait until the
+server's copy of the file is the Job's, then apply it without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pg_harness import PASSWORD, PgServer, ScriptRunner, as_postgres, bindir_for, installed_majors, os_user, private_dir
+
+from sampledb_operator.decide import pgconfig
+
+pytestmark = pytest.mark.postgres
+MAJORS = [m for m in (15, 18) if m in installed_majors()]
+
+
+class ConfServer(PgServer):
+    """A server started the way the StatefulSet starts it: config_file outside PGDATA."""
+
+    conf: Path
+
+    def start(self) -> None:
+        self.logfile = self.sockdir / "server.log"
+        options = (f"-c config_file={self.conf} -c port={self.port} -c listen_addresses=127.0.0.1"
+                   f" -c unix_socket_directories={self.sockdir} -c fsync=off")
+        as_postgres([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.logfile), "-W",
+                     "-o", options, "start"])
+        self.wait_ready()
+
+
+def write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    user = os_user()
+    os.chown(path, user.pw_uid, user.pw_gid)
+
+
+@pytest.fixture(params=MAJORS, ids=lambda m: f"pg{m}")
+def conf_server(request: pytest.FixtureRequest, pg_root: Path) -> Iterator[ConfServer]:
+    bindir = bindir_for(request.param)
+    assert bindir is not None
+    base = private_dir(pg_root, prefix="conf-")
+    server = ConfServer(bindir=bindir, datadir=base / "data", sockdir=base)
+    server.initdb()
+    config_dir = private_dir(base, prefix="etc-")
+    server.conf = config_dir / pgconfig.CONFIG_KEY
+    with (server.datadir / "postgresql.conf").open("a") as own:  # PGDATA's file: read, and overridden
+        own.write("statement_timeout = 1234\nwork_mem = '1MB'\n")
+    write(server.conf, pgconfig.render({"work_mem": "5MB", "application_name": "it's a \\ test"},
+                                       str(server.datadir)))
+    server.start()
+    yield server
+    server.stop()
+
+
+def show(server: PgServer, name: str) -> str:
+    with server.connect() as conn:
+        row = conn.execute(f"SHOW {name}").fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+def test_a_config_file_outside_pgdata_keeps_the_data_hba_and_ident_files_in_pgdata(conf_server: ConfServer) -> None:
+    data = str(conf_server.datadir)
+    assert show(conf_server, "config_file") == str(conf_server.conf)
+    assert show(conf_server, "data_directory") == data
+    assert show(conf_server, "hba_file") == f"{data}/pg_hba.conf"
+    assert show(conf_server, "ident_file") == f"{data}/pg_ident.conf"
+    assert show(conf_server, "statement_timeout") == "1234ms"  # PGDATA's own file is included
+    assert show(conf_server, "work_mem") == "5MB"  # and the parameters come after it
+    assert show(conf_server, "application_name") != ""  # a client's setting wins; the file's default:
+    with conf_server.connect() as conn:
+        row = conn.execute("SELECT reset_val FROM pg_settings WHERE name = 'application_name'").fetchone()
+    assert row is not None and row[0] == "it's a \\ test"  # quotes and backslashes kept exactly
+
+
+
+def test_reload_waits_for_the_servers_copy_then_applies_it_without_a_restart(
+        runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    new = pgconfig.render({"work_mem": "16MB", "application_name": "x"}, str(conf_server.datadir))
+    job_copy = work_dir / "job-postgresql.conf"
+    write(job_copy, new)
+    with conf_server.connect() as conn:
+        started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+    timer = threading.Timer(3.0, write, (conf_server.conf, new))  # the kubelet updates the mount later
+    timer.start()
+    try:
+        run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy),
+                                       "RELOAD_INTERVAL": "1"}, bindir=conf_server.bindir)
+    finally:
+        timer.join()
+    assert run.returncode == 0, run.stderr
+    assert run.result["ok"] is True and run.result["reloaded"] is True
+    assert run.result["waited_seconds"] >= 2
+    assert run.result["pending_restart"] == []
+    assert show(conf_server, "work_mem") == "16MB"
+    with conf_server.connect() as conn:
+        assert conn.execute("SELECT pg_postmaster_start_time()").fetchone() == started  # no restart
+    assert PASSWORD not in run.stdout + run.stderr
+
+    again = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy)},
+                       bindir=conf_server.bindir)
+    assert again.returncode == 0 and again.result["waited_seconds"] == 0
+
+
+def test_a_postmaster_setting_is_reported_as_pending_restart(
+        runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    new = pgconfig.render({"work_mem": "8MB", "max_connections": "57"}, str(conf_server.datadir))
+    job_copy = work_dir / "job-postgresql.conf"
+    write(job_copy, new)
+    write(conf_server.conf, new)
+    run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy)},
+                     bindir=conf_server.bindir)
+    assert run.returncode == 0, run.stderr
+    assert run.result["pending_restart"] == ["max_connections"]
+    assert show(conf_server, "work_mem") == "8MB"
+    assert show(conf_server, "max_connections") != "57"
+
+
+def test_an_invalid_value_is_refused_and_nothing_is_reloaded(
+        runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    new = pgconfig.render({"work_mem": "lots"}, str(conf_server.datadir))
+    job_copy = work_dir / "job-postgresql.conf"
+    write(job_copy, new)
+    write(conf_server.conf, new)
+    run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy)},
+                     bindir=conf_server.bindir)
+    assert run.returncode == 2, run.stderr
+    assert "work_mem" in run.result["message"] and run.result["reloaded"] is False
+    assert show(conf_server, "work_mem") == "5MB"
+
+
+def test_a_file_that_never_arrives_times_out(runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    job_copy = work_dir / "job-postgresql.conf"
+    write(job_copy, pgconfig.render({"work_mem": "9MB"}, str(conf_server.datadir)))
+    run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy), "RELOAD_TIMEOUT": "2",
+                                   "RELOAD_INTERVAL": "1"}, bindir=conf_server.bindir)
+    assert run.returncode == 5, run.stderr
+    assert run.result["reloaded"] is False
+    assert show(conf_server, "work_mem") == "5MB"

@@ -1,0 +1,74 @@
+"""The reload step in the SampleDB reconciler, against the in-memory cluster: which Jobs, which status."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.fake_cluster import FakeCluster, condition, running_database
+
+from sampledb_operator.decide import pgconfig
+from sampledb_operator.model import names
+
+
+def reload_jobs(cluster: FakeCluster) -> list[str]:
+    return sorted(j["metadata"]["name"] for j in cluster.of_kind("Job")
+                  if j["metadata"]["labels"]["app.kubernetes.io/component"] == "reload")
+
+
+def template(cluster: FakeCluster) -> object:
+    sts = cluster.get("StatefulSet", "orders")
+    assert sts is not None
+    return sts["spec"]["template"]
+
+
+def edit(cluster: FakeCluster, parameters: dict[str, str]) -> None:
+    cluster.patch("SampleDB", "orders", {"spec": {"parameters": parameters}})
+
+
+async def test_an_edit_is_reloaded_by_a_job_and_recorded_without_touching_the_pod_template() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    first = names.reload_job_name("orders", cluster.get("SampleDB", "orders")["metadata"]["uid"],  # type: ignore[index]
+                                  pgconfig.parameters_hash({"work_mem": "4MB"}))
+    assert reload_jobs(cluster) == [first]
+    cluster.finish_job(first)
+    cluster.put("Pod", {"metadata": {"name": f"{first}-x", "labels": {"job-name": first},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": json.dumps(
+                            {"script": "reload", "ok": True, "code": 0, "pending_restart": []})}}}]}})
+    await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    assert db is not None and db["status"]["appliedParameters"] == pgconfig.parameters_hash({"work_mem": "4MB"})
+    before = template(cluster)
+
+    edit(cluster, {"work_mem": "64MB"})
+    await cluster.reconcile("orders")
+    cm = cluster.get("ConfigMap", names.configmap_name("orders"))
+    assert cm is not None and "work_mem = '64MB'" in cm["data"]["postgresql.conf"]
+    assert template(cluster) == before
+    assert len(reload_jobs(cluster)) == 2
+    assert "ParametersReloaded" in cluster.recorder.reasons()
+
+
+async def test_a_postmaster_setting_changes_the_pod_template() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB", "max_connections": "100"})
+    before = template(cluster)
+    edit(cluster, {"work_mem": "4MB", "max_connections": "200"})
+    await cluster.reconcile("orders")
+    assert template(cluster) != before
+
+
+async def test_a_failed_reload_job_is_reported_as_degraded() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "lots"})
+    [job] = reload_jobs(cluster)
+    cluster.finish_job(job, succeeded=False, message="failed")
+    await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    degraded = condition(db, "Degraded")
+    assert degraded["status"] == "True" and "ParametersNotApplied" in degraded["reason"] + degraded["message"]
+    assert "appliedParameters" not in (db or {}).get("status", {})
+    await cluster.reconcile("orders")
+    assert reload_jobs(cluster) == [job]  # not run again for the same parameters
+
