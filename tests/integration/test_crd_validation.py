@@ -307,7 +307,7 @@ def test_get_sdb_shows_version_phase_ready_storage_last_backup_age(namespace: st
     assert header.split() == ["NAME", "VERSION", "PHASE", "READY", "STORAGE", "LAST", "BACKUP", "AGE"]
     assert row.split()[:5] == ["db", "16.4", "Running", "True", "1Gi"]
     wide_header = kubectl("get", "sdb", "-n", namespace, "-o", "wide").stdout.splitlines()[0].split()
-    assert wide_header[-2:] == ["CURRENT", "ENDPOINT"]
+    assert wide_header[-3:] == ["CURRENT", "ENDPOINT", "UPGRADE"]
     stored = SampleDB.model_validate(kubectl_json("get", "sdb", "db", "-n", namespace))
     assert stored.status.phase == "Running" and stored.status.conditions[0].reason == "DatabaseReady"
 
@@ -317,7 +317,7 @@ def test_get_sdbb_shows_database_reason_phase_size_age(namespace: str) -> None:
     kubectl("patch", "sdbb", "db-manual-1", "-n", namespace, "--subresource=status", "--type", "merge",
             "-p", json.dumps({"status": {"phase": "Succeeded", "sizeBytes": 4096}}))
     header, row = kubectl("get", "sdbb", "-n", namespace).stdout.strip().splitlines()
-    assert header.split() == ["NAME", "DATABASE", "REASON", "PHASE", "SIZE", "AGE"]
+    assert header.split() == ["NAME", "DATABASE", "REASON", "PHASE", "SIZE", "VERIFIED", "AGE"]
     assert row.split()[:5] == ["db-manual-1", "db", "manual", "Succeeded", "4096"]
 
 
@@ -327,6 +327,7 @@ def test_explain_shows_field_descriptions(kubeconfig: str) -> None:
         return proc.stdout if proc.returncode == 0 and "storageClassName" in proc.stdout else None
 
     text = wait_until(explained, timeout=60, what="the SampleDB schema in the published OpenAPI")
+    text = " ".join(text.split())  # kubectl explain wraps descriptions
     assert "The data volume." in text
     assert "Size of the data volume" in text
     assert "Immutable after creation" in text
