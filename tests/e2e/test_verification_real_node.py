@@ -59,8 +59,11 @@ def flip_a_byte(db: str, backup: str, ns: str) -> str:
     """A pod mounting the backup volume flips one byte of the backup's dump; its log line."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bit-rot", "namespace": ns},
            "spec": {"restartPolicy": "Never",
-                    "securityContext": {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": True},
+                    "securityContext": {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": True,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},  # restricted PSS
                     "containers": [{"name": "flip", "image": f"postgres:{VERSION}",
+                                    "securityContext": {"allowPrivilegeEscalation": False,
+                                                        "capabilities": {"drop": ["ALL"]}},
                                     "command": ["bash", "-c", FLIP, "flip", backup],
                                     "volumeMounts": [{"name": "backups", "mountPath": "/backups"}]}],
                     "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": f"{db}-backups"}}]}}
