@@ -8,6 +8,10 @@ is the Job's (the kubelet refreshes ConfigMap volumes within about a minute), th
 pg_reload_conf(). Its success records the hash; postmaster-context changes are applied by the
 rolling restart their pod-template annotation causes, the reload reports them as pending until then.
 
+A new database needs no Job: when the StatefulSet does not exist yet, the pod it will make reads a
+file at least as new as these parameters (the ConfigMap is applied first), so their hash is recorded
+at once; edits made after that differ from it and are reloaded.
+
 Invariants: a Job is never re-created for the same hash while it exists, so a failed one (an
 invalid value, reported in Degraded) is the record; a new edit (a new hash) or deleting the Job
 retries. Nothing here runs while the database is not ready.
@@ -38,6 +42,7 @@ class Step(StrEnum):
     WAIT = "wait"  # not ready, an upgrade runs, or the Job runs
     CREATE_JOB = "create-job"
     RECORD = "record"  # the Job succeeded: record the hash
+    RECORD_NEW = "record-new"  # no pod has run yet: it will start with these parameters
     FAILED = "failed"  # the Job failed: say so until the parameters change or the Job is deleted
 
 
@@ -48,6 +53,7 @@ class ReloadInput:
     db_ready: bool  # the pod is ready and runs the current template
     busy: bool  # an upgrade is in progress
     job: JobState | None  # the reload Job of `wanted`, if it exists
+    statefulset_exists: bool = True  # False: this pass creates it (after the ConfigMap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,8 @@ def decide(inp: ReloadInput) -> ReloadDecision:
     """The next step for the parameters; see the module docstring."""
     if inp.applied == inp.wanted:
         return ReloadDecision(Step.NOTHING, "the server has reloaded these parameters")
+    if inp.applied is None and not inp.statefulset_exists and inp.job is None:
+        return ReloadDecision(Step.RECORD_NEW, "the database pod will start with these parameters")
     if inp.job is not None and inp.job.finished:
         if inp.job.succeeded:
             return ReloadDecision(Step.RECORD, "the reload Job succeeded")

@@ -31,14 +31,18 @@ class ReloadOutcome:
     degraded: tuple[Problem, ...] = ()
 
 
-async def reconcile_reload(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool) -> ReloadOutcome:
-    """One pass of the reload step (`busy`: an upgrade is in progress)."""
+async def reconcile_reload(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
+                           statefulset_existed: bool) -> ReloadOutcome:
+    """One pass of the reload step (`busy`: an upgrade is in progress; `statefulset_existed`: the
+    StatefulSet was in the cache before this pass applied the children)."""
     wanted = pgconfig.parameters_hash(db.spec.parameters)
     ns = db.metadata.namespace or ""
     job_name = names.reload_job_name(db.metadata.name, db.metadata.uid or "", wanted)
     job = ctx.cached("Job", ns, job_name)
     decision = rl.decide(rl.ReloadInput(wanted=wanted, applied=db.status.applied_parameters, db_ready=db_ready,
-                                        busy=busy, job=job_state(job)))
+                                        busy=busy, job=job_state(job), statefulset_exists=statefulset_existed))
+    if decision.step is rl.Step.RECORD_NEW:
+        return ReloadOutcome(applied=wanted)
     if decision.step is rl.Step.CREATE_JOB:
         try:
             await ctx.apis["Job"].create(rl.reload_job(db, wanted))

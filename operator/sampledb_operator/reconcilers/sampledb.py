@@ -109,7 +109,8 @@ class SampleDBReconciler:
         init_job, init_changed = await self._ensure_init_job(db, ready, blockers)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         degraded += migration.degraded
-        reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy)
+        reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
+                                                 statefulset_existed=sts is not None)
         degraded += reloaded.degraded
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)

@@ -109,6 +109,17 @@ def test_the_reload_decision(applied: str | None, ready: bool, busy: bool, job: 
     assert decision.step is step
 
 
+def test_a_database_whose_statefulset_is_being_created_records_its_parameters_at_once() -> None:
+    new = rl.ReloadInput(wanted="h", applied=None, db_ready=False, busy=False, job=None, statefulset_exists=False)
+    assert rl.decide(new).step is rl.Step.RECORD_NEW
+    # an existing pod (e.g. one made by an older operator) is never assumed to run the file
+    assert rl.decide(rl.ReloadInput(wanted="h", applied=None, db_ready=True, busy=False, job=None)).step \
+        is rl.Step.CREATE_JOB
+    # a recorded hash is never replaced without a Job
+    old = rl.ReloadInput(wanted="h", applied="old", db_ready=False, busy=False, job=None, statefulset_exists=False)
+    assert rl.decide(old).step is rl.Step.WAIT
+
+
 def test_the_reload_job_mounts_the_same_file_and_fails_at_once_on_a_bad_value() -> None:
     db = make_db({"work_mem": "8MB"})
     h = pgconfig.parameters_hash(db.spec.parameters)

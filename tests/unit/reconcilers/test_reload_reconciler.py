@@ -25,29 +25,50 @@ def edit(cluster: FakeCluster, parameters: dict[str, str]) -> None:
     cluster.patch("SampleDB", "orders", {"spec": {"parameters": parameters}})
 
 
+def applied(cluster: FakeCluster) -> str | None:
+    db = cluster.get("SampleDB", "orders")
+    assert db is not None
+    value = db.get("status", {}).get("appliedParameters")
+    return str(value) if value is not None else None
+
+
+def job_name(cluster: FakeCluster, parameters: dict[str, str]) -> str:
+    db = cluster.get("SampleDB", "orders")
+    assert db is not None
+    return names.reload_job_name("orders", db["metadata"]["uid"], pgconfig.parameters_hash(parameters))
+
+
+async def test_a_new_database_needs_no_reload_job() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
+    await cluster.reconcile("orders")
+    assert reload_jobs(cluster) == []
+
+
 async def test_an_edit_is_reloaded_by_a_job_and_recorded_without_touching_the_pod_template() -> None:
     cluster = FakeCluster()
     await running_database(cluster, parameters={"work_mem": "4MB"})
-    first = names.reload_job_name("orders", cluster.get("SampleDB", "orders")["metadata"]["uid"],  # type: ignore[index]
-                                  pgconfig.parameters_hash({"work_mem": "4MB"}))
-    assert reload_jobs(cluster) == [first]
-    cluster.finish_job(first)
-    cluster.put("Pod", {"metadata": {"name": f"{first}-x", "labels": {"job-name": first},
-                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
-                        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": json.dumps(
-                            {"script": "reload", "ok": True, "code": 0, "pending_restart": []})}}}]}})
-    await cluster.reconcile("orders")
-    db = cluster.get("SampleDB", "orders")
-    assert db is not None and db["status"]["appliedParameters"] == pgconfig.parameters_hash({"work_mem": "4MB"})
     before = template(cluster)
-
     edit(cluster, {"work_mem": "64MB"})
     await cluster.reconcile("orders")
     cm = cluster.get("ConfigMap", names.configmap_name("orders"))
     assert cm is not None and "work_mem = '64MB'" in cm["data"]["postgresql.conf"]
     assert template(cluster) == before
-    assert len(reload_jobs(cluster)) == 2
+    job = job_name(cluster, {"work_mem": "64MB"})
+    assert reload_jobs(cluster) == [job]
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
+
+    cluster.finish_job(job)
+    cluster.put("Pod", {"metadata": {"name": f"{job}-x", "labels": {"job-name": job},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": json.dumps(
+                            {"script": "reload", "ok": True, "code": 0, "pending_restart": []})}}}]}})
+    await cluster.reconcile("orders")
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "64MB"})
     assert "ParametersReloaded" in cluster.recorder.reasons()
+    await cluster.reconcile("orders")
+    assert reload_jobs(cluster) == [job]
 
 
 async def test_a_postmaster_setting_changes_the_pod_template() -> None:
@@ -59,16 +80,16 @@ async def test_a_postmaster_setting_changes_the_pod_template() -> None:
     assert template(cluster) != before
 
 
-async def test_a_failed_reload_job_is_reported_as_degraded() -> None:
+async def test_a_failed_reload_job_is_reported_as_degraded_and_not_run_again() -> None:
     cluster = FakeCluster()
-    await running_database(cluster, parameters={"work_mem": "lots"})
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    edit(cluster, {"work_mem": "lots"})
+    await cluster.reconcile("orders")
     [job] = reload_jobs(cluster)
     cluster.finish_job(job, succeeded=False, message="failed")
     await cluster.reconcile("orders")
-    db = cluster.get("SampleDB", "orders")
-    degraded = condition(db, "Degraded")
-    assert degraded["status"] == "True" and "ParametersNotApplied" in degraded["reason"] + degraded["message"]
-    assert "appliedParameters" not in (db or {}).get("status", {})
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "ParametersNotApplied"
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
     await cluster.reconcile("orders")
-    assert reload_jobs(cluster) == [job]  # not run again for the same parameters
-
+    assert reload_jobs(cluster) == [job]
