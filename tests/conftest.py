@@ -54,7 +54,9 @@ def kubeconfig(cluster: Cluster) -> str:
 def _test_namespace(request: pytest.FixtureRequest, *, kwok: bool) -> Iterator[str]:
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"t-{base}-{secrets.token_hex(3)}"
-    kube.create_namespace(name, kwok=kwok)
+    # pods that run for real must meet the restricted Pod Security Standard (the operator's own do)
+    restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
+    kube.create_namespace(name, kwok=kwok, labels=None if kwok else restricted)
     try:
         yield name
     finally:

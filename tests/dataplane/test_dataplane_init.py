@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +85,8 @@ def test_failing_sql_leaves_no_record_and_no_effects(
     run = runner.run("init.sh", {**db_env, "INIT_SQL_FILE": str(sql_file)})
 
     assert run.returncode == 6
-    assert "nope_table" in run.result["message"]
+    assert "42P01" in run.result["message"] and "init.sql line 3" in run.result["message"]
+    assert "nope_table" not in run.result["message"]  # SQL text is withheld (it may hold secrets)
     assert query(pg_server, db_env, "SELECT to_regclass('half_done') IS NULL") == [(True,)]
     assert query(pg_server, db_env, "SELECT to_regclass('sampledb_meta.init_state') IS NULL") == [(True,)]
 
@@ -132,3 +135,31 @@ def test_wrong_password_is_a_connect_error_without_echoing_it(
     assert run.returncode == 9
     assert "password authentication failed" in run.result["message"]
     assert wrong not in run.stdout + run.stderr + str(run.result)
+
+
+SECRET = "hunter2-do-not-print-7f3a"
+BROKEN_WITH_SECRETS = [
+    # a syntax error: the server quotes the text "at or near" it, psql adds the "LINE n:" context
+    f"CREATE ROLE reporting LOGIN;\nALTER ROLE reporting PASSWORD '{SECRET}' VALID UNTILL 'infinity';\n",
+    f"CREATE ROLE reporting LOGIN PASSWORD '{SECRET};\n",  # an unterminated literal
+    f"SELECT '{SECRET}'::int;\n",  # the server quotes the value it cannot read
+    f"SELECT {SECRET.replace('-', '_')};\n",  # the server quotes the unknown column
+    f"CREATE TABLE t (k text PRIMARY KEY);\nINSERT INTO t VALUES ('{SECRET}'), ('{SECRET}');\n",  # DETAIL: Key
+]
+
+
+@pytest.mark.parametrize("sql_text", BROKEN_WITH_SECRETS)
+def test_a_failing_init_sql_never_echoes_its_text(
+    runner: ScriptRunner, db_env: dict[str, str], work_dir: Path, sql_text: str
+) -> None:
+    """Init SQL may come from a Secret: its failure keeps the server's SQLSTATE and line, not the SQL."""
+    sql_file = write_sql(work_dir, sql_text)
+
+    run = runner.run("init.sh", {**db_env, "INIT_SQL_FILE": str(sql_file)})
+
+    assert run.returncode == 6, run.stderr
+    message = run.result["message"]
+    assert message.startswith("init SQL failed: ERROR:"), message
+    assert re.search(r"\b[0-9A-Z]{5}: ", message), message  # the SQLSTATE
+    for secret in (SECRET, SECRET.replace("-", "_"), "hunter2", "do-not-print"):
+        assert secret not in run.stdout + run.stderr + json.dumps(run.result), (message, run.stderr)

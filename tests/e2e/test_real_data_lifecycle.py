@@ -22,6 +22,7 @@ from tests.e2e.real_data import (
 from tests.support import images
 from tests.support.install import leader
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+from tests.support.pod_security import POSTGRES_UID, restricted
 
 pytestmark = pytest.mark.cluster
 
@@ -60,13 +61,13 @@ def test_a_client_pod_connects_through_the_service_with_the_credentials_secret(i
     assert get_or_none("secret", secret, NS), "the credentials Secret the docs name"
     client = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-client"},
-        "spec": {"restartPolicy": "Never", "securityContext": {"runAsUser": 999, "runAsNonRoot": True},
+        "spec": restricted({"restartPolicy": "Never",
                  "containers": [{
                      "name": "psql", "image": images.POSTGRES_15,
                      "command": ["sh", "-c", 'psql "$DATABASE_URL" -X -qAt -c "SELECT current_user, '
                                  '(SELECT count(*) FROM accounts)" -c "SHOW work_mem"'],
                      "env": [{"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {"name": secret, "key": "uri"}}},
-                             {"name": "PGCONNECT_TIMEOUT", "value": "10"}]}]}}
+                             {"name": "PGCONNECT_TIMEOUT", "value": "10"}]}]}, POSTGRES_UID)}
     apply(client)
 
     def finished() -> str | None:
@@ -136,13 +137,12 @@ def test_a_database_container_killed_in_the_middle_of_writes_keeps_every_committ
         'then echo "committed $i"; else sleep 0.2; fi; done')
     apply({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-writer"},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "securityContext": {"runAsUser": 999, "runAsNonRoot": True},
+        "spec": restricted({"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "writer", "image": images.POSTGRES_15,
                                  "command": ["bash", "-c", writer_script],
                                  "env": [{"name": "DATABASE_URL",
                                           "valueFrom": {"secretKeyRef": {"name": secret, "key": "uri"}}},
-                                         {"name": "PGCONNECT_TIMEOUT", "value": "3"}]}]}})
+                                         {"name": "PGCONNECT_TIMEOUT", "value": "3"}]}]}, POSTGRES_UID)})
 
     def committed() -> list[int]:
         out = kubectl("logs", f"{name}-writer", "-n", NS, check=False).stdout

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from tests.support import images
 from tests.support.kube import kubeconfig, kubectl, kubectl_argv, kubectl_json, wait_until
+from tests.support.pod_security import BUSYBOX_UID, POSTGRES_UID, restricted
 
 pytestmark = pytest.mark.cluster
 
@@ -34,10 +35,11 @@ def apply(namespace: str, *objects: dict[str, Any]) -> None:
 
 def pod(name: str, command: list[str], *, image: str = images.BUSYBOX, restart: str = "Never",
         **spec: Any) -> dict[str, Any]:
+    uid = BUSYBOX_UID if image == images.BUSYBOX else POSTGRES_UID  # restricted: never root
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": image, "command": command}], **spec},
+        "spec": restricted({"restartPolicy": restart, "terminationGracePeriodSeconds": 1,
+                            "containers": [{"name": "main", "image": image, "command": command}], **spec}, uid),
     }
 
 
@@ -83,7 +85,7 @@ def test_kubectl_exec_runs_a_command_in_the_container(real_namespace: str) -> No
 
 def web_service(namespace: str, body: str) -> str:
     """A busybox httpd pod answering `body` behind the Service `web` (port 80); its ClusterIP."""
-    serve = f"mkdir -p /www && echo {body} > /www/index.html && exec httpd -f -p 8080 -h /www"
+    serve = f"mkdir -p /tmp/www && echo {body} > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"
     server = pod("web", ["sh", "-c", serve], restart="Always")
     server["spec"]["containers"][0]["readinessProbe"] = {"tcpSocket": {"port": 8080}, "periodSeconds": 1}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
@@ -135,10 +137,11 @@ def test_a_statefulset_pod_finds_its_file_on_the_pvc_after_it_is_recreated(real_
         "spec": {
             "serviceName": "keeper", "replicas": 1, "selector": {"matchLabels": {"app": "keeper"}},
             "template": {"metadata": {"labels": {"app": "keeper"}},
-                         "spec": {"terminationGracePeriodSeconds": 1,
-                                  "containers": [{"name": "main", "image": images.BUSYBOX,
-                                                  "command": ["sh", "-c", script],
-                                                  "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+                         "spec": restricted({
+                             "terminationGracePeriodSeconds": 1,
+                             "containers": [{"name": "main", "image": images.BUSYBOX, "command": ["sh", "-c", script],
+                                             "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
+                             BUSYBOX_UID)},
             "volumeClaimTemplates": [{"metadata": {"name": "data"},
                                       "spec": {"accessModes": ["ReadWriteOnce"],
                                                "resources": {"requests": {"storage": "64Mi"}}}}],
@@ -163,10 +166,10 @@ def test_a_statefulset_pod_finds_its_file_on_the_pvc_after_it_is_recreated(real_
 def job(name: str, exit_code: int) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"backoffLimit": 0, "template": {"spec": {
+        "spec": {"backoffLimit": 0, "template": {"spec": restricted({
             "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "main", "image": images.BUSYBOX, "command": ["sh", "-c", f"exit {exit_code}"]}],
-        }}},
+        }, BUSYBOX_UID)}},
     }
 
 
@@ -192,9 +195,8 @@ def postgres_objects(name: str, image: str) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"{name}-data"},
          "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "256Mi"}}}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
-         "spec": {
+         "spec": restricted({
              "terminationGracePeriodSeconds": 5,
-             "securityContext": {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": True},
              "containers": [{
                  "name": "postgres", "image": image, "args": ["postgres", "-c", "shared_buffers=16MB"],
                  "env": [{"name": "POSTGRES_USER", "value": "app"}, {"name": "POSTGRES_DB", "value": "app"},
@@ -206,7 +208,7 @@ def postgres_objects(name: str, image: str) -> list[dict[str, Any]]:
                  "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql/data"}],
              }],
              "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": f"{name}-data"}}],
-         }},
+         }, POSTGRES_UID)},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
          "spec": {"selector": {"app": name}, "ports": [{"port": 5432, "targetPort": "postgres"}]}},
     ]
@@ -223,7 +225,6 @@ def test_postgres_from_the_local_image_accepts_psql_from_another_pod_through_its
                  image=image)
     client["spec"]["containers"][0]["env"] = [{"name": "PGPASSWORD", "value": PG_PASSWORD},
                                               {"name": "PGCONNECT_TIMEOUT", "value": "10"}]
-    client["spec"]["securityContext"] = {"runAsUser": 999, "runAsNonRoot": True}
     apply(real_namespace, client)
     assert wait_phase(real_namespace, "psql", "Succeeded", "Failed", timeout=120) == "Succeeded", \
         kubectl("logs", "psql", "-n", real_namespace, check=False).stdout

@@ -25,6 +25,8 @@ DEPLOYMENT = "sampledb-operator"
 LABEL = "app.kubernetes.io/name=sampledb-operator"
 # A served namespace shared by the real-data tests; each test names its databases apart.
 REAL_DATA_NAMESPACE = "sampledb-e2e-real"
+# Pod Security Admission: every pod in the namespace must meet the restricted standard.
+RESTRICTED_LABELS = {"pod-security.kubernetes.io/enforce": "restricted"}
 # Lines of the operator's logs that mean a request was refused for lack of a permission.
 FORBIDDEN = re.compile(r'("code":\s*403|\b403\b.*[Ff]orbidden|[Ff]orbidden.*\b403\b|"reason":\s*"Forbidden")')
 
@@ -49,6 +51,9 @@ def install_operator(image: str, namespaces: list[str], *extra_args: str) -> Non
     for ns in namespaces:
         if kubectl("get", "namespace", ns, check=False).returncode != 0:
             kubectl("create", "namespace", ns, check=False)
+    if REAL_DATA_NAMESPACE in namespaces:  # its pods run for real: the restricted standard is enforced
+        kubectl("label", "namespace", REAL_DATA_NAMESPACE, *(f"{k}={v}" for k, v in RESTRICTED_LABELS.items()),
+                "--overwrite")
     docs = _deployment_docs(image, ["--namespaces", ",".join(namespaces), *extra_args])
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
     kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", "-n", NAMESPACE, "--timeout=240s", timeout=260)

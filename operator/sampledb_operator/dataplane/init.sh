@@ -5,6 +5,8 @@
 # (serialised by an advisory lock). Recorded with the same hash -> no-op success; recorded with a
 # different hash -> exit 3 without running anything. A failing file leaves no record and no effects.
 # The file must not contain COMMIT/ROLLBACK or statements that cannot run in a transaction.
+# It may hold secrets (from a Secret): a failure reports the server's SQLSTATE, first line and the
+# file's line number, never text of the SQL (quoted fragments withheld, no "LINE n:" context).
 set -Eeuo pipefail
 SDB_SCRIPT=init
 # shellcheck source=lib.sh
@@ -47,7 +49,8 @@ ROLLBACK;
 \echo SDB_OUTCOME=changed :sdb_recorded
 \endif
 "
-run_guarded "$control" "$SDB_TMP/psql.err" -v sdb_file="$INIT_SQL_FILE" -v sdb_hash="$hash"
+# VERBOSITY=verbose: the server's error line carries its SQLSTATE (the message withholds the SQL text)
+run_guarded "$control" "$SDB_TMP/psql.err" -v VERBOSITY=verbose -v sdb_file="$INIT_SQL_FILE" -v sdb_hash="$hash"
 
 extra="\"sha256\":$(json_str "$hash")"
 case $SDB_OUTCOME in
@@ -66,7 +69,7 @@ case $SDB_OUTCOME in
             "\"outcome\":\"failed\",$extra"
         ;;
     *)
-        die "$SDB_EXIT_SQL" "init SQL failed: $(first_error "$SDB_TMP/psql.err")" \
+        die "$SDB_EXIT_SQL" "init SQL failed: $(sql_error_withheld "$SDB_TMP/psql.err")" \
             "\"outcome\":\"failed\",$extra"
         ;;
 esac

@@ -179,6 +179,29 @@ first_error() {
     printf '%s' "${line:-no error output}"
 }
 
+# sql_error_withheld FILE: first_error of a psql run with VERBOSITY=verbose, without any text of the
+# SQL: the server's first line keeps its SQLSTATE, its words and the file's line number, but the
+# "at or near ..." fragment is cut and the text from the first to the last double quote (identifiers,
+# literal values the server quotes) becomes "…"; psql's "LINE n: ..." context, DETAIL and QUERY
+# lines are never read. For SQL that may hold secrets (init SQL from a Secret), whose errors go to
+# the Job's result and logs.
+sql_error_withheld() {
+    local line where=
+    if ! grep -q -E '(ERROR|FATAL|error):' -- "$1"; then
+        printf 'psql failed without an error line (its output is withheld)'
+        return 0
+    fi
+    line=$(first_error "$1")
+    if [[ $line =~ ^(.*)(\ \([^\(\)]*\ line\ [0-9]+\))$ ]]; then
+        line=${BASH_REMATCH[1]}
+        where=${BASH_REMATCH[2]}
+    fi
+    line=${line%% at or near *}
+    # from the first to the last quote; a single unpaired quote: from it to the end
+    line=$(sed -E 's/".*"/"…"/; /^[^"]*"[^"]*$/s/"[^"]*$/"…/' <<<"$line")
+    printf '%s%s' "$line" "$where"
+}
+
 # make_temp_dir: set SDB_TMP to a private (0700) temporary directory that is removed at exit.
 make_temp_dir() {
     SDB_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sampledb-${SDB_SCRIPT}.XXXXXX")

@@ -197,6 +197,8 @@ def _pg_isready(timeout: int) -> list[str]:
 
 
 def pod_security() -> Obj:
+    """The restricted Pod Security Standard's pod fields: non-root (the image's postgres uid), RuntimeDefault
+    seccomp. Every pod the operator builds also sets automountServiceAccountToken: False (no API access)."""
     return {
         "runAsNonRoot": True,
         "runAsUser": POSTGRES_UID,
@@ -206,8 +208,11 @@ def pod_security() -> Obj:
     }
 
 
-def container_security() -> Obj:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+def container_security(*, read_only_root: bool = True) -> Obj:
+    """The restricted Pod Security Standard's container fields; a read-only root filesystem by default
+    (every container writes only to its volumes: PGDATA, /var/run/postgresql, /tmp emptyDirs)."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": read_only_root}
 
 
 def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None) -> Obj:
@@ -237,6 +242,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
         "volumeMounts": [{"name": names.DATA_VOLUME, "mountPath": DATA_MOUNT},
                          {"name": "run", "mountPath": "/var/run/postgresql"},
                          {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "tmp", "mountPath": "/tmp"},
                          {"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True}],
         "readinessProbe": {"exec": {"command": _pg_isready(3)}, "periodSeconds": 5, "timeoutSeconds": 5,
                            "failureThreshold": 3},
@@ -266,6 +272,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
                              "annotations": {pgconfig.RESTART_ANNOTATION: pgconfig.restart_hash(db.spec.parameters)}},
                 "spec": {
                     "securityContext": pod_security(),
+                    "automountServiceAccountToken": False,
                     "terminationGracePeriodSeconds": 60,
                     "enableServiceLinks": False,
                     "containers": [container],
@@ -274,6 +281,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
                          "persistentVolumeClaim": {"claimName": names.data_pvc_name(name)}},
                         {"name": "run", "emptyDir": {}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+                        {"name": "tmp", "emptyDir": {}},
                         {"name": "config", "configMap": {
                             "name": names.configmap_name(name),
                             "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY}]}},

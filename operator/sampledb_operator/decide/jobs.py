@@ -23,7 +23,7 @@ from sampledb_operator.decide.desired import (
     scripts_configmap_name,
 )
 from sampledb_operator.model import names
-from sampledb_operator.model.sampledb import SampleDB, image_for
+from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 
 Obj = dict[str, Any]
 INIT_SQL_DIR = "/sampledb/init"
@@ -32,6 +32,9 @@ JOB_BACKOFF_LIMIT = 2
 JOB_DEADLINE_SECONDS = 3600
 
 TEST_ANNOTATION_PREFIX = "testing.sampledb.io/"
+# A Secret's owner opts it in as init SQL with this label: naming a Secret in spec.init is not enough,
+# or anyone who may edit a SampleDB could have any Secret of the namespace run (and its errors shown).
+INIT_SQL_OPT_IN_LABEL = "sampledb.io/init-sql"
 
 
 def test_annotations(db: SampleDB) -> dict[str, str]:
@@ -72,6 +75,28 @@ def init_source(db: SampleDB) -> str | None:
     return None
 
 
+def init_source_problem(db: SampleDB, source: Obj | None) -> Problem | None:
+    """Why spec.init's source (`source`: the ConfigMap or Secret it names, None if absent) cannot be run.
+
+    A Secret is used only when it carries INIT_SQL_OPT_IN_LABEL="true" (InitSecretNotOptedIn otherwise).
+    """
+    init = db.spec.init
+    ref = None if init is None else init.config_map_key_ref or init.secret_key_ref
+    if init is None or ref is None:
+        return None
+    kind = "ConfigMap" if init.config_map_key_ref is not None else "Secret"
+    if source is None:
+        return Problem("InitSourceMissing", f"{kind} {ref.name} with the init SQL does not exist", "spec.init")
+    if kind == "Secret" and ((source.get("metadata") or {}).get("labels") or {}).get(INIT_SQL_OPT_IN_LABEL) != "true":
+        return Problem("InitSecretNotOptedIn", (
+            f"Secret {ref.name} is not opted in as init SQL: a Secret is run only when it carries the label"
+            f" {INIT_SQL_OPT_IN_LABEL}=\"true\" (kubectl label secret {ref.name} {INIT_SQL_OPT_IN_LABEL}=true)"),
+            "spec.init")
+    if ref.key not in (source.get("data") or {}) and ref.key not in (source.get("binaryData") or {}):
+        return Problem("InitSourceMissing", f"{kind} {ref.name} has no key {ref.key!r}", "spec.init")
+    return None
+
+
 def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] | None = None,
         extra_volumes: list[Obj] | None = None, extra_mounts: list[Obj] | None = None,
         annotations: dict[str, str] | None = None, pod_annotations: dict[str, str] | None = None,
@@ -99,9 +124,10 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
         "env": [*(connection_env(db) if connect else []), {"name": "RESULT_FILE", "value": "/dev/termination-log"},
                 *(env or [])],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
-                         *(extra_mounts or [])],
+                         *(extra_mounts or []), {"name": "tmp", "mountPath": "/tmp"}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": container_security(),
+        # every script writes only under $SDB_TMP (/tmp or $TMPDIR) and its mounted volumes
+        "securityContext": container_security(read_only_root=True),
     }
     pod_meta: Obj = {"labels": labels(db, component)}
     if pod_annotations:
@@ -118,12 +144,14 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
                 "spec": {
                     "restartPolicy": "Never",
                     "securityContext": pod_security(),
+                    "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "containers": [container],
                     "volumes": [
                         {"name": "scripts", "configMap": {"name": scripts_configmap_name(db),
                                                           "defaultMode": 0o555}},
                         *(extra_volumes or []),
+                        {"name": "tmp", "emptyDir": {}},
                     ],
                 },
             },

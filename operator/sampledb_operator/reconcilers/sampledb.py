@@ -322,12 +322,10 @@ class SampleDBReconciler:
         assert ref is not None
         kind = "ConfigMap" if init.config_map_key_ref is not None else "Secret"
         try:
-            source = await self.apis[kind].get(ref.name, db.metadata.namespace)
+            source: Obj | None = await self.apis[kind].get(ref.name, db.metadata.namespace)
         except NotFound:
-            return Problem("InitSourceMissing", f"{kind} {ref.name} with the init SQL does not exist", "spec.init")
-        if ref.key not in (source.get("data") or {}) and ref.key not in (source.get("binaryData") or {}):
-            return Problem("InitSourceMissing", f"{kind} {ref.name} has no key {ref.key!r}", "spec.init")
-        return None
+            source = None
+        return jobs.init_source_problem(db, source)
 
     # ------------------------------------------------------------------ deletion
 
@@ -376,11 +374,11 @@ class SampleDBReconciler:
                 await self._event(db, "Warning", cond.reason, cond.message)
             elif cond.type == "Initialized" and (
                     old is None or old.status != cond.status
-                    or cond.reason in ("InitSourceMissing", "InitChangedNotRerun")):
+                    or cond.reason in ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotRerun")):
                 if cond.status == "True":
                     await self._event(db, "Normal", cond.reason, cond.message)
-                elif cond.reason in ("InitSourceMissing", "InitFailed", "RestoreFailed", "RestoreSourceMissing",
-                                     "RestoreSourceNotReady"):
+                elif cond.reason in ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
+                                     "RestoreSourceMissing", "RestoreSourceNotReady"):
                     await self._event(db, "Warning", cond.reason, cond.message)
             elif cond.type == "Upgrading":
                 failed = cond.reason in ("UpgradeFailed", "DowngradeRefused")
