@@ -42,13 +42,14 @@ def test_down_restores_the_host_and_up_brings_the_real_node_back(cluster: Cluste
     assert running != before
 
     run_cluster("down", timeout=180)
-    after = host_state()
+    try:
+        after = host_state()
+    finally:
+        run_cluster("up")  # the cluster comes back for the tests that follow, whatever was found
+        install_crds()
     diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "before up", "after down",
                                           lineterm=""))
     assert after == before, f"hack/cluster down left changes on the host:\n{diff}"
-
-    run_cluster("up")
-    install_crds()
 
     def real_node_ready() -> bool:
         node = kubectl_json("get", "node", "real-0")
