@@ -28,7 +28,7 @@ from aiohttp.test_utils import TestServer
 from tests.support.aio import eventually
 
 from sampledb_operator.kube import credentials
-from sampledb_operator.kube.client import KubeClient
+from sampledb_operator.kube.client import KubeClient, env_proxy
 from sampledb_operator.kube.errors import KubeError, KubeTransportError
 from sampledb_operator.observability.metrics import REGISTRY
 
@@ -277,3 +277,33 @@ async def test_missing_kubeconfig_is_a_kube_error(tmp_path: Path) -> None:
     with pytest.raises(KubeError):
         await KubeClient.connect(str(tmp_path / "nope"), in_cluster=False)
 
+
+
+def test_the_environment_proxy_is_read_once_and_no_proxy_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY",
+                "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    assert env_proxy("https://10.0.0.1:6443") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert env_proxy("https://10.0.0.1:6443") == "http://proxy.example:3128"
+    assert env_proxy("http://10.0.0.1:8080") is None  # only HTTPS_PROXY is set
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1,.svc")
+    assert env_proxy("https://10.0.0.1:6443") is None
+    assert env_proxy("https://kubernetes.default.svc:443") is None
+    assert env_proxy("https://api.example:6443") == "http://proxy.example:3128"
+
+
+async def test_a_connected_client_never_asks_aiohttp_to_read_the_environment(
+    tmp_path: Path, pki: Path, apiserver: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    path = _kubeconfig(tmp_path, pki, apiserver, {"me": {"token": "abc"}})
+    client = await KubeClient.connect(str(path))
+    try:
+        assert client.proxy is None
+        assert (await client.request("GET", "/whoami", timeout=10))["authorization"] == "Bearer abc"
+        session = client._session
+        assert session is not None and session.trust_env is False
+    finally:
+        await client.close()
