@@ -19,7 +19,7 @@ from typing import Any
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.status import JobState
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.backup import BackupPhase
 from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
 from sampledb_operator.model.sampledb import SampleDB
@@ -71,12 +71,12 @@ class BackupView:
         verified = status.get("verified")
         return cls(
             name=str(meta.get("name")), uid=str(meta.get("uid") or ""), phase=status.get("phase"),
-            completed_at=parse_time(status.get("completedAt")), deleting=bool(meta.get("deletionTimestamp")),
+            completed_at=timestamps.parse(status.get("completedAt")), deleting=bool(meta.get("deletionTimestamp")),
             has_location=bool((status.get("location") or {}).get("pvcName")), request=request or None,
             recorded=isinstance(record, dict),
             answered=(record or {}).get("request") if isinstance(record, dict) else None,
             verified=verified if isinstance(verified, bool) else None,
-            verified_at=parse_time(status.get("verifiedAt")), reason=str(cond.get("reason") or ""),
+            verified_at=timestamps.parse(status.get("verifiedAt")), reason=str(cond.get("reason") or ""),
             message=str(cond.get("message") or ""), generation=meta.get("generation"))
 
 
@@ -257,13 +257,6 @@ def verify_job(db: SampleDB, backup: Obj, c: Candidate) -> Obj:
     return body
 
 
-def parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def _count(value: Any) -> int | None:

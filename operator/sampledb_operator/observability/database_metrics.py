@@ -62,7 +62,8 @@ class DatabaseCollector(Collector):
 
 
 def unix_time(value: object) -> float | None:
-    """An RFC 3339 timestamp ("2026-01-02T03:04:05Z") as Unix time; None when absent or unreadable."""
+    """An RFC 3339 timestamp ("2026-01-02T03:04:05Z") as Unix time; None when absent or unreadable.
+    (model.timestamps.parse's rule; observability is a leaf layer and imports no model.)"""
     if not isinstance(value, str) or not value:
         return None
     try:

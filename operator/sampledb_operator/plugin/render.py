@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sampledb_operator.model import timestamps
 from sampledb_operator.plugin.report import StatusReport, event_time
 from sampledb_operator.plugin.session import Obj
 
@@ -20,14 +21,6 @@ MESSAGE_WIDTH = 90
 KIND_ORDER = ("StatefulSet", "Pod", "PersistentVolumeClaim", "Service", "Secret", "ConfigMap", "Job")
 
 
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def human_duration(seconds: float) -> str:
@@ -53,7 +46,7 @@ def human_duration(seconds: float) -> str:
 
 def age(value: object, now: datetime) -> str:
     """The age of an RFC 3339 timestamp at `now`, or "-"."""
-    when = parse_time(value)
+    when = timestamps.parse(value)
     return human_duration((now - when).total_seconds()) if when else NONE
 
 

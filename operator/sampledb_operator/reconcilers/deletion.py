@@ -10,14 +10,13 @@ backoff, until it succeeds or the user sets the skip-snapshot annotation.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
 from typing import Any
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import lifecycle
 from sampledb_operator.decide.lifecycle import Attempt, DeletionInput, Step
 from sampledb_operator.kube.errors import Conflict, NotFound
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, set_condition
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
@@ -58,7 +57,7 @@ def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
         out.append(Attempt(
             number=int(labels.get(ATTEMPT_LABEL, "1")),
             phase=status.get("phase"),
-            completed_at=datetime.fromisoformat(completed.replace("Z", "+00:00")) if completed else None,
+            completed_at=timestamps.parse(completed),
             message=status.get("message") or "",
         ))
     return sorted(out, key=lambda a: a.number)

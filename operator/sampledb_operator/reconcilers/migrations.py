@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sampledb_operator.decide import desired as d
@@ -23,7 +22,7 @@ from sampledb_operator.decide import jobs
 from sampledb_operator.decide import migrations as mig
 from sampledb_operator.decide.status import JobState, job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, is_true
 from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
@@ -179,7 +178,7 @@ async def _succeeded(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job: O
     """The records of a completed run. The database's own table is the truth of what ran: the files
     migrate.sh found already recorded there ("already": a database adopted from a retained volume, whose
     new SampleDB has no records) are recorded as applied earlier, not by this Job."""
-    at = _time((job.get("status") or {}).get("completionTime")) or ctx.clock.now()
+    at = timestamps.parse((job.get("status") or {}).get("completionTime")) or ctx.clock.now()
     result = await job_result(ctx, db.metadata.namespace or "", str(job["metadata"]["name"]))
     before = frozenset(v for v in result.get("already") or [] if isinstance(v, int))
     ran = [f for f in plan.pending if f.version not in before]
@@ -219,13 +218,6 @@ async def _failed(ctx: Context, db: SampleDB, plan: mig.MigrationPlan, job_name:
     return _waiting_for_user(ctx, db, Problem("MigrationFailed", message[:MESSAGE_LIMIT], mig.FIELD))
 
 
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------- the database's migrate Jobs and snapshots

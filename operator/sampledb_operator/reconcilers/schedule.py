@@ -17,7 +17,7 @@ from typing import Any
 from sampledb_operator.decide import schedule as sch
 from sampledb_operator.decide.verify import merge_health
 from sampledb_operator.kube.errors import Conflict, NotFound
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.backup import BackupReason
 from sampledb_operator.model.conditions import Condition, get_condition
 from sampledb_operator.model.sampledb import BackupRecord, SampleDB
@@ -94,7 +94,8 @@ def backup_facts(ctx: Context, db: SampleDB) -> list[sch.BackupFact]:
         owner_uid = labels.get(DATABASE_UID_LABEL)
         if owner_uid is not None and owner_uid != uid:
             continue
-        if owner_uid is None and created is not None and (_time(meta.get("creationTimestamp")) or created) < created:
+        made = timestamps.parse(meta.get("creationTimestamp")) or created
+        if owner_uid is None and created is not None and made is not None and made < created:
             continue
         out.append(_fact(obj, mine=owner_uid == uid and labels.get(MANAGED_BY) == OPERATOR))
     return out
@@ -105,17 +106,10 @@ def _fact(obj: Obj, *, mine: bool) -> sch.BackupFact:
     reason = str((obj.get("spec") or {}).get("reason") or BackupReason.MANUAL.value)
     slot = sch.parse_slot((meta.get("annotations") or {}).get(SCHEDULED_FOR)) if mine and reason == SCHEDULED else None
     return sch.BackupFact(name=meta["name"], reason=reason, phase=status.get("phase"), slot=slot,
-                          completed_at=_time(status.get("completedAt")), message=str(status.get("message") or ""),
-                          owned=mine)
+                          completed_at=timestamps.parse(status.get("completedAt")),
+                          message=str(status.get("message") or ""), owned=mine)
 
 
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 SNAPSHOT_REASONS = ("pre-upgrade", "pre-migration")

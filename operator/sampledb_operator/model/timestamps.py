@@ -1,0 +1,28 @@
+"""Kubernetes timestamps (RFC 3339, e.g. "2026-01-02T03:04:05Z"): one parser and one format.
+
+Pure. `parse` accepts only timestamps with a zone ("Z" or an offset), as the API server writes them,
+and answers None for anything else (absent, not a string, unreadable, no zone), so every caller
+compares aware datetimes only. `format` writes whole seconds in UTC with "Z", as metav1.Time does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def parse(value: object) -> datetime | None:
+    """The aware datetime of an RFC 3339 timestamp, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def format(moment: datetime) -> str:
+    """`moment` as metav1.Time writes it: UTC, whole seconds, "Z"."""
+    return moment.astimezone(UTC).strftime(FORMAT)
