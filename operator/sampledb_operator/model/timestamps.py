@@ -1,4 +1,4 @@
-"""Kubernetes timestamps (RFC 3339, e.g. "2026-01-02T03:04:05Z"): one parser and one format.
+"""Kubernetes timestamps (RFC 3339, e.g. "2026-01-02T03:04:05Z"): the one parser.
 
 Pure. `parse` accepts only timestamps with a zone ("Z" or an offset), as the API server writes them,
 and answers None for anything else (absent, not a string, unreadable, no zone), so every caller
@@ -7,9 +7,7 @@ compares aware datetimes only. `format` writes whole seconds in UTC with "Z", as
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+from datetime import datetime
 
 
 def parse(value: object) -> datetime | None:
@@ -22,7 +20,3 @@ def parse(value: object) -> datetime | None:
         return None
     return parsed if parsed.tzinfo is not None else None
 
-
-def format(moment: datetime) -> str:
-    """`moment` as metav1.Time writes it: UTC, whole seconds, "Z"."""
-    return moment.astimezone(UTC).strftime(FORMAT)
