@@ -2,7 +2,7 @@
 
 Pure. `parse` accepts only timestamps with a zone ("Z" or an offset), as the API server writes them,
 and answers None for anything else (absent, not a string, unreadable, no zone), so every caller
-compares aware datetimes only. `format` writes whole seconds in UTC with "Z", as metav1.Time does.
+compares aware datetimes only.
 """
 
 from __future__ import annotations
