@@ -1,4 +1,4 @@
-"""Command line of sampledb-operator: `run`, `crd` (print the CRD manifests), `version`.
+"""Command line of sampledb-operator: `run`, `crd` (print the CRD manifests), `chaos` (chaos/command.py), `version`.
 
 Invariants: importing this module is cheap (the app, the CRD renderer and everything that pulls
 in kubernetes_asyncio are imported inside the command that needs them); `main` never raises for a
@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition manifests (YAML)")
     crd.set_defaults(handler=_cmd_crd)
+
+    from sampledb_operator.chaos.command import add_parser as add_chaos_parser
+
+    add_chaos_parser(sub)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(handler=_cmd_version)

@@ -200,13 +200,16 @@ class ResourceApi:
         *,
         propagation: str = "Background",
         preconditions: dict[str, Any] | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
-        """DELETE with a propagation policy and optional preconditions (uid, resourceVersion)."""
+        """DELETE with a propagation policy, optional preconditions (uid, resourceVersion) and grace period."""
         options: dict[str, Any] = {
             "kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation,
         }
         if preconditions:
             options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         path = self.resource.path(namespace, name)
         await self.client.request("DELETE", path, body=options, timeout=self.timeout)
 

@@ -1,0 +1,75 @@
+"""The `sampledb.io/chaos` annotation on the fake cluster: the fault runs once, the annotation is
+removed, an Event says what happened; an unknown fault is refused; a stale pass does nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.chaos_world import FakeExec, database_pod, databases, unique_uids
+from tests.support.fake_cluster import FakeCluster
+
+from sampledb_operator.chaos.faults import ANNOTATION
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.chaos import reconcile_chaos
+
+
+async def _annotated(value: str) -> tuple[FakeCluster, FakeExec, SampleDB]:
+    cluster = FakeCluster()
+    unique_uids(cluster)
+    await databases(cluster, "orders", "billing")
+    cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {ANNOTATION: value}}})
+    cluster.recorder.events.clear()  # the databases' creation events
+    return cluster, FakeExec(cluster), SampleDB.model_validate(cluster.get("SampleDB", "orders"))
+
+
+def _annotations(cluster: FakeCluster) -> dict[str, Any]:
+    return dict((cluster.get("SampleDB", "orders") or {})["metadata"].get("annotations") or {})
+
+
+async def test_delete_pod_runs_once_and_the_annotation_is_removed() -> None:
+    cluster, executor, db = await _annotated("delete-pod")
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    assert cluster.get("Pod", "orders-0") is None and cluster.get("Pod", "billing-0") is not None
+    assert ANNOTATION not in _annotations(cluster)
+    assert cluster.recorder.events == [("Normal", "ChaosInjected", "delete-pod: injected Pod orders-0")]
+    database_pod(cluster, "orders")  # the StatefulSet controller's new pod
+    await reconcile_chaos(cluster.ctx, db, executor=executor)  # a pass that still read the annotation
+    assert cluster.get("Pod", "orders-0") is not None, "the stale pass's removal is refused: no second fault"
+    fresh = SampleDB.model_validate(cluster.get("SampleDB", "orders"))
+    await reconcile_chaos(cluster.ctx, fresh, executor=executor)
+    assert cluster.get("Pod", "orders-0") is not None and len(cluster.recorder.events) == 1
+
+
+async def test_kill_postgres_execs_in_the_annotated_databases_container() -> None:
+    cluster, executor, db = await _annotated("kill-postgres")
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    assert executor.calls == [("shop", "orders-0", "postgres", ["sh", "-c", "kill -QUIT 1"])]
+    assert cluster.recorder.reasons() == ["ChaosInjected"] and ANNOTATION not in _annotations(cluster)
+
+
+async def test_an_exec_refused_is_a_warning_and_the_annotation_still_goes() -> None:
+    cluster, executor, db = await _annotated("kill-postgres")
+    executor.refuse = True
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    [(type_, reason, message)] = cluster.recorder.events
+    assert (type_, reason) == ("Warning", "ChaosFailed") and "unsupported" in message
+    assert ANNOTATION not in _annotations(cluster)
+
+
+async def test_an_unknown_or_unavailable_fault_is_refused_and_touches_nothing() -> None:
+    for value in ("kill-primary", "fill-volume"):
+        cluster, executor, db = await _annotated(value)
+        writes = len(cluster.writes)
+        await reconcile_chaos(cluster.ctx, db, executor=executor)
+        assert cluster.recorder.reasons() == ["ChaosRefused"] and ANNOTATION not in _annotations(cluster)
+        assert [w[0] for w in cluster.writes[writes:]] == ["patch"] and not executor.calls
+
+
+async def test_without_the_annotation_nothing_happens() -> None:
+    cluster = FakeCluster()
+    await databases(cluster, "orders")
+    cluster.recorder.events.clear()
+    writes = len(cluster.writes)
+    await reconcile_chaos(cluster.ctx, SampleDB.model_validate(cluster.get("SampleDB", "orders")),
+                          executor=FakeExec(cluster))
+    assert cluster.writes[writes:] == [] and cluster.recorder.events == []
