@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -49,6 +49,12 @@ cluster-env:
 ## crd: regenerate manifests/crd and docs/reference.md from the models.
 crd: bootstrap
 	$(PY) hack/gen-crd.py
+
+## bundle: regenerate the OLM bundle (bundle/, bundle.Dockerfile) from manifests/ and validate it
+## with operator-framework/api's validators (docs/olm.md).
+bundle: bootstrap
+	$(PY) hack/gen-bundle.py
+	hack/validate-bundle.sh
 
 clean: cluster-down
 	rm -rf .venv .cluster .mypy_cache .ruff_cache .pytest_cache
