@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates an OLM bundle directory (default: bundle/) as `operator-sdk bundle validate
+# Validates an OLM bundle directory (default: bundle/) like `operator-sdk bundle validate
 # --select-optional suite=operatorframework` would: hack/bundle-validate, built once and cached by
 # hack/build-bundle-validate.sh, runs operator-framework/api's default bundle validators and the
 # OperatorHub, capabilities, categories, good-practices and deprecated-API ones (against the
