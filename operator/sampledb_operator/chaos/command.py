@@ -77,6 +77,9 @@ def options_from_args(args: argparse.Namespace) -> Options:
 
 def handle(args: argparse.Namespace) -> int:
     options = options_from_args(args)
+    from sampledb_operator.observability.logging import configure_logging
+
+    configure_logging("warning", "console")  # stderr; stdout is the report's
     report = asyncio.run(_run(options, args.kubeconfig, args.context, progress=args.output == "text"))
     if args.output == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
