@@ -24,6 +24,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "thaw.sh",
     "verify.sh",
     "reload.sh",
+    "instance.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(
