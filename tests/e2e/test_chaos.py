@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from tests.e2e.conftest import apply, sampledb, wait_ready
-from tests.support.kube import kubectl, kubectl_json
+from tests.support import images
+from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import REPO, OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -109,3 +110,33 @@ def test_kill_postgres_and_fill_volume_on_a_real_database(kubeconfig: str, real_
     assert "sampledb-chaos-fill" not in ls.split()
     wait_ready("victim", ns)
     kubectl("delete", "sampledb", "victim", "-n", ns, "--wait=false")
+
+
+def test_kill_leader_deletes_the_lease_holders_pod_and_waits_for_the_next_holder(kubeconfig: str,
+                                                                                  namespace: str) -> None:
+    """The operator's Lease and pods stood in for by a Lease and a pod in the test's namespace
+    (kwok); the test plays the standby that takes the Lease over."""
+    ns = namespace
+    now = "2026-01-01T00:00:00.000000Z"
+    apply([{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "op-lease", "namespace": ns},
+            "spec": {"holderIdentity": "op-leader_1a2b3c4d", "leaseDurationSeconds": 15, "renewTime": now}},
+           {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "op-leader", "namespace": ns},
+            "spec": {"containers": [{"name": "op", "image": images.BUSYBOX}]}}])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sampledb_operator", "chaos", "--kubeconfig", kubeconfig, "-n", ns, "--all",
+         "--faults", "kill-leader", "--lease-namespace", ns, "--lease-name", "op-lease", "--duration", "1s",
+         "--rate", "60", "--recovery-timeout", "60s", "-o", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        wait_until(lambda: get_or_none("pod", "op-leader", ns) is None, timeout=60, what="the leader pod deleted")
+        kubectl("patch", "lease", "op-lease", "-n", ns, "--type=merge",
+                "-p", json.dumps({"spec": {"holderIdentity": "op-standby_5e6f7a8b"}}))
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, out + err
+    [fault] = json.loads(out)["faults"]
+    assert (fault["fault"], fault["outcome"], fault["recovered"]) == ("kill-leader", "injected", True), fault
+    assert fault["target"] == f"Pod {ns}/op-leader" and fault["detail"] == "leader op-leader_1a2b3c4d"
