@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench cluster-up cluster-down cluster-env crd bundle docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale cluster-up cluster-down cluster-env crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -36,6 +36,12 @@ lint: bootstrap
 
 bench: bootstrap
 	@hack/bench.sh
+
+## bench-scale: issue #18's scale benchmark: N SampleDBs (default 300) on fresh kwok-only clusters under
+## /tmp, the API server's floor and this operator interleaved (bench/scale/scale.py; ARGS for more flags).
+N ?= 300
+bench-scale: bootstrap
+	$(PY) bench/scale/scale.py run --n $(N) $(ARGS)
 
 cluster-up:
 	@hack/cluster up

@@ -1,0 +1,531 @@
+"""Scale benchmark (issue #18): N SampleDBs created at once, time until each is Ready.
+
+Each run gets a fresh kwok-only control plane (hack/cluster with SAMPLEDB_REAL_NODE=0 in
+/tmp/scale-<label>-<n>-<round>, enough fake nodes for every pod), one system under test, and this
+script as the observer: it creates N SampleDBs (each with an init Job from a ConfigMap: 9 children)
+and watches them until every one has Ready=True. Systems:
+
+  floor            the API server's own floor for this work: `scale.py floor`, a plain asyncio client
+                   (no caches, no queue, no operator) that creates the same child bodies the operator
+                   would (decide.desired), the init Job once the StatefulSet is ready, and a Ready
+                   status once the Job succeeded. 10 writes per database.
+  operator         this operator (`sampledb-operator run`), options after a colon:
+                   operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
+                   checkout made with `git archive`), operator:label=before.
+
+Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
+CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
+operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
+and the load average. Systems run interleaved (round 1: each system, round 2: each system, ...).
+
+    .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
+    make bench-scale N=1000
+
+Prints a markdown table; writes results.json and ready.png (Ready count over time per system) in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "operator"))
+
+from sampledb_operator import dataplane  # noqa: E402
+from sampledb_operator.decide import desired as d  # noqa: E402
+from sampledb_operator.decide import jobs  # noqa: E402
+from sampledb_operator.decide import status as st  # noqa: E402
+from sampledb_operator.kube.api import ResourceApi  # noqa: E402
+from sampledb_operator.kube.client import KubeClient  # noqa: E402
+from sampledb_operator.kube.errors import Conflict, Gone  # noqa: E402
+from sampledb_operator.kube.resources import (  # noqa: E402
+    CONFIGMAP,
+    JOB,
+    PVC,
+    SAMPLEDB,
+    SECRET,
+    SERVICE,
+    STATEFULSET,
+)
+from sampledb_operator.model.sampledb import SampleDB  # noqa: E402
+from sampledb_operator.observability import metrics  # noqa: E402
+
+Obj = dict[str, Any]
+NAMESPACE = "scale"
+PODS_PER_NODE = 250  # hack/cluster and hack/kwok/stages.yaml give each fake node 250 pods
+KWOK_PLACEMENT = {
+    "scheduler.alpha.kubernetes.io/node-selector": "type=kwok",
+    "scheduler.alpha.kubernetes.io/defaultTolerations":
+        '[{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]',
+}
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def sampledb(i: int) -> Obj:
+    return {
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": f"db-{i:05d}", "namespace": NAMESPACE},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"},
+                 "init": {"configMapKeyRef": {"name": "init-sql", "key": "init.sql"}}},
+    }
+
+
+# ---------------------------------------------------------------------------------------- watching
+
+
+async def watch_forever(api: ResourceApi, namespace: str, on_obj: Callable[[str, Obj], None], *,
+                        label_selector: str | None = None) -> None:
+    """List, then watch from the list's resourceVersion, resuming after each server timeout; on_obj
+    for every object seen (type, object). Runs until cancelled."""
+    rv = ""
+    while True:
+        if not rv:
+            listing = await api.list_all(namespace, label_selector=label_selector)
+            for item in listing.items:
+                on_obj("ADDED", item)
+            rv = listing.resource_version
+        try:
+            async with contextlib.aclosing(api.watch(namespace, resource_version=rv, label_selector=label_selector,
+                                                     timeout_seconds=290, read_timeout=120)) as events:
+                async for ev in events:
+                    rv = ev.resource_version or rv
+                    if ev.type in ("ADDED", "MODIFIED", "DELETED"):
+                        on_obj(ev.type, ev.object)
+        except Gone:
+            rv = ""
+
+
+def ready_condition(obj: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+# ------------------------------------------------------------------------------------------- floor
+
+
+class Floor:
+    """The children of every SampleDB, created with no operator machinery at all."""
+
+    def __init__(self, client: KubeClient, namespace: str, concurrency: int) -> None:
+        self.apis = {r.kind: ResourceApi(client, r) for r in (SAMPLEDB, SECRET, CONFIGMAP, PVC, SERVICE,
+                                                              STATEFULSET, JOB)}
+        self.namespace = namespace
+        self.scripts = dataplane.all_scripts()
+        self.limit = asyncio.Semaphore(concurrency)
+        self.dbs: dict[str, SampleDB] = {}
+        self.stage: dict[str, str] = {}  # name -> children | job | ready
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def write(self, call: Awaitable[Obj]) -> None:
+        async with self.limit:
+            with contextlib.suppress(Conflict):
+                await call
+
+    def on_sampledb(self, _type: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        if name in self.stage:
+            return
+        self.stage[name] = "children"
+        db = SampleDB.model_validate(obj)
+        self.dbs[name] = db
+        bodies = [d.secret(db, secrets.token_urlsafe(24)), *d.children(d.Inputs(db=db, scripts=self.scripts))]
+        for body in bodies:
+            self.spawn(self.write(self.apis[body["kind"]].create(body)))
+
+    def on_statefulset(self, _type: str, obj: Obj) -> None:
+        name = (obj["metadata"].get("labels") or {}).get(d.DATABASE_LABEL, "")
+        if self.stage.get(name) != "children" or not st.statefulset_ready(obj):
+            return
+        self.stage[name] = "job"
+        body = jobs.init_job(self.dbs[name])
+        assert body is not None
+        self.spawn(self.write(self.apis["Job"].create(body)))
+
+    def on_job(self, _type: str, obj: Obj) -> None:
+        name = (obj["metadata"].get("labels") or {}).get(d.DATABASE_LABEL, "")
+        if self.stage.get(name) != "job" or not (obj.get("status") or {}).get("succeeded"):
+            return
+        self.stage[name] = "ready"
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cond = {"type": "Ready", "status": "True", "reason": "DatabaseReady", "message": "ready",
+                "lastTransitionTime": now, "observedGeneration": 1}
+        patch = {"status": {"phase": "Running", "observedGeneration": 1, "conditions": [cond]}}
+        self.spawn(self.write(self.apis["SampleDB"].patch(name, patch, namespace=self.namespace,
+                                                          subresource="status")))
+
+    async def run(self) -> None:
+        await asyncio.gather(
+            watch_forever(self.apis["SampleDB"], self.namespace, self.on_sampledb),
+            watch_forever(self.apis["StatefulSet"], self.namespace, self.on_statefulset,
+                          label_selector=d.MANAGED_SELECTOR),
+            watch_forever(self.apis["Job"], self.namespace, self.on_job, label_selector=d.MANAGED_SELECTOR),
+        )
+
+
+def requests_by_verb_here() -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in metrics.rest_client_requests_total.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                out[sample.labels["method"]] = out.get(sample.labels["method"], 0) + sample.value
+    return out
+
+
+async def floor_main(args: argparse.Namespace) -> int:
+    client = await KubeClient.connect(args.kubeconfig)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    floor = Floor(client, args.namespace, args.concurrency)
+    runner = asyncio.ensure_future(floor.run())
+    await asyncio.to_thread(Path(args.ready_file).write_text, "ready\n")
+    await stop.wait()
+    runner.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await runner
+    await asyncio.to_thread(Path(args.stats).write_text, json.dumps({"requests": requests_by_verb_here()}))
+    await client.close()
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- cluster
+
+
+def cluster_env(cluster_dir: str, nodes: int) -> dict[str, str]:
+    env = {**os.environ, "SAMPLEDB_CLUSTER_DIR": cluster_dir, "SAMPLEDB_REAL_NODE": "0",
+           "SAMPLEDB_CLUSTER_NODES": str(nodes)}
+    out = subprocess.run([str(REPO / "hack/cluster"), "up"], env=env, check=True, capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("export "):
+            k, _, v = line.removeprefix("export ").partition("=")
+            env[k] = v
+    return env
+
+
+def cluster_down(cluster_dir: str) -> None:
+    env = {**os.environ, "SAMPLEDB_CLUSTER_DIR": cluster_dir, "SAMPLEDB_REAL_NODE": "0"}
+    subprocess.run([str(REPO / "hack/cluster"), "down"], env=env, check=False, capture_output=True)
+
+
+def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> None:
+    subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", *args], env=env, check=True,
+                   input=stdin, capture_output=True, text=True)
+
+
+def prepare(env: dict[str, str]) -> None:
+    kubectl(env, "apply", "--server-side", "-f", str(REPO / "manifests/crd"))
+    kubectl(env, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "manifests/crd"))
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "annotations": KWOK_PLACEMENT}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "init-sql", "namespace": NAMESPACE},
+          "data": {"init.sql": "CREATE TABLE t (id int);\n"}}
+    kubectl(env, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [ns, cm]}))
+    for _ in range(300):  # the namespace's default ServiceAccount (pods need it)
+        got = subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", "get", "sa", "default",
+                              "-n", NAMESPACE], env=env, capture_output=True, check=False)
+        if got.returncode == 0:
+            return
+        time.sleep(0.2)  # polling a cluster condition from a benchmark driver, not synchronising code
+    raise RuntimeError("no default ServiceAccount")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------------------ system
+
+
+@dataclass
+class System:
+    label: str
+    kind: str  # floor | operator
+    workers: int = 4
+    src: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> System:
+        kind, _, rest = spec.partition(":")
+        opts = dict(p.split("=", 1) for p in rest.split(":") if p)
+        workers = int(opts.get("workers", 4))
+        label = opts.get("label") or (kind if kind == "floor" else f"operator w={workers}")
+        return cls(label, kind, workers, opts.get("src"))
+
+
+def proc_stats(pid: int) -> tuple[float, float]:
+    """CPU seconds (user+system) and peak RSS in MiB of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    hwm = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+               if line.startswith("VmHWM:"))
+    return cpu, hwm / 1024
+
+
+def scrape(port: int) -> tuple[dict[str, float], float]:
+    """rest_client_requests_total by method, and the sampledb controller's reconciles, from /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    by_verb: dict[str, float] = {}
+    reconciles = 0.0
+    for line in text.splitlines():
+        if line.startswith("rest_client_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            method = labels.split('method="', 1)[1].split('"', 1)[0]
+            by_verb[method] = by_verb.get(method, 0) + float(value)
+        elif line.startswith("controller_runtime_reconcile_total{") and 'controller="sampledb"' in line:
+            reconciles += float(line.rsplit(" ", 1)[1])
+    return by_verb, reconciles
+
+
+def start_system(system: System, env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+    log = (workdir / f"{system.kind}.log").open("wb")
+    if system.kind == "floor":
+        marker = workdir / "floor.ready"
+        proc = subprocess.Popen([sys.executable, __file__, "floor", "--kubeconfig", env["KUBECONFIG"],
+                                 "--stats", str(workdir / "floor.json"), "--ready-file", str(marker)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        wait_until(lambda: marker.exists() or proc.poll() is not None, 60)
+        return proc, None
+    port, health = free_port(), free_port()
+    penv = dict(env)
+    if system.src:
+        penv["PYTHONPATH"] = f"{system.src}/operator"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", env["KUBECONFIG"], "--no-leader-elect",
+         "--namespaces", NAMESPACE, "--workers", str(system.workers), "--log-level", "warning",
+         "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}"],
+        env=penv, stdout=log, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            return True
+        try:
+            answer = urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2)
+            return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    wait_until(ready, 120)
+    return proc, port
+
+
+def wait_until(cond: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError("system did not start")
+        time.sleep(0.2)  # polling another process's readiness from the driver
+
+
+# -------------------------------------------------------------------------------------- observer
+
+
+async def observe(kubeconfig: str, n: int, wait_s: float) -> tuple[dict[str, float], dict[str, float], float]:
+    """Create N SampleDBs and wait until each is Ready: (created, ready) times by name, and t0."""
+    client = await KubeClient.connect(kubeconfig)
+    api = ResourceApi(client, SAMPLEDB)
+    created: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    all_ready = asyncio.Event()
+
+    def on_obj(_type: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        if name not in ready and ready_condition(obj):
+            ready[name] = time.monotonic()
+            if len(ready) >= n:
+                all_ready.set()
+
+    watcher = asyncio.ensure_future(watch_forever(api, NAMESPACE, on_obj))
+    limit = asyncio.Semaphore(20)
+
+    async def create(i: int) -> None:
+        body = sampledb(i)
+        async with limit:
+            created[body["metadata"]["name"]] = time.monotonic()
+            await api.create(body)
+
+    t0 = time.monotonic()
+    try:
+        await asyncio.gather(*(create(i) for i in range(n)))
+        await asyncio.wait_for(all_ready.wait(), wait_s)
+    except TimeoutError:
+        print(f"  timed out: {len(ready)}/{n} Ready", file=sys.stderr)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await client.close()
+    return created, ready, t0
+
+
+@dataclass
+class RunResult:
+    label: str
+    round: int
+    n: int
+    ready: int
+    all_ready_s: float
+    median_s: float
+    first_ready_s: float
+    cpu_s: float
+    peak_rss_mib: float
+    writes_per_db: float
+    gets_per_db: float
+    reconciles_per_db: float
+    requests: dict[str, float]
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    nodes: int
+    ready_times: list[float] = field(default_factory=list)
+
+
+def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunResult:
+    nodes = math.ceil(2 * n / PODS_PER_NODE) + 1
+    slug = system.label.replace(" ", "").replace("=", "")
+    cluster_dir = f"/tmp/scale-{slug}-{n}-{rnd}"
+    workdir = out / f"{slug}-{rnd}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"run: {system.label} N={n} round {rnd} ({nodes} kwok nodes, {cluster_dir})", file=sys.stderr)
+    try:
+        env = cluster_env(cluster_dir, nodes)
+        prepare(env)
+        proc, port = start_system(system, env, workdir)
+        try:
+            load_before = os.getloadavg()
+            created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout))
+            load_after = os.getloadavg()
+            cpu, rss = proc_stats(proc.pid)
+            reconciles = 0.0
+            if port is not None:
+                requests, reconciles = scrape(port)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if port is None:
+            requests = json.loads((workdir / "floor.json").read_text())["requests"]
+    finally:
+        cluster_down(cluster_dir)
+    times = sorted(t - t0 for t in ready.values())
+    lat = [ready[k] - created[k] for k in ready]
+    result = RunResult(
+        label=system.label, round=rnd, n=n, ready=len(ready),
+        all_ready_s=round(times[-1], 1) if times else math.nan,
+        median_s=round(statistics.median(lat), 1) if lat else math.nan,
+        first_ready_s=round(times[0], 1) if times else math.nan,
+        cpu_s=round(cpu, 1), peak_rss_mib=round(rss, 1),
+        writes_per_db=round(sum(v for k, v in requests.items() if k in WRITE_VERBS) / n, 2),
+        gets_per_db=round(requests.get("GET", 0) / n, 2),
+        reconciles_per_db=round(reconciles / n, 2),
+        requests=requests, load_before=load_before, load_after=load_after, nodes=nodes,
+        ready_times=[round(t, 2) for t in times],
+    )
+    (workdir / "result.json").write_text(json.dumps(asdict(result)))
+    print(f"  {row(result)}", file=sys.stderr)
+    return result
+
+
+HEADER = ("| system | round | N | Ready | all Ready s | median create->Ready s | first Ready s | CPU s | peak RSS MiB "
+          "| writes/DB | GETs/DB | reconciles/DB | load avg (1 min) before/after |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+
+
+def row(r: RunResult) -> str:
+    return (f"| {r.label} | {r.round} | {r.n} | {r.ready} | {r.all_ready_s} | {r.median_s} | {r.first_ready_s} "
+            f"| {r.cpu_s} | {r.peak_rss_mib} | {r.writes_per_db} | {r.gets_per_db} | {r.reconciles_per_db or '-'} "
+            f"| {r.load_before[0]:.1f} / {r.load_after[0]:.1f} |")
+
+
+def chart(results: list[RunResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in results:
+        xs = [0.0, *r.ready_times]
+        ax.step(xs, range(len(xs)), where="post", label=f"{r.label} (round {r.round})")
+    ax.set_xlabel("seconds since the first SampleDB was created")
+    ax.set_ylabel("SampleDBs Ready")
+    ax.set_title(f"N={results[0].n}: SampleDBs Ready over time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    systems = [System.parse(s) for s in args.systems.split(",")]
+    out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-n{args.n}")
+    out.mkdir(parents=True, exist_ok=True)
+    timeout = args.timeout or max(600.0, 1.5 * args.n)
+    results = [run_one(s, args.n, rnd, out, timeout) for rnd in range(1, args.rounds + 1) for s in systems]
+    (out / "results.json").write_text(json.dumps([asdict(r) for r in results]))
+    chart(results, out / "ready.png")
+    floor = {r.round: r for r in results if r.label == "floor"}
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; results in {out}\n")
+    print(HEADER)
+    for r in results:
+        print(row(r))
+    if floor:
+        print("\n| system | round | all Ready / floor | median / floor | CPU / floor |\n|---|---:|---:|---:|---:|")
+        for r in results:
+            f = floor.get(r.round)
+            if f is not None and r.label != "floor":
+                print(f"| {r.label} | {r.round} | {r.all_ready_s / f.all_ready_s:.2f} | {r.median_s / f.median_s:.2f} "
+                      f"| {r.cpu_s / max(f.cpu_s, 0.1):.2f} |")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="the benchmark")
+    run.add_argument("--n", type=int, default=300)
+    run.add_argument("--systems", default="floor,operator")
+    run.add_argument("--rounds", type=int, default=1)
+    run.add_argument("--timeout", type=float, default=0.0,
+                     help="seconds to wait for all Ready (default max(600, 1.5 N))")
+    run.add_argument("--out", default="")
+    fl = sub.add_parser("floor", help="(internal) the floor client process")
+    fl.add_argument("--kubeconfig", required=True)
+    fl.add_argument("--namespace", default=NAMESPACE)
+    fl.add_argument("--concurrency", type=int, default=64)
+    fl.add_argument("--stats", required=True)
+    fl.add_argument("--ready-file", required=True)
+    args = parser.parse_args()
+    if args.command == "floor":
+        return asyncio.run(floor_main(args))
+    return run_main(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
