@@ -80,7 +80,16 @@ def handle(args: argparse.Namespace) -> int:
     from sampledb_operator.observability.logging import configure_logging
 
     configure_logging("warning", "console")  # stderr; stdout is the report's
-    report = asyncio.run(_run(options, args.kubeconfig, args.context, progress=args.output == "text"))
+    from sampledb_operator.kube.errors import KubeError
+
+    try:
+        report = asyncio.run(_run(options, args.kubeconfig, args.context, progress=args.output == "text"))
+    except KubeError as exc:
+        print(f"sampledb-operator chaos: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sampledb-operator chaos: interrupted (fill files were removed)", file=sys.stderr)
+        return 130
     if args.output == "json":
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:

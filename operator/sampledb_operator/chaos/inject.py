@@ -130,6 +130,8 @@ class Injector:
             return Injection(SKIPPED, detail=f"gone before the fault: {exc.message or exc}")
         except ApiError as exc:
             return Injection(FAILED, detail=f"the API refused: {exc.status} {exc.reason} {exc.message}".strip())
+        except KubeError as exc:  # no answer: the API server may be the thing that is down
+            return Injection(FAILED, detail=f"no answer from the API: {exc}")
 
     async def _inject(self, fault: Fault, target: Target) -> Injection:
         if fault is Fault.DELETE_POD:

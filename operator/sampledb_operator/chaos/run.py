@@ -60,9 +60,6 @@ async def execute(options: Options, apis: Mapping[str, Api], executor: Executor 
                     duration=options.duration)
     if options.dry_run:
         report.records = [_record(p) for p in schedule]
-        for record in report.records:
-            if progress:
-                progress(record)
         return report
     injector = Injector(apis, executor, targets, lease=options.lease)
     cleanups: list[Cleanup] = []

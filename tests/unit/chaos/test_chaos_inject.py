@@ -3,7 +3,7 @@ what recovery means, and the outcomes when the means are missing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from tests.support.chaos_world import (
@@ -24,7 +24,7 @@ from sampledb_operator.chaos.plan import Target
 from sampledb_operator.chaos.recovery import holds
 from sampledb_operator.chaos.report import FAILED, INJECTED, SKIPPED, UNSUPPORTED
 from sampledb_operator.decide.desired import DATABASE_LABEL
-from sampledb_operator.kube.errors import Forbidden
+from sampledb_operator.kube.errors import Forbidden, KubeTransportError
 
 ORDERS, BILLING = Target(NS, "orders"), Target(NS, "billing")
 Deletes = list[tuple[str, str, str, dict[str, Any]]]
@@ -139,11 +139,14 @@ async def test_nothing_outside_the_scope_is_ever_touched(world: Any) -> None:
     assert cluster.get("Service", "orders") is not None and cluster.get("Pod", "billing-0") is not None
 
 
-async def test_an_api_refusal_is_reported_failed(world: Any) -> None:
+async def test_an_api_refusal_or_no_answer_is_reported_failed(world: Any) -> None:
     cluster, _deletes, apis, executor = world
     cluster.fail("Pod", "delete", Forbidden(403, "Forbidden", "cannot delete pods"))
     injection = await Injector(apis, executor, [ORDERS]).inject(Fault.DELETE_POD, ORDERS)
     assert injection.outcome == FAILED and "403" in injection.detail
+    cluster.fail("Service", "get", cast(Any, KubeTransportError("GET /api/v1/...: connection refused")))
+    injection = await Injector(apis, executor, [ORDERS]).inject(Fault.DELETE_SERVICE, ORDERS)
+    assert injection.outcome == FAILED and "no answer from the API" in injection.detail
 
 
 async def test_kill_leader_deletes_the_lease_holders_pod_and_waits_for_a_new_holder(world: Any) -> None:
