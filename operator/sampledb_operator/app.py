@@ -14,6 +14,7 @@ import signal
 from typing import Any
 
 from sampledb_operator.config import Settings
+from sampledb_operator.decide import cache
 from sampledb_operator.decide.desired import DATABASE_LABEL
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
@@ -51,7 +52,7 @@ def build_caches(client: KubeClient, settings: Settings,
     for resource, selector in watched_resources():
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
-            store = Store(resource.plural)
+            store = Store(resource.plural, transform=cache.compact)  # large unread fields dropped
             stores[ns] = store
             watchers.append((resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
                                                     namespace=ns, label_selector=selector)))

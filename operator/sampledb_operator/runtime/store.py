@@ -9,6 +9,9 @@ Invariants:
 - the owner index always equals what a scan of ownerReferences[].uid would give;
 - objects handed out are shared, read-only by convention: readers must not mutate them (copy
   first, e.g. copy.deepcopy, before building a patch from one);
+- every object held (and every event replace() returns) has passed through the store's transform
+  (client-go's SetTransform): a pure function that may drop fields nobody reads; the identity when
+  none is given;
 - cache_objects{resource} is the total size of every store of that resource (one per watched
   namespace): each store adds and removes its own changes, never sets it; `synced` is set by the
   first replace().
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sampledb_operator.model.refs import ObjectRef
@@ -26,13 +29,19 @@ from sampledb_operator.observability import metrics
 
 Obj = dict[str, Any]
 Event = tuple[str, Obj]
+Transform = Callable[[Obj], Obj]
+
+
+def _identity(obj: Obj) -> Obj:
+    return obj
 
 
 class Store:
     """In-memory cache of one resource's objects."""
 
-    def __init__(self, resource: str) -> None:
+    def __init__(self, resource: str, transform: Transform | None = None) -> None:
         self.resource = resource
+        self.transform = transform or _identity
         self.synced = asyncio.Event()
         self.resource_version = ""
         self._objects: dict[ObjectRef, Obj] = {}
@@ -71,7 +80,8 @@ class Store:
         return [self._objects[ref] for ref in sorted(self._by_owner.get(uid, ()))]
 
     def upsert(self, obj: Obj) -> Obj | None:
-        """Insert or replace one object; the previous one, or None."""
+        """Insert or replace one object (after the transform); the previous one, or None."""
+        obj = self.transform(obj)
         ref = ObjectRef.of(obj)
         previous = self._objects.get(ref)
         if previous is not None:
@@ -97,7 +107,8 @@ class Store:
         """
         objects: dict[ObjectRef, Obj] = {}
         by_owner: dict[str, set[ObjectRef]] = {}
-        for obj in objs:
+        for raw in objs:
+            obj = self.transform(raw)
             ref = ObjectRef.of(obj)
             if ref in objects:
                 _unindex(by_owner, ref, objects[ref])

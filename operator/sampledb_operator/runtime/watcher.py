@@ -234,8 +234,10 @@ class Watcher:
             return
         if event.type == "DELETED":
             self.store.delete(ObjectRef.of(obj))
+            obj = self.store.transform(obj)
         else:
             self.store.upsert(obj)
+            obj = self.store.get(ObjectRef.of(obj)) or obj  # handlers see what the cache holds
         self._deliver(event.type, obj)
 
     def _deliver(self, type_: str, obj: dict[str, Any]) -> None:

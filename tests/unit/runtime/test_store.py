@@ -143,3 +143,16 @@ def test_owner_index_stays_equal_to_a_scan_through_upserts_and_deletes(
         scanned = {o["metadata"]["name"] for o in store.list()
                    if uid in {r["uid"] for r in o["metadata"].get("ownerReferences", [])}}
         assert {o["metadata"]["name"] for o in store.by_owner(uid)} == scanned
+
+
+def test_a_transform_applies_to_every_object_held_and_to_the_events_of_replace() -> None:
+    def slim(o: dict[str, Any]) -> dict[str, Any]:
+        return {**o, "data": None} if "data" in o else o
+
+    store = Store("configmaps", transform=slim)
+    store.upsert({**obj("a"), "data": {"big": "x" * 1000}})
+    held = store.get(ObjectRef("ns", "a"))
+    assert held is not None and held["data"] is None
+    events = store.replace([{**obj("a", "2"), "data": {"k": "v"}}, {**obj("b"), "data": {"k": "v"}}])
+    assert [(t, o["data"]) for t, o in events] == [("MODIFIED", None), ("ADDED", None)]
+    assert all(o["data"] is None for o in store.list())

@@ -171,6 +171,18 @@ async def test_watch_events_reach_the_store_before_the_handlers(h: Harness) -> N
     assert metric("sampledb_watch_events_total", resource="statefulsets", type="ADDED") == added + 1
 
 
+async def test_handlers_see_the_objects_as_the_store_transform_left_them(h: Harness) -> None:
+    h.store.transform = lambda o: {**o, "metadata": {**o["metadata"], "labels": {"slim": "yes"}}}
+    labels: list[dict[str, str]] = []
+    h.watcher.add_handler(lambda _t, o: labels.append(o["metadata"]["labels"]))
+    await h.api.lists.put(listing("10", sts("a", "1")))
+    await h.api.watches.put([event("ADDED", "c", "11"), event("DELETED", "a", "12")])
+    await h.watching(2)
+    cached = h.store.get(ObjectRef("ns", "c"))
+    assert cached is not None and cached["metadata"]["labels"] == {"slim": "yes"}
+    assert labels == [{"slim": "yes"}] * 3
+
+
 async def test_resumes_from_the_last_resource_version_bookmarks_included_when_the_server_ends_the_stream(
     h: Harness,
 ) -> None:

@@ -1,0 +1,41 @@
+"""What the caches keep of a child: large fields that no decision reads are replaced by a digest.
+
+Pure; used as the ConfigMap store's transform (runtime/store.py, like client-go's SetTransform).
+The scripts ConfigMap's data (the data-plane scripts, ~38 KB, identical for every database) is
+replaced by DATA_DIGEST, the SHA-256 of the data's canonical JSON; plan.drift compares a desired
+ConfigMap's data with that digest, so an edit of the scripts on the server is still drift and is
+repaired. DATA_DIGEST is a key only cached objects carry: a cached object is never sent back to the
+API server as a body (writes are built from the desired objects). managedFields are dropped too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+DATA_DIGEST = "sampledb.io/dataDigest"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+COMPACTED_COMPONENTS = frozenset({"scripts"})
+
+
+def data_digest(data: Mapping[str, Any]) -> str:
+    """SHA-256 of a ConfigMap's data, independent of key order."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def compact(obj: Obj) -> Obj:
+    """The object as a cache keeps it: without managedFields; a scripts ConfigMap's data as its digest.
+    The argument is not changed (a new dict when something is dropped)."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(COMPONENT_LABEL) in COMPACTED_COMPONENTS and isinstance(obj.get("data"), Mapping):
+        out = {k: v for k, v in obj.items() if k != "data"}
+        out[DATA_DIGEST] = data_digest(obj["data"])
+        obj = out
+    if "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj

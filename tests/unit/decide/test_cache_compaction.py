@@ -1,0 +1,66 @@
+"""decide/cache.py: the scripts ConfigMap is cached as a digest of its data, and drift still compares by value."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as hs
+
+from sampledb_operator.decide import cache, plan
+from sampledb_operator.decide import desired as d
+from sampledb_operator.model.sampledb import SampleDB
+
+SCRIPTS = {"lib.sh": "#!/bin/bash\n" + "# padding\n" * 2000, "init.sh": "#!/bin/bash\necho init\n"}
+
+
+def make_db() -> SampleDB:
+    return SampleDB.model_validate({
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "orders", "namespace": "shop", "uid": "uid-1", "generation": 1},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"}},
+    })
+
+
+def on_server(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"].update(uid="cm-uid", resourceVersion="7", managedFields=[{"manager": "sampledb-operator"}])
+    return out
+
+
+def scripts_cm() -> dict[str, Any]:
+    return d.scripts_configmap(d.Inputs(make_db(), SCRIPTS))
+
+
+def test_the_cached_scripts_configmap_keeps_a_digest_not_the_data_nor_managed_fields() -> None:
+    served = on_server(scripts_cm())
+    cached = cache.compact(served)
+    assert "data" not in cached and "managedFields" not in cached["metadata"]
+    assert cached[cache.DATA_DIGEST] == cache.data_digest(SCRIPTS)
+    assert cached["metadata"]["resourceVersion"] == "7" and cached["metadata"]["labels"] == served["metadata"]["labels"]
+    assert "data" in served and "managedFields" in served["metadata"]  # the argument is left as it was
+    assert len(repr(cached)) < len(repr(served)) / 10
+
+
+def test_other_configmaps_keep_their_data() -> None:
+    config = on_server(d.configmap(make_db()))
+    cached = cache.compact(config)
+    assert cached["data"] == config["data"] and cache.DATA_DIGEST not in cached
+
+
+def test_a_matching_compacted_scripts_configmap_is_no_drift_and_an_edited_one_is_reapplied() -> None:
+    want = scripts_cm()
+    assert plan.drift(want, cache.compact(on_server(want))) is None
+    edited = on_server(want)
+    edited["data"]["init.sh"] = "#!/bin/bash\necho tampered\n"
+    assert plan.drift(want, cache.compact(edited)) == "data differs"
+    removed = on_server(want)
+    del removed["data"]["lib.sh"]
+    actions = plan.plan([want], {plan.key_of(want): cache.compact(removed)})
+    assert [(a.key, a.obj.get("data")) for a in actions] == [(plan.key_of(want), want["data"])]
+
+
+@given(hs.dictionaries(hs.text(min_size=1, max_size=5), hs.text(max_size=20), max_size=5))
+def test_the_digest_ignores_key_order(data: dict[str, str]) -> None:
+    assert cache.data_digest(dict(reversed(list(data.items())))) == cache.data_digest(data)
