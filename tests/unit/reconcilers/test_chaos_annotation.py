@@ -9,6 +9,7 @@ from tests.support.chaos_world import FakeExec, database_pod, databases, unique_
 from tests.support.fake_cluster import FakeCluster
 
 from sampledb_operator.chaos.faults import ANNOTATION
+from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.chaos import reconcile_chaos
 
@@ -73,3 +74,11 @@ async def test_without_the_annotation_nothing_happens() -> None:
     await reconcile_chaos(cluster.ctx, SampleDB.model_validate(cluster.get("SampleDB", "orders")),
                           executor=FakeExec(cluster))
     assert cluster.writes[writes:] == [] and cluster.recorder.events == []
+
+
+async def test_the_children_are_read_from_the_caches_not_the_api() -> None:
+    cluster, executor, db = await _annotated("delete-service")
+    cluster.fail("Service", "get", Forbidden(403, "Forbidden", "cannot get services"))  # the operator's RBAC
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    assert cluster.get("Service", "orders") is None
+    assert cluster.recorder.reasons() == ["ChaosInjected"]
