@@ -93,7 +93,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         caches = Caches(
             sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
-            configmaps=sets["ConfigMap"], secrets=sets["Secret"],
+            configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
         )
         metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in caches.sampledbs.list()])
         database_metrics.set_database_source(caches.sampledbs.list)

@@ -183,7 +183,8 @@ class FakeCluster:
         sets = {kind: StoreSet({None: store}) for kind, store in self.stores.items()}
         caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
                         pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
-                        configmaps=sets["ConfigMap"], secrets=sets["Secret"])
+                        configmaps=sets["ConfigMap"], secrets=sets["Secret"],
+                        **({"pods": sets["Pod"]} if "Pod" in sets else {}))
         self.clock = FakeClock(wall_start=now)
         self.ctx = Context(client=cast(KubeClient, None), caches=caches,
                            recorder=cast(EventRecorder, self.recorder), clock=self.clock)

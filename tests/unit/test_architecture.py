@@ -3,8 +3,8 @@
 cli/app -> reconcilers -> runtime -> kube -> model; reconcilers -> decide -> model;
 plugin (kubectl sampledb) -> kube, decide, model; observability is a leaf every layer may use.
 chaos (the chaos command, beside the operator like the plugin) -> kube, decide, model; reconcilers -> chaos
-(the annotation's one-off fault). kubernetes_asyncio is imported only by kube/; model/, decide/ and the
-planning modules of chaos/ do no I/O (no asyncio, aiohttp or kubernetes_asyncio).
+(the annotation's one-off fault). kubernetes_asyncio is imported only by kube/, psycopg only by pg/; model/,
+decide/ and the planning modules of chaos/ do no I/O (no asyncio, aiohttp or kubernetes_asyncio).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     "decide": {"model"},
     "kube": {"model", "observability"},
     "runtime": {"kube", "model", "observability"},
-    "reconcilers": {"runtime", "kube", "decide", "model", "observability", "dataplane", "chaos"},
+    "reconcilers": {"runtime", "kube", "decide", "model", "observability", "dataplane", "chaos", "pg"},
+    # the operator's own SQL to the databases (psycopg only here)
+    "pg": {"model", "observability"},
     "observability": set(),
     "dataplane": set(),
     # the kubectl plugin: a client of the API like kubectl, beside the operator, never inside it
@@ -69,6 +71,8 @@ def test_module_imports_follow_the_layer_direction(path: Path) -> None:
         top = name.split(".")[0]
         if top == "kubernetes_asyncio" and layer != "kube":
             bad.append(f"{name} (only kube/ may import kubernetes_asyncio)")
+        if top == "psycopg" and layer != "pg":
+            bad.append(f"{name} (only pg/ may import psycopg)")
         if (layer in ("model", "decide") or rel in PURE_MODULES) and top in IO_MODULES:
             bad.append(f"{name} ({rel} is pure: no I/O modules)")
         if not name.startswith("sampledb_operator.") or layer is None:

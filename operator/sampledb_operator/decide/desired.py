@@ -48,12 +48,23 @@ class Running:
 
 
 @dataclass(frozen=True, slots=True)
+class Instance:
+    """One PostgreSQL instance the database should have: its index and its StatefulSet's replicas (0 while
+    it is fenced, 1 otherwise). decide/replication.py chooses them."""
+
+    index: int
+    replicas: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Inputs:
     """What desired-state functions read besides the SampleDB itself."""
 
     db: SampleDB
     scripts: dict[str, str]  # data-plane scripts by file name (the scripts ConfigMap's data)
     running: Running | None = None  # None: spec.version with its image, default data directory
+    instances: tuple[Instance, ...] = (Instance(0),)
+    skip_volumes: frozenset[int] = frozenset()  # instances whose data volume is not applied (never re-created)
 
     def run(self) -> Running:
         return self.running or Running(self.db.spec.version, image_for(self.db.spec))
@@ -139,9 +150,16 @@ def configmap(db: SampleDB, data_dir: str = "pgdata") -> Obj:
             "user": DEFAULT_USER,
             "secretName": names.secret_name(name),
             "endpoint": names.endpoint(name, ns),
-            pgconfig.CONFIG_KEY: pgconfig.render(db.spec.parameters, f"{DATA_MOUNT}/{data_dir}"),
+            pgconfig.CONFIG_KEY: pgconfig.render(db.spec.parameters, f"{DATA_MOUNT}/{data_dir}",
+                                                 synchronous=synchronous(db)),
+            pgconfig.HBA_KEY: pgconfig.HBA,
         },
     }
+
+
+def synchronous(db: SampleDB) -> bool:
+    """Synchronous replication is on: asked for, and there are standbys to wait for."""
+    return db.spec.replication.synchronous and db.spec.replicas > 1
 
 
 def scripts_configmap_name(db: SampleDB) -> str:
@@ -174,12 +192,14 @@ def _pvc(db: SampleDB, name: str, component: str, *, size: int | str, storage_cl
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
-def data_pvc(db: SampleDB, data_dir: str = "pgdata") -> Obj:
-    """The data volume: not a volumeClaimTemplate, so the operator can expand it. Its annotation names
-    the directory the data lives in, so a new SampleDB adopting a retained volume finds it."""
+def data_pvc(db: SampleDB, data_dir: str = "pgdata", index: int = 0) -> Obj:
+    """Instance `index`'s data volume: not a volumeClaimTemplate, so the operator can expand it. Its
+    annotation names the directory the data lives in, so a new SampleDB adopting a retained volume finds it."""
     store = db.spec.storage
-    return _pvc(db, names.data_pvc_name(db_name(db)), "storage", size=store.size,
-                storage_class=store.storage_class_name, annotations={DATA_DIR_ANNOTATION: data_dir})
+    pvc = _pvc(db, names.instance_data_pvc_name(db_name(db), index), "storage", size=store.size,
+               storage_class=store.storage_class_name, annotations={DATA_DIR_ANNOTATION: data_dir})
+    pvc["metadata"]["labels"][names.INSTANCE_LABEL] = str(index)
+    return pvc
 
 
 def _resources(db: SampleDB) -> Obj:
@@ -215,35 +235,61 @@ def container_security(*, read_only_root: bool = True) -> Obj:
             "readOnlyRootFilesystem": read_only_root}
 
 
-def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None) -> Obj:
-    """One PostgreSQL pod on the data PVC, reading postgresql.conf from the database's ConfigMap.
+PODINFO_DIR = "/etc/sampledb-podinfo"
 
-    spec.parameters reach the server through that file (a reload applies most edits); the pod
-    template carries only a hash of the postmaster-context parameters, so only their edits roll it.
+
+def instance_selector(db: SampleDB, index: int) -> dict[str, str]:
+    """Instance `index`'s StatefulSet selector (immutable once created). Instance 0 keeps the selector the
+    database's StatefulSet has always had; the pods of the others carry their instance label, and a
+    StatefulSet claims only pods it owns, so the instances never take each other's pods."""
+    base = selector_labels(db)
+    return base if index == 0 else {**base, names.INSTANCE_LABEL: str(index)}
+
+
+def _instance_env(db: SampleDB, index: int, run: Running) -> list[Obj]:
+    secret_name = names.secret_name(db_name(db))
+    return [
+        {"name": "POSTGRES_USER", "valueFrom": {"secretKeyRef": {"name": secret_name, "key": SECRET_USERNAME_KEY}}},
+        {"name": "POSTGRES_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret_name,
+                                                                       "key": SECRET_PASSWORD_KEY}}},
+        {"name": "POSTGRES_DB", "value": DEFAULT_DATABASE},
+        {"name": "PGDATA", "value": f"{DATA_MOUNT}/{run.data_dir}"},
+        {"name": "SAMPLEDB_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "SAMPLEDB_SLOT", "value": names.replication_slot_name(index)},
+        {"name": "SAMPLEDB_PRIMARY_HOST", "value": names.service_host(db_name(db), namespace_of(db))},
+        {"name": "SAMPLEDB_PRIMARY_PORT", "value": str(names.POSTGRES_PORT)},
+        {"name": "SAMPLEDB_PODINFO", "value": f"{PODINFO_DIR}/labels"},
+    ]
+
+
+def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None, index: int = 0) -> Obj:
+    """Instance `index`: one PostgreSQL pod on its own data PVC, reading postgresql.conf from the
+    database's ConfigMap. `replicas` is 0 while the instance is fenced.
+
+    The container runs instance.sh (dataplane/), which reads the pod's role label (set by the operator,
+    seen through a downward-API file), clones or rewinds a standby, and never promotes anything: only the
+    operator does, with pg_promote(). spec.parameters reach the server through the config file (a reload
+    applies most edits); the pod template carries only a hash of the postmaster-context parameters, so
+    only their edits roll it.
 
     Not owned by the SampleDB: a foreground deletion must not stop the database before its final
     snapshot. The deletion steps delete it."""
     name = db_name(db)
-    secret_name = names.secret_name(name)
     run = running or Running(db.spec.version, image_for(db.spec))
     container: Obj = {
         "name": "postgres",
         "image": run.image,
+        "command": ["bash", f"{SCRIPTS_MOUNT}/instance.sh"],
         "args": ["postgres", "-c", f"config_file={pgconfig.CONFIG_FILE}"],
         "ports": [{"name": "postgres", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
-        "env": [
-            {"name": "POSTGRES_USER", "valueFrom": {"secretKeyRef": {"name": secret_name,
-                                                                       "key": SECRET_USERNAME_KEY}}},
-            {"name": "POSTGRES_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret_name,
-                                                                           "key": SECRET_PASSWORD_KEY}}},
-            {"name": "POSTGRES_DB", "value": DEFAULT_DATABASE},
-            {"name": "PGDATA", "value": f"{DATA_MOUNT}/{run.data_dir}"},
-        ],
+        "env": _instance_env(db, index, run),
         "volumeMounts": [{"name": names.DATA_VOLUME, "mountPath": DATA_MOUNT},
-                         {"name": "run", "mountPath": "/var/run/postgresql"},
+                         {"name": "run", "mountPath": pgconfig.RUN_DIR},
                          {"name": "shm", "mountPath": "/dev/shm"},
                          {"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True}],
+                         {"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True},
+                         {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                         {"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True}],
         "readinessProbe": {"exec": {"command": _pg_isready(3)}, "periodSeconds": 5, "timeoutSeconds": 5,
                            "failureThreshold": 3},
         "livenessProbe": {"exec": {"command": _pg_isready(5)}, "initialDelaySeconds": 30, "periodSeconds": 10,
@@ -255,7 +301,8 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
     resources = _resources(db)
     if resources:
         container["resources"] = resources
-    sts_meta = meta(db, names.statefulset_name(name), "database", owned=False)
+    sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)
+    sts_meta["labels"][names.INSTANCE_LABEL] = str(index)
     sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
     return {
         "apiVersion": "apps/v1",
@@ -264,11 +311,11 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
         "spec": {
             "replicas": replicas,
             "serviceName": names.headless_service_name(name),
-            "selector": {"matchLabels": selector_labels(db)},
+            "selector": {"matchLabels": instance_selector(db, index)},
             "podManagementPolicy": "OrderedReady",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": labels(db, "database"),
+                "metadata": {"labels": {**labels(db, "database"), names.INSTANCE_LABEL: str(index)},
                              "annotations": {pgconfig.RESTART_ANNOTATION: pgconfig.restart_hash(db.spec.parameters)}},
                 "spec": {
                     "securityContext": pod_security(),
@@ -278,13 +325,17 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
                     "containers": [container],
                     "volumes": [
                         {"name": names.DATA_VOLUME,
-                         "persistentVolumeClaim": {"claimName": names.data_pvc_name(name)}},
+                         "persistentVolumeClaim": {"claimName": names.instance_data_pvc_name(name, index)}},
                         {"name": "run", "emptyDir": {}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
                         {"name": "tmp", "emptyDir": {}},
                         {"name": "config", "configMap": {
                             "name": names.configmap_name(name),
-                            "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY}]}},
+                            "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY},
+                                      {"key": pgconfig.HBA_KEY, "path": pgconfig.HBA_KEY}]}},
+                        {"name": "scripts", "configMap": {"name": scripts_configmap_name(db)}},
+                        {"name": "podinfo", "downwardAPI": {"items": [
+                            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
                     ],
                 },
             },
@@ -292,13 +343,14 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None)
     }
 
 
-def _service(db: SampleDB, name: str, **spec: Any) -> Obj:
-    """A Service selecting the database pod on the postgres port; never owned."""
+def _service(db: SampleDB, name: str, role: str | None = None, **spec: Any) -> Obj:
+    """A Service selecting the database's pods (those of one role, when given) on the postgres port; never owned."""
+    selector = selector_labels(db) if role is None else {**selector_labels(db), names.ROLE_LABEL: role}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta(db, name, "database", owned=False),
-        "spec": {**spec, "selector": selector_labels(db),
+        "spec": {**spec, "selector": selector,
                  "ports": [{"name": "postgres", "port": names.POSTGRES_PORT, "targetPort": "postgres",
                             "protocol": "TCP"}]},
     }
@@ -309,9 +361,18 @@ def headless_service(db: SampleDB) -> Obj:
     return _service(db, names.headless_service_name(db_name(db)), clusterIP="None", publishNotReadyAddresses=True)
 
 
+PRIMARY_ROLE = "primary"
+REPLICA_ROLE = "replica"
+
+
 def client_service(db: SampleDB) -> Obj:
-    """The published endpoint applications connect to (status.endpoint)."""
-    return _service(db, names.client_service_name(db_name(db)), type="ClusterIP")
+    """The published endpoint applications connect to (status.endpoint): the primary, read-write."""
+    return _service(db, names.client_service_name(db_name(db)), PRIMARY_ROLE, type="ClusterIP")
+
+
+def replica_service(db: SampleDB) -> Obj:
+    """The hot standbys, read-only (no endpoints with one instance)."""
+    return _service(db, names.replica_service_name(db_name(db)), REPLICA_ROLE, type="ClusterIP")
 
 
 def backup_pvc(db: SampleDB) -> Obj:
@@ -322,14 +383,20 @@ def backup_pvc(db: SampleDB) -> Obj:
 
 
 def children(inputs: Inputs) -> list[Obj]:
-    """Every long-lived child the operator keeps in shape (the Secret and Jobs are handled apart)."""
+    """Every long-lived child the operator keeps in shape (the Secret and Jobs are handled apart): per
+    instance a data volume and a StatefulSet (decide/replication.py chooses the instances)."""
     db = inputs.db
-    return [
-        configmap(db, inputs.run().data_dir),
+    run = inputs.run()
+    out = [
+        configmap(db, run.data_dir),
         scripts_configmap(inputs),
-        data_pvc(db, inputs.run().data_dir),
         backup_pvc(db),
         headless_service(db),
         client_service(db),
-        statefulset(db, running=inputs.run()),
+        replica_service(db),
     ]
+    for inst in inputs.instances:
+        if inst.index not in inputs.skip_volumes:
+            out.append(data_pvc(db, run.data_dir, inst.index))
+        out.append(statefulset(db, inst.replicas, run, inst.index))
+    return out

@@ -24,6 +24,21 @@ from sampledb_operator.model.pg_settings import needs_restart
 CONFIG_DIR = "/etc/sampledb"
 CONFIG_KEY = "postgresql.conf"
 CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_KEY}"
+HBA_KEY = "pg_hba.conf"
+HBA_FILE = f"{CONFIG_DIR}/{HBA_KEY}"
+RUN_DIR = "/var/run/postgresql"
+INSTANCE_CONF = f"{RUN_DIR}/sampledb-instance.conf"  # written by instance.sh at each start: conninfo, slot
+SYNCHRONOUS_STANDBYS = "ANY 1 (*)"
+WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can pg_rewind from it
+
+# Who may connect, and how: the image's rules (trust on the socket, scram-sha-256 over TCP) plus
+# streaming replication over TCP for the standbys (the superuser of the Secret, with its password).
+HBA = """# Written by sampledb-operator.
+local   all          all                 trust
+local   replication  all                 trust
+host    all          all          all    scram-sha-256
+host    replication  all          all    scram-sha-256
+"""
 RESTART_ANNOTATION = "sampledb.io/restart-parameters"  # on the pod template
 PARAMETERS_HASH_ANNOTATION = "sampledb.io/parameters-hash"  # on a reload Job: the hash it applies
 
@@ -33,10 +48,17 @@ def quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def render(parameters: Mapping[str, str] | None, pgdata: str) -> str:
-    """The postgresql.conf the server reads: PGDATA's own file, then the parameters in name order."""
+def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bool = False) -> str:
+    """The postgresql.conf the server reads: PGDATA's own file, the operator's settings (access rules,
+    what pg_rewind needs, synchronous replication when asked), the instance's own file (instance.sh:
+    primary_conninfo, primary_slot_name, cluster_name), then the parameters in name order."""
     lines = ["# Written by sampledb-operator from spec.parameters; edit the SampleDB, not this file.",
-             f"include_if_exists = {quote(pgdata + '/postgresql.conf')}"]
+             f"include_if_exists = {quote(pgdata + '/postgresql.conf')}",
+             f"hba_file = {quote(HBA_FILE)}",
+             "wal_log_hints = 'on'",
+             f"wal_keep_size = {quote(WAL_KEEP_SIZE)}",
+             f"synchronous_standby_names = {quote(SYNCHRONOUS_STANDBYS if synchronous else '')}",
+             f"include_if_exists = {quote(INSTANCE_CONF)}"]
     lines += [f"{name} = {quote(str(value))}" for name, value in sorted((parameters or {}).items())]
     return "\n".join(lines) + "\n"
 

@@ -94,7 +94,8 @@ def reload_job(db: SampleDB, parameters_hash: str) -> Obj:
              {"name": "WAIT_TIMEOUT", "value": "120"}],
         extra_volumes=[{"name": "config", "configMap": {
             "name": names.configmap_name(name),
-            "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY}]}}],
+            "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY},
+                      {"key": pgconfig.HBA_KEY, "path": pgconfig.HBA_KEY}]}}],
         extra_mounts=[{"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True}],
         annotations={pgconfig.PARAMETERS_HASH_ANNOTATION: parameters_hash},
     )

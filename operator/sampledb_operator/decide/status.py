@@ -17,6 +17,7 @@ from sampledb_operator.model.conditions import Condition, ConditionType, get_con
 from sampledb_operator.model.sampledb import (
     AppliedMigration,
     BackupRecord,
+    InstanceStatus,
     Phase,
     Problem,
     SampleDB,
@@ -25,6 +26,16 @@ from sampledb_operator.model.sampledb import (
 from sampledb_operator.model.schema import dump
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationRecord:
+    """The election's record and each instance's state (decide/replication.py, reconcilers/replication.py)."""
+
+    primary: str
+    target: str | None
+    ready_instances: str
+    instances: tuple[InstanceStatus, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,7 @@ class Observed:
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
     last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
     last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
+    replication: ReplicationRecord | None = None  # replaces status.primary/targetPrimary/instances when set
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +208,9 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
         update["applied_migrations"] = list(obs.applied_migrations)
     if obs.applied_parameters is not None:
         update["applied_parameters"] = obs.applied_parameters
+    if obs.replication is not None:
+        update.update(primary=obs.replication.primary, target_primary=obs.replication.target,
+                      ready_instances=obs.replication.ready_instances, instances=list(obs.replication.instances))
     return status.model_copy(update=update) if update else status
 
 

@@ -75,6 +75,37 @@ def data_pvc_name(db: str, ordinal: int = 0) -> str:
     return f"{DATA_VOLUME}-{pod_name(db, ordinal)}"
 
 
+INSTANCE_LABEL = "sampledb.io/instance"
+ROLE_LABEL = "sampledb.io/role"
+MAX_INSTANCES = 9
+
+
+def instance_statefulset_name(db: str, index: int) -> str:
+    """Instance `index`'s StatefulSet (one pod each): instance 0 is the database's original StatefulSet,
+    instance k >= 1 is `<db>-i<k>`."""
+    return statefulset_name(db) if index == 0 else fit(db, f"-i{index}", STATEFULSET_LIMIT)
+
+
+def instance_pod_name(db: str, index: int) -> str:
+    """Instance `index`'s pod (the instance's name in status.primary and status.instances)."""
+    return f"{instance_statefulset_name(db, index)}-0"
+
+
+def instance_data_pvc_name(db: str, index: int) -> str:
+    """Instance `index`'s data volume; instance 0's is data_pvc_name(db)."""
+    return f"{DATA_VOLUME}-{instance_pod_name(db, index)}"
+
+
+def replication_slot_name(index: int) -> str:
+    """The physical replication slot (on the primary) that instance `index` streams through as a standby."""
+    return f"sdb_i{index}"
+
+
+def replica_service_name(db: str) -> str:
+    """The read-only Service: the hot standbys."""
+    return fit(db, "-ro")
+
+
 def backup_pvc_name(db: str) -> str:
     """The volume backups and snapshots are written to; it outlives the SampleDB."""
     return f"{db}-backups"

@@ -55,11 +55,35 @@ KIND = "SampleDB"
 DEFAULT_IMAGE_REPOSITORY = "postgres"
 
 __all__ = [  # re-exported from spec_rules: the spec's constants live with the spec
-    "CRON_RE", "DEFAULT_IMAGE_REPOSITORY", "FORBIDDEN_PARAMETERS", "KIND", "MAX_STORAGE", "MIN_STORAGE",
-    "PARAMETER_NAME_RE", "SUPPORTED_MAJORS", "VERSION_RE",
-    "AppliedMigration", "BackupRecord", "BackupSpec", "BackupStorageSpec", "DeletionPolicy", "InitSpec",
-    "MigrationsSpec", "Phase", "Problem", "ResourceRequirements", "RestoreSpec", "SampleDB", "SampleDBSpec",
-    "SampleDBStatus", "StorageSpec", "UpgradeSpec", "image_for", "major_of",
+    "CRON_RE",
+    "DEFAULT_IMAGE_REPOSITORY",
+    "FORBIDDEN_PARAMETERS",
+    "KIND",
+    "MAX_STORAGE",
+    "MIN_STORAGE",
+    "PARAMETER_NAME_RE",
+    "SUPPORTED_MAJORS",
+    "VERSION_RE",
+    "AppliedMigration",
+    "BackupRecord",
+    "BackupSpec",
+    "BackupStorageSpec",
+    "DeletionPolicy",
+    "InitSpec",
+    "InstanceStatus",
+    "MigrationsSpec",
+    "Phase",
+    "Problem",
+    "ReplicationSpec",
+    "ResourceRequirements",
+    "RestoreSpec",
+    "SampleDB",
+    "SampleDBSpec",
+    "SampleDBStatus",
+    "StorageSpec",
+    "UpgradeSpec",
+    "image_for",
+    "major_of",
 ]
 
 
@@ -204,6 +228,23 @@ class UpgradeSpec(SpecModel):
     )
 
 
+class ReplicationSpec(SpecModel):
+    """How the standbys follow the primary, and when the operator fails over."""
+
+    synchronous: bool = Field(
+        default=False,
+        description="Synchronous replication: a commit returns only once at least one standby has flushed it"
+        " (synchronous_standby_names = 'ANY 1 (*)'), so a failover loses no committed transaction; writes wait"
+        " while no standby is connected. Asynchronous (false) may lose the last transactions committed on the"
+        " primary before it failed. Ignored with one instance.",
+    )
+    failover_delay_seconds: int = Field(
+        default=30, ge=0, le=3600,
+        description="How long the primary must stay unready (pod not Ready, or gone) before the operator fences it"
+        " and promotes the most advanced standby. 0 fails over at once; a longer delay rides out restarts.",
+    )
+
+
 class SampleDBSpec(SpecModel):
     """The desired state of one PostgreSQL database."""
 
@@ -250,6 +291,15 @@ class SampleDBSpec(SpecModel):
         description="Stop reconciling: the operator changes nothing until it is set back to false.",
     )
     migrations: MigrationsSpec | None = Field(default=None, description="Schema migrations to apply.")
+    replicas: int = Field(
+        default=1, ge=1, le=9,
+        description="PostgreSQL instances: one primary (read-write, the Service <name>) and replicas-1 hot standbys"
+        " by streaming replication (read-only, the Service <name>-ro). The operator elects the primary, fails"
+        " over to the most advanced standby, and never removes the primary when scaling down.",
+    )
+    replication: ReplicationSpec = Field(
+        default_factory=ReplicationSpec, description="Replication mode and failover timing (with replicas > 1)."
+    )
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
 
 
@@ -268,6 +318,21 @@ class AppliedMigration(StatusModel):
         default=None, pattern=SHA256_RE, description="SHA-256 (hex) of the file's content when applied."
     )
     applied_at: Time | None = Field(default=None, description="When it was applied.")
+
+
+class InstanceStatus(StatusModel):
+    """One PostgreSQL instance of the database as the operator last saw it."""
+
+    name: str = Field(max_length=NAME_MAX, description="The instance's pod name.")
+    role: str = Field(max_length=16, description="primary, replica, or fenced (stopped during a failover).")
+    ready: bool = Field(default=False, description="The pod is Ready.")
+    lsn: str | None = Field(
+        default=None, max_length=32,
+        description="WAL position: the primary's current LSN, a standby's last replayed LSN.",
+    )
+    lag_bytes: int | None = Field(
+        default=None, description="A standby's replay lag behind the primary's current LSN, in bytes.",
+    )
 
 
 class SampleDBStatus(StatusModel):
@@ -303,6 +368,19 @@ class SampleDBStatus(StatusModel):
     applied_parameters: str | None = Field(
         default=None, max_length=64,
         description="Hash of the spec.parameters the server last reloaded (the reload Job's record).",
+    )
+    primary: str | None = Field(
+        default=None, max_length=NAME_MAX,
+        description="The instance (pod name) the operator elected primary; the Service <name> selects it.",
+    )
+    target_primary: str | None = Field(
+        default=None, max_length=NAME_MAX,
+        description="During a failover or switchover: the instance being promoted (the old primary is fenced"
+        " until it is).",
+    )
+    ready_instances: str | None = Field(default=None, max_length=8, description="Ready instances / spec.replicas.")
+    instances: list[InstanceStatus] = Field(
+        default_factory=list, max_length=9, description="Each instance's role, readiness and replication position."
     )
 
 

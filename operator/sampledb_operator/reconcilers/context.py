@@ -27,6 +27,7 @@ from sampledb_operator.kube.resources import (
 )
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
 Obj = dict[str, Any]
@@ -47,12 +48,13 @@ class Caches:
     services: StoreSet
     configmaps: StoreSet
     secrets: StoreSet
+    pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))  # database pods only
 
     def for_kind(self, kind: str) -> StoreSet:
         return {
             "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
-            "SampleDB": self.sampledbs, "SampleDBBackup": self.backups,
+            "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
         }[kind]
 
 

@@ -43,6 +43,7 @@ def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
             ("ConfigMap", d.scripts_configmap_name(db)),
             ("Service", names.headless_service_name(name)),
             ("Service", names.client_service_name(name)),
+            ("Service", names.replica_service_name(name)),
             ("PersistentVolumeClaim", names.backup_pvc_name(name))]
 
 
@@ -112,9 +113,11 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
         await _event(ctx, db, "Normal", "DataDeleted", decision.reason)
     elif decision.step is Step.RETAIN_DATA:
         data, secret = names.data_pvc_name(db.metadata.name), names.secret_name(db.metadata.name)
-        await _retain(ctx, db, "PersistentVolumeClaim", data)
+        standbys = {n for k, n in instance_children(ctx, db) if k == "PersistentVolumeClaim"}
+        for volume in sorted({data} | standbys):
+            await _retain(ctx, db, "PersistentVolumeClaim", volume)
         await _retain(ctx, db, "Secret", secret)
-        await _delete_children(ctx, db, keep={data, secret})
+        await _delete_children(ctx, db, keep={data, secret} | standbys)
         await _event(ctx, db, "Normal", "DataRetained",
                      f"PVC {data} and Secret {secret} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}="
                      f"{db.metadata.name}; a new SampleDB of this name adopts them")
@@ -150,10 +153,22 @@ async def _delete(ctx: Context, kind: str, namespace: str, name: str) -> None:
         await ctx.apis[kind].delete(name, namespace)
 
 
+def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
+    """The StatefulSets and data volumes of every instance but the first (spec.replicas > 1), from the caches."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    out = []
+    for kind in ("StatefulSet", "PersistentVolumeClaim"):
+        for child in ctx.caches.for_kind(kind).list(ns, {d.DATABASE_LABEL: name}):
+            labels = child["metadata"].get("labels") or {}
+            if labels.get(names.INSTANCE_LABEL, "0") != "0":
+                out.append((kind, str(child["metadata"]["name"])))
+    return out
+
+
 async def _delete_children(ctx: Context, db: SampleDB, keep: set[str]) -> None:
     """Delete the database's unowned children (the backup volume is always kept: it holds the backups)."""
     ns = db.metadata.namespace or ""
-    for kind, name in unowned_children(db)[:-1]:
+    for kind, name in [*instance_children(ctx, db), *unowned_children(db)[:-1]]:
         if name not in keep and _live(ctx.cached(kind, ns, name)):
             await _delete(ctx, kind, ns, name)
 

@@ -24,6 +24,7 @@ from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminati
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
     JOB,
+    POD,
     PVC,
     SAMPLEDB,
     SAMPLEDBBACKUP,
@@ -39,7 +40,16 @@ from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers import deletion, migrations, reload, schedule, upgrade, verification, volumes
+from sampledb_operator.reconcilers import (
+    deletion,
+    migrations,
+    reload,
+    replication,
+    schedule,
+    upgrade,
+    verification,
+    volumes,
+)
 from sampledb_operator.reconcilers.context import Context, EventType
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 from sampledb_operator.runtime.controller import Result, combine
@@ -95,12 +105,13 @@ class SampleDBReconciler:
             return Result(requeue=True) if written.stale else None
 
         observed_children = self._observed_children(db)
-        sts = self.ctx.cached("StatefulSet", db.metadata.namespace, names.statefulset_name(db.metadata.name))
+        instances = await replication.reconcile_replication(self.ctx, db)
+        sts = instances.primary_statefulset
         ready = st.statefulset_ready(sts)
-        upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready)
-        degraded: list[Problem] = list(upgrading.degraded)
+        upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
+        degraded: list[Problem] = [*upgrading.degraded, *instances.problems]
         await self._ensure_secret(db, observed_children, degraded)
-        live_volumes = await self._apply_children(db, observed_children, degraded, upgrading.running)
+        live_volumes = await self._apply_children(db, observed_children, degraded, upgrading.running, instances)
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & live_volumes
         await self._disown(db, observed_children)
@@ -132,6 +143,8 @@ class SampleDBReconciler:
             blockers=tuple(blockers),
             degraded=tuple(degraded),
             init_changed=init_changed,
+            replication=st.ReplicationRecord(instances.primary, instances.target, instances.ready_instances,
+                                             instances.statuses),
         )
         written = await self._write_status(db, obj, observed)
         if written.stale:
@@ -142,6 +155,7 @@ class SampleDBReconciler:
             Result(requeue=bool(blockers or migration.requeue or verified.requeue)),  # look again with backoff
             Result(requeue_after=backups.requeue_after),  # the next scheduled backup
             Result(requeue_after=migration.recheck_after),  # a look at the migrations ConfigMap
+            Result(requeue_after=instances.requeue_after),  # replication positions, a failover's next step
         )
 
     # ------------------------------------------------------------------ children
@@ -154,6 +168,9 @@ class SampleDBReconciler:
             found = self.ctx.cached(kind, db.metadata.namespace, name)
             if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
                 out[(kind, name)] = found
+        for kind in ("StatefulSet", "PersistentVolumeClaim"):  # every instance's
+            for child in self.caches.for_kind(kind).list(db.metadata.namespace, {d.DATABASE_LABEL: db.metadata.name}):
+                out[plan.key_of(child)] = child
         for child in self.caches.jobs.by_owner(db.metadata.uid or ""):
             out[plan.key_of(child)] = child
         return out
@@ -179,9 +196,14 @@ class SampleDBReconciler:
             pass  # created by an earlier pass whose watch event has not arrived yet
 
     async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem],
-                              running: d.Running) -> frozenset[str]:
-        """Apply what the plan asks for; the roles of the volumes that exist (and are not being deleted) after it."""
+                              running: d.Running,
+                              instances: replication.ReplicationOutcome | None = None) -> frozenset[str]:
+        """Apply what the plan asks for; the roles of the volumes that exist (and are not being deleted) after it.
+        `instances`: the instances decide/replication.py chose (None: the first one only)."""
         inputs = d.Inputs(db=db, scripts=self._scripts, running=running)
+        if instances is not None:
+            inputs = d.Inputs(db=db, scripts=self._scripts, running=running, instances=instances.instances,
+                              skip_volumes=instances.skip_volumes)
         volume_states = volumes.states(self.ctx, db, observed)
         accept = vol.accepted(db.metadata.annotations)
         verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
@@ -422,4 +444,17 @@ def watched_resources() -> list[tuple[Resource, str | None]]:
         (SERVICE, d.MANAGED_SELECTOR),
         (CONFIGMAP, d.MANAGED_SELECTOR),
         (SECRET, d.MANAGED_SELECTOR),
+        (POD, f"{d.MANAGED_SELECTOR},{d.COMPONENT_LABEL}=database"),  # the database pods, not the Jobs'
     ]
+
+
+def _major_blocked(instances: replication.ReplicationOutcome) -> str | None:
+    """Why a major upgrade cannot start now: it rewrites instance 0's volume, so it needs one instance, the
+    primary on instance 0 (standbys would need a new clone of the new major)."""
+    if len(instances.instances) > 1 or instances.target is not None:
+        return ("a major-version upgrade runs with one instance: set spec.replicas to 1 (the standbys are removed),"
+                " then raise spec.version, then scale up again")
+    if instances.instances and instances.instances[0].index != 0:
+        return (f"a major-version upgrade rewrites the first instance's volume, but {instances.primary} is the"
+                " primary: switch over to the first instance (annotation sampledb.io/switchover) first")
+    return None

@@ -71,11 +71,18 @@ def sts_version(sts: Obj | None) -> str | None:
 JOB_DETAIL_LIMIT = 600  # characters of the script's message kept in the condition
 
 
-async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_ready: bool) -> UpgradeOutcome:
-    """One pass of the upgrade step."""
+async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_ready: bool,
+                            major_blocked: str | None = None) -> UpgradeOutcome:
+    """One pass of the upgrade step; `major_blocked` (why a major upgrade cannot run now) holds one back."""
     wanted, current = db.spec.version, db.status.current_version
     data_dir = current_data_dir(sts) if sts is not None else adopted_data_dir(ctx, db)
     kind = up.kind_of(current, wanted)
+    if kind is up.Kind.MAJOR and major_blocked and current is not None and not unfinished_jobs(ctx, db):
+        running = d.Running(version=current, image=str(_container(sts).get("image") or f"postgres:{current}"),
+                            data_dir=data_dir)
+        cond = Condition(type="Upgrading", status="False", reason="UpgradeBlocked", message=major_blocked,
+                         observed_generation=db.metadata.generation)
+        return UpgradeOutcome(running, cond, (Problem("UpgradeBlocked", major_blocked, "spec.version"),))
     inp = up.UpgradeInput(wanted=wanted, current=current, data_dir=data_dir, backup_required=False,
                           backup_phase=None, sts_ready=sts_ready, sts_version=sts_version(sts))
     job_name = ""

@@ -77,7 +77,8 @@ def test_jobs_are_owned_by_the_sampledb() -> None:
 def test_data_volume_records_its_data_directory() -> None:
     db = make_db()
     running = d.Running("17.2", "postgres:17.2", "pgdata-17")
-    pvc = next(c for c in d.children(d.Inputs(db, SCRIPTS, running)) if c["kind"] == "PersistentVolumeClaim")
+    pvc = next(c for c in d.children(d.Inputs(db, SCRIPTS, running)) if c["kind"] == "PersistentVolumeClaim"
+               and c["metadata"]["name"] == "data-orders-0")
     assert pvc["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata-17"}
 
 
@@ -88,11 +89,13 @@ def test_statefulset_runs_the_versions_image_on_the_data_pvc_with_probes_and_non
     pod = sts["spec"]["template"]["spec"]
     c = pod["containers"][0]
     assert c["image"] == "postgres:16.4"
+    assert c["command"] == ["bash", "/sampledb/scripts/instance.sh"]  # which reads the role, clones, rewinds
     assert c["args"] == ["postgres", "-c", "config_file=/etc/sampledb/postgresql.conf"]
     assert {"name": "config", "mountPath": "/etc/sampledb", "readOnly": True} in c["volumeMounts"]
     config = next(v for v in pod["volumes"] if v["name"] == "config")
     assert config["configMap"] == {"name": names.configmap_name("orders"),
-                                   "items": [{"key": "postgresql.conf", "path": "postgresql.conf"}]}
+                                   "items": [{"key": "postgresql.conf", "path": "postgresql.conf"},
+                                             {"key": "pg_hba.conf", "path": "pg_hba.conf"}]}
     assert c["resources"] == {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}
     assert {"readinessProbe", "livenessProbe", "startupProbe"} <= set(c)
     assert pod["securityContext"]["runAsNonRoot"] is True

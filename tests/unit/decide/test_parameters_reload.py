@@ -28,7 +28,15 @@ def test_the_file_includes_pgdatas_own_file_first_then_the_parameters_in_order()
     text = pgconfig.render({"work_mem": "8MB", "max_connections": "200"}, "/var/lib/postgresql/data/pgdata")
     lines = [line for line in text.splitlines() if not line.startswith("#")]
     assert lines == ["include_if_exists = '/var/lib/postgresql/data/pgdata/postgresql.conf'",
+                     "hba_file = '/etc/sampledb/pg_hba.conf'", "wal_log_hints = 'on'", "wal_keep_size = '256MB'",
+                     "synchronous_standby_names = ''",
+                     "include_if_exists = '/var/run/postgresql/sampledb-instance.conf'",
                      "max_connections = '200'", "work_mem = '8MB'"]
+
+
+def test_synchronous_replication_waits_for_any_one_standby() -> None:
+    text = pgconfig.render({}, "/d", synchronous=True)
+    assert "synchronous_standby_names = 'ANY 1 (*)'" in text.splitlines()
     assert text.endswith("\n")
 
 

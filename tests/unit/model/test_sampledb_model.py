@@ -90,8 +90,8 @@ def test_dump_uses_camel_case_strings_and_omits_unset_optionals() -> None:
 
 
 def test_unknown_spec_field_from_a_newer_crd_is_ignored_not_fatal() -> None:
-    spec = SampleDBSpec.model_validate({"version": "16.4", "storage": {"size": "1Gi"}, "replicas": 3})
-    assert "replicas" not in dump(spec)
+    spec = SampleDBSpec.model_validate({"version": "16.4", "storage": {"size": "1Gi"}, "hibernation": {"on": True}})
+    assert "hibernation" not in dump(spec)
 
 
 def test_unknown_status_field_survives_a_read_modify_write() -> None:

@@ -1,0 +1,40 @@
+"""What a PostgreSQL instance says about itself (read by the operator over SQL), as a plain value.
+
+Shared by the SQL client (pg/, which fills it) and the decisions (decide/replication.py, which read it).
+LSNs are byte positions in the WAL (pg_lsn as an integer), so they compare and subtract directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """One server's answer: in recovery (a standby) or not (a primary), and how far its WAL goes."""
+
+    in_recovery: bool
+    current_lsn: int | None = None  # a primary's pg_current_wal_lsn()
+    receive_lsn: int | None = None  # a standby's pg_last_wal_receive_lsn() (flushed to its disk)
+    replay_lsn: int | None = None  # a standby's pg_last_wal_replay_lsn()
+    timeline: int | None = None
+
+    @property
+    def position(self) -> int:
+        """How far this server's WAL goes: what a standby holds (received or replayed), a primary's current LSN."""
+        if not self.in_recovery:
+            return self.current_lsn or 0
+        return max(self.receive_lsn or 0, self.replay_lsn or 0)
+
+
+def format_lsn(value: int | None) -> str | None:
+    """An integer WAL position as PostgreSQL prints a pg_lsn (X/Y in hex)."""
+    if value is None:
+        return None
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text: str) -> int:
+    """A pg_lsn's text (X/Y in hex) as an integer."""
+    high, low = text.split("/", 1)
+    return (int(high, 16) << 32) | int(low, 16)

@@ -1,0 +1,94 @@
+"""SQL calls the operator makes to one PostgreSQL instance, each on its own short connection.
+
+Every call is bounded by `within` seconds (connect and statement alike) and never raises for an
+unreachable or failing server: it returns None/False and logs why, so a reconcile pass is never stuck
+on a database. Credentials are passed to the driver only; they are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from sampledb_operator.model.instances import ServerState
+from sampledb_operator.observability.logging import get_logger
+
+log = get_logger(__name__)
+
+SLOT_PREFIX = "sdb_i"
+STATE_SQL = """
+SELECT pg_is_in_recovery(),
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint END,
+       (pg_last_wal_receive_lsn() - '0/0'::pg_lsn)::bigint,
+       (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
+       (SELECT timeline_id FROM pg_control_checkpoint())
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where and as whom to connect (the database's superuser from its Secret)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def __repr__(self) -> str:  # never the password
+        return f"Target({self.host}:{self.port} as {self.user})"
+
+
+async def _run(target: Target, within: float, sql: str, params: tuple[Any, ...] = (),
+               *, autocommit: bool = True) -> list[tuple[Any, ...]] | None:
+    async def go() -> list[tuple[Any, ...]]:
+        conn = await psycopg.AsyncConnection.connect(
+            host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
+            connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=autocommit)
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute(sql, params)
+                return list(await cur.fetchall()) if cur.description else []
+        finally:
+            await conn.close()
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.Error, OSError) as exc:
+        log.info("SQL call failed", host=target.host, error=type(exc).__name__, detail=str(exc).splitlines()[0][:200]
+                 if str(exc) else "")
+        return None
+
+
+async def server_state(target: Target, within: float = 3.0) -> ServerState | None:
+    """The server's recovery state and WAL positions, or None when it does not answer."""
+    rows = await _run(target, within, STATE_SQL)
+    if not rows:
+        return None
+    in_recovery, current, received, replayed, timeline = rows[0]
+    return ServerState(in_recovery=bool(in_recovery), current_lsn=current, receive_lsn=received,
+                       replay_lsn=replayed, timeline=timeline)
+
+
+async def promote(target: Target, within: float = 60.0) -> bool:
+    """pg_promote(): the standby leaves recovery; True when it has (waits up to `within` seconds)."""
+    wait = max(1, int(within) - 5)
+    rows = await _run(target, within, "SELECT pg_promote(true, %s)", (wait,))
+    return bool(rows and rows[0][0])
+
+
+async def sync_slots(target: Target, wanted: frozenset[str], within: float = 5.0) -> bool:
+    """Make the primary's physical slots named SLOT_PREFIX* exactly `wanted`: create missing ones (reserving
+    WAL at once), drop inactive ones no instance uses any more. True when it answered."""
+    rows = await _run(target, within,
+                      "SELECT slot_name, active FROM pg_replication_slots WHERE slot_type = 'physical'")
+    if rows is None:
+        return False
+    have = {str(name): bool(active) for name, active in rows}
+    for name in sorted(wanted - set(have)):
+        await _run(target, within, "SELECT pg_create_physical_replication_slot(%s, true)", (name,))
+    for name in sorted(n for n in have if n.startswith(SLOT_PREFIX) and n not in wanted and not have[n]):
+        await _run(target, within, "SELECT pg_drop_replication_slot(%s)", (name,))
+    return True

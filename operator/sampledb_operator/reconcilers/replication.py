@@ -1,0 +1,243 @@
+"""Replicas and the primary: the I/O around decide/replication.py, once per SampleDB pass.
+
+Reads the instances (their StatefulSets and pods from the caches), asks each server over SQL where it
+stands (only when the database has, or had, more than one instance), reads live whether a fenced
+primary is really gone, asks decide/replication.py for the plan, and carries out its immediate steps:
+events, deleting fenced pods, pg_promote(), role labels on pods (the Services select by them),
+replication slots on the primary, removing scaled-down instances. The StatefulSets themselves
+(replicas 0 for a fenced instance) are applied with the other children, from `instances`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import replication as rep
+from sampledb_operator.kube.errors import NotFound
+from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.instances import ServerState, format_lsn
+from sampledb_operator.model.sampledb import DeletionPolicy, InstanceStatus, Problem, SampleDB
+from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.pg import client as pg
+from sampledb_operator.reconcilers.context import Context
+
+log = get_logger(__name__)
+Obj = dict[str, Any]
+FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationOutcome:
+    instances: tuple[d.Instance, ...]  # for the children: each instance's StatefulSet replicas
+    skip_volumes: frozenset[int]  # instances whose data volume must not be created (see _skip_volumes)
+    primary: str
+    target: str | None
+    primary_statefulset: Obj | None
+    statuses: tuple[InstanceStatus, ...]
+    ready_instances: str
+    problems: tuple[Problem, ...]
+    requeue_after: float | None
+
+
+def instance_index(sts: Obj, db: str) -> int | None:
+    """An instance StatefulSet's index: its instance label, or 0 for the database's original StatefulSet."""
+    meta = sts.get("metadata") or {}
+    label = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+    if label is not None and label.isdigit():
+        return int(label)
+    return 0 if meta.get("name") == names.statefulset_name(db) else None
+
+
+def instance_statefulsets(ctx: Context, db: SampleDB) -> dict[int, Obj]:
+    """The database's instance StatefulSets in the cache, by index."""
+    selector = {d.DATABASE_LABEL: db.metadata.name, d.COMPONENT_LABEL: "database"}
+    out: dict[int, Obj] = {}
+    for sts in ctx.caches.statefulsets.list(db.metadata.namespace, selector):
+        index = instance_index(sts, db.metadata.name)
+        if index is not None and sts["metadata"].get("name") == names.instance_statefulset_name(db.metadata.name,
+                                                                                                   index):
+            out[index] = sts
+    return out
+
+
+def _pod_view(pod: Obj) -> rep.PodView:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = bool(ready_cond and ready_cond.get("status") == "True")
+    since = timestamps.parse((ready_cond or {}).get("lastTransitionTime") or meta.get("creationTimestamp"))
+    deleted = timestamps.parse(meta.get("deletionTimestamp"))
+    if deleted is not None:  # asked to stop at deletionTimestamp - grace period
+        since = deleted - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    return rep.PodView(ready=ready, since=since, role=(meta.get("labels") or {}).get(names.ROLE_LABEL),
+                       terminating=deleted is not None)
+
+
+def _credentials(ctx: Context, db: SampleDB) -> tuple[str, str] | None:
+    secret = ctx.cached("Secret", db.metadata.namespace, names.secret_name(db.metadata.name))
+    data = (secret or {}).get("data") or {}
+    try:
+        return (base64.b64decode(data[d.SECRET_USERNAME_KEY]).decode(),
+                base64.b64decode(data[d.SECRET_PASSWORD_KEY]).decode())
+    except (KeyError, ValueError):
+        return None
+
+
+async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str, ServerState]:
+    creds = _credentials(ctx, db)
+    if creds is None:
+        return {}
+    targets = {name: pg.Target(str(pod["status"]["podIP"]), names.POSTGRES_PORT, *creds)
+               for name, pod in pods.items()
+               if (pod.get("status") or {}).get("podIP") and not pod["metadata"].get("deletionTimestamp")}
+    answers = await asyncio.gather(*(pg.server_state(t) for t in targets.values()))
+    return {name: state for name, state in zip(targets, answers, strict=True) if state is not None}
+
+
+async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
+    """Live, not from the caches: instance `index`'s StatefulSet is at 0 replicas and it has no pod."""
+    ns, name = db.metadata.namespace, db.metadata.name
+    try:
+        sts = await ctx.apis["StatefulSet"].get(names.instance_statefulset_name(name, index), ns)
+        if (sts.get("spec") or {}).get("replicas", 1) != 0:
+            return False
+    except NotFound:
+        pass
+    pods = await ctx.apis["Pod"].list(ns, label_selector=f"{d.DATABASE_LABEL}={name},{d.COMPONENT_LABEL}=database")
+    return not any(p["metadata"].get("name") == names.instance_pod_name(name, index) for p in pods.items)
+
+
+def _skip_volumes(ctx: Context, db: SampleDB, keep: set[int]) -> frozenset[int]:
+    """The primary (or the instance being promoted), when it is not instance 0, never gets a new empty
+    volume: if its volume is gone, so is its data (instance 0's volume has its own guard, decide/volumes.py)."""
+    out = set()
+    for index in keep - {0}:
+        pvc = names.instance_data_pvc_name(db.metadata.name, index)
+        if ctx.cached("PersistentVolumeClaim", db.metadata.namespace, pvc) is None:
+            out.add(index)
+    return frozenset(out)
+
+
+async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcome:
+    """One pass: decide the instances and the primary, and do the steps that cannot wait for the children."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    sets = instance_statefulsets(ctx, db)
+    selector = {d.DATABASE_LABEL: name, d.COMPONENT_LABEL: "database"}
+    pods = {str(p["metadata"]["name"]): p for p in ctx.caches.pods.list(ns, selector)}
+    probing = db.spec.replicas > 1 or len(sets) > 1 or len(db.status.instances) > 1
+    servers = await _servers(ctx, db, pods) if probing else {}
+    views = {}
+    for index, sts in sets.items():
+        pod_name = names.instance_pod_name(name, index)
+        pod = pods.get(pod_name)
+        views[index] = rep.InstanceView(index=index, replicas=int((sts.get("spec") or {}).get("replicas", 1)),
+                                        pod=_pod_view(pod) if pod else None, server=servers.get(pod_name))
+    old_primary = rep.index_of(name, db.status.primary)
+    in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
+    fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)
+    switchover = db.metadata.annotations.get(rep.SWITCHOVER_ANNOTATION)
+    plan = rep.decide(rep.ReplicationInput(
+        db=name, replicas=db.spec.replicas, synchronous=db.spec.replication.synchronous,
+        failover_delay=float(db.spec.replication.failover_delay_seconds), primary=db.status.primary,
+        target=db.status.target_primary, switchover_to=switchover, instances=views, now=ctx.clock.now(),
+        fence_confirmed=fenced))
+    if _decisive(db, plan) and not await _fresh(ctx, db):
+        # The cache is behind the API server: a fence or a promotion decided on an old record could stop
+        # the new primary. Decide again on the newer object (its watch event brings the next pass).
+        unchanged = tuple(d.Instance(i, v.replicas) for i, v in sorted(views.items())) or (d.Instance(0),)
+        plan = rep.ReplicationPlan(instances=unchanged, primary=db.status.primary or plan.primary,
+                                   target=db.status.target_primary, requeue_after=rep.FAILOVER_POLL)
+    else:
+        await _carry_out(ctx, db, plan, pods, servers)
+    primary_index = rep.index_of(name, plan.primary) or 0
+    statuses = _statuses(name, plan, views)
+    ready = sum(1 for s in statuses if s.ready)
+    return ReplicationOutcome(
+        instances=plan.instances,
+        skip_volumes=_skip_volumes(ctx, db, {primary_index} | ({rep.index_of(name, plan.target) or 0}
+                                                                if plan.target else set())),
+        primary=plan.primary, target=plan.target, primary_statefulset=sets.get(primary_index),
+        statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}", problems=plan.problems,
+        requeue_after=plan.requeue_after)
+
+
+def _decisive(db: SampleDB, plan: rep.ReplicationPlan) -> bool:
+    """The plan stops or promotes an instance, or changes the election's record."""
+    return bool(plan.fence_pods or plan.promote or plan.primary != (db.status.primary or plan.primary)
+                or plan.target != db.status.target_primary)
+
+
+async def _fresh(ctx: Context, db: SampleDB) -> bool:
+    """The SampleDB this pass read is the API server's current one (a live read)."""
+    try:
+        live = await ctx.apis["SampleDB"].get(db.metadata.name, db.metadata.namespace)
+    except NotFound:
+        return False
+    return (live.get("metadata") or {}).get("resourceVersion") == db.metadata.resource_version
+
+
+def _statuses(db: str, plan: rep.ReplicationPlan, views: dict[int, rep.InstanceView]) -> tuple[InstanceStatus, ...]:
+    primary = views.get(rep.index_of(db, plan.primary) or 0)
+    head = primary.server.current_lsn if primary and primary.server and not primary.server.in_recovery else None
+    out = []
+    for inst in plan.instances:
+        view = views.get(inst.index)
+        server = view.server if view else None
+        lag = None
+        if head is not None and server is not None and server.in_recovery and server.replay_lsn is not None:
+            lag = max(0, head - server.replay_lsn)
+        out.append(InstanceStatus(
+            name=names.instance_pod_name(db, inst.index), role=plan.role_of(inst.index, db),
+            ready=bool(view and view.pod and view.pod.ready and not view.pod.terminating),
+            lsn=format_lsn(server.position) if server else None, lag_bytes=lag))
+    return tuple(out)
+
+
+async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods: dict[str, Obj],
+                     servers: dict[str, ServerState]) -> None:
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    for event in plan.events:
+        log.info("replication", namespace=ns, name=name, reason=event.reason, message=event.message)
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", event.type, event.reason, event.message)  # type: ignore[arg-type]
+    for pod in plan.fence_pods:
+        with contextlib.suppress(NotFound):
+            await ctx.apis["Pod"].delete(pod, ns, grace_period_seconds=FENCE_GRACE_SECONDS)
+    creds = _credentials(ctx, db)
+    if plan.promote and creds is not None and pods.get(plan.promote):
+        ip = (pods[plan.promote].get("status") or {}).get("podIP")
+        if ip and await pg.promote(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):
+            log.info("promoted", namespace=ns, name=name, instance=plan.promote)
+    for pod, role in sorted(plan.labels.items()):
+        with contextlib.suppress(NotFound):
+            await ctx.apis["Pod"].patch(pod, {"metadata": {"labels": {names.ROLE_LABEL: role}}}, namespace=ns)
+    if plan.slots is not None and creds is not None and plan.primary in servers:
+        ip = (pods.get(plan.primary, {}).get("status") or {}).get("podIP")
+        if ip:
+            await pg.sync_slots(pg.Target(str(ip), names.POSTGRES_PORT, *creds), plan.slots)
+    for index in plan.remove:
+        await _remove_instance(ctx, db, index)
+    if plan.clear_switchover:
+        with contextlib.suppress(NotFound):
+            await ctx.apis["SampleDB"].patch(name, {"metadata": {"annotations": {rep.SWITCHOVER_ANNOTATION: None}}},
+                                             namespace=ns)
+
+
+async def _remove_instance(ctx: Context, db: SampleDB, index: int) -> None:
+    """A scaled-down instance: its StatefulSet goes, and its volume unless the deletion policy is Retain."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    with contextlib.suppress(NotFound):
+        await ctx.apis["StatefulSet"].delete(names.instance_statefulset_name(name, index), ns)
+    kept = db.spec.deletion_policy == DeletionPolicy.RETAIN
+    if not kept:
+        with contextlib.suppress(NotFound):
+            await ctx.apis["PersistentVolumeClaim"].delete(names.instance_data_pvc_name(name, index), ns)
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "InstanceRemoved",
+                    f"scaled down: removed {names.instance_pod_name(name, index)}"
+                    + (" (its volume is kept: deletionPolicy Retain)" if kept else " and its volume"))
+
