@@ -10,6 +10,7 @@ stops work at once and exits 1 so the Deployment restarts the process as a stand
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from typing import Any
 
@@ -41,6 +42,7 @@ from sampledb_operator.runtime.watcher import EventHandler, Watcher
 log = get_logger(__name__)
 CONTROLLER = "sampledb"
 BACKUP_CONTROLLER = "sampledbbackup"
+EVENT_FLUSH_SECONDS = 5.0  # on shutdown, queued Events get this long to be posted
 
 
 def build_caches(client: KubeClient, settings: Settings,
@@ -88,6 +90,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     client = await KubeClient.connect(settings.kubeconfig, context=settings.context, in_cluster=settings.in_cluster,
                                       exec_plugin_timeout=settings.exec_plugin_timeout)
     health: HealthServer | None = None
+    recorder: EventRecorder | None = None
     try:
         sets, watchers = build_caches(client, settings, clock)
         caches = Caches(
@@ -97,7 +100,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         )
         metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in caches.sampledbs.list()])
         database_metrics.set_database_source(caches.sampledbs.list)
-        recorder = EventRecorder(client)
+        recorder = EventRecorder(client, background=True)  # a pass never waits for an Event round trip
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period)
 
@@ -140,6 +143,10 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         log.info("operator stopped", exit_code=rc)
         return rc
     finally:
+        if recorder is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(recorder.flush(), EVENT_FLUSH_SECONDS)  # the last events are posted
+            await recorder.close()
         if health is not None:
             await health.stop()
         await client.close()

@@ -13,11 +13,17 @@ Repeats are aggregated as client-go's EventCorrelator does: an event with the sa
 a new Event; if that Event is gone (it expired), a new one is created. The recorder remembers the
 last `cache_size` (4096) such keys, least recently used first out. Best-effort like the rest: two
 records of one key at the same moment may both create an Event.
+
+Off the caller's path (`background=True`, what the operator runs with): event() only queues the
+Event (at most `max_pending`; beyond that it is dropped and logged) and returns at once; `senders`
+tasks, started with the first event, post the queue in order. A reconcile pass never waits for an
+Event round trip. flush() posts what is queued (on shutdown); close() stops the senders.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections import OrderedDict
@@ -36,6 +42,8 @@ log = get_logger(__name__)
 MAX_MESSAGE = 1024
 AGGREGATION_WINDOW = 600.0  # seconds: client-go's aggregation interval
 CACHE_SIZE = 4096  # client-go's maxLruCacheEntries
+MAX_PENDING = 1000  # client-go's event broadcaster queue length
+SENDERS = 4
 _MAX_NAME = 253
 _MAX_SHORT = 128  # reason, action, reportingInstance
 _MERGE_PATCH = "application/merge-patch+json"
@@ -60,6 +68,7 @@ class EventRecorder:
         self, client: KubeClient, component: str = "sampledb-operator", *, timeout: float = 10.0,
         window: float = AGGREGATION_WINDOW, cache_size: int = CACHE_SIZE,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        background: bool = False, max_pending: int = MAX_PENDING, senders: int = SENDERS,
     ) -> None:
         self._client = client
         self._component = component
@@ -69,6 +78,10 @@ class EventRecorder:
         self._cache_size = cache_size
         self._now = now
         self._recorded: OrderedDict[EventKey, _Recorded] = OrderedDict()
+        self._queue: asyncio.Queue[tuple[Any, ...]] | None = asyncio.Queue(max_pending) if background else None
+        self._senders = senders
+        self._tasks: list[asyncio.Task[None]] = []
+        self.dropped = 0  # events not queued because max_pending were waiting
 
     async def event(
         self,
@@ -79,7 +92,46 @@ class EventRecorder:
         *,
         action: str | None = None,
     ) -> None:
-        """Record one event about obj (action defaults to reason); never raises except cancellation."""
+        """Record one event about obj (action defaults to reason); never raises except cancellation.
+        In the background mode, only queues it."""
+        if self._queue is None:
+            await self._record(obj, type_, reason, message, action)
+            return
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._send(), name=f"event-sender-{i}") for i in range(self._senders)]
+        try:
+            self._queue.put_nowait((obj, type_, reason, message, action))
+        except asyncio.QueueFull:
+            self.dropped += 1
+            meta = obj.get("metadata") or {}
+            log.warning("event dropped: too many events waiting", reason=reason, kind=obj.get("kind"),
+                        namespace=meta.get("namespace"), name=meta.get("name"), dropped=self.dropped)
+
+    async def _send(self) -> None:
+        assert self._queue is not None
+        while True:
+            obj, type_, reason, message, action = await self._queue.get()
+            try:
+                await self._record(obj, type_, reason, message, action)
+            finally:
+                self._queue.task_done()
+
+    async def flush(self) -> None:
+        """Wait until every queued event has been posted (or dropped by an error)."""
+        if self._queue is not None and self._tasks:
+            await self._queue.join()
+
+    async def close(self) -> None:
+        """Stop the sender tasks (queued events not yet posted are dropped: flush() first)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _record(self, obj: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str,
+                      action: str | None) -> None:
         meta = obj.get("metadata") or {}
         try:
             now = self._now()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -186,3 +187,41 @@ async def test_only_the_most_recently_used_events_are_remembered() -> None:
         await recorder.event(_db(name), "Normal", "Paused", "paused")
     assert [(method, (body.get("involvedObject") or {}).get("name")) for method, _path, body in api.calls] == [
         ("POST", "a"), ("POST", "b"), ("PATCH", None), ("POST", "c"), ("PATCH", None), ("POST", "b")]
+
+
+class GatedApi(FakeApi):
+    """A FakeApi whose requests wait until `gate` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = "application/json",
+                      timeout: float = 30.0) -> Any:  # noqa: ASYNC109 - KubeClient.request's signature
+        await self.gate.wait()
+        return await super().request(method, path, body=body, content_type=content_type, timeout=timeout)
+
+
+async def test_in_the_background_mode_an_event_is_queued_and_posted_by_a_sender_not_by_the_caller() -> None:
+    api, now = GatedApi(), Now()
+    recorder = _recorder(api, now, background=True, senders=1)
+    await recorder.event(DB, "Normal", "CreatedSecret", "created Secret s")  # returns while the server waits
+    await recorder.event(_db("db2"), "Normal", "DatabaseReady", "ready")
+    assert api.calls == []
+    api.gate.set()
+    await recorder.flush()
+    assert [(m, b["reason"], b["involvedObject"]["name"]) for m, _, b in api.calls] == [
+        ("POST", "CreatedSecret", "db1"), ("POST", "DatabaseReady", "db2")]
+    await recorder.close()
+
+
+async def test_in_the_background_mode_events_beyond_max_pending_are_dropped_and_counted() -> None:
+    api, now = GatedApi(), Now()
+    recorder = _recorder(api, now, background=True, senders=1, max_pending=2)
+    for i in range(5):
+        await recorder.event(_db(f"db{i}"), "Normal", "X", "y")
+    assert recorder.dropped == 3  # nothing was taken off the queue yet: the caller never yielded
+    api.gate.set()
+    await recorder.flush()
+    assert [b["involvedObject"]["name"] for _, _, b in api.calls] == ["db0", "db1"]
+    await recorder.close()
