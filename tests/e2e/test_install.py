@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import yaml
 from tests.e2e.conftest import apply, sampledb, wait_ready
-from tests.support.kube import create_namespace, get_or_none, kubectl, kubectl_json, release_finalizers
+from tests.support.kube import create_namespace, get_or_none, kubectl, release_finalizers
 from tests.support.operator import REPO, OperatorProcess
+from tests.support.rbac import POLICY_KINDS, can_i, relocated, render, token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -28,11 +29,6 @@ OPERATOR_NS = "sampledb-system"
 WATCHED = ("shop", "analytics")  # the namespaces manifests/overlays/namespaced lists
 MONITORING_GROUP = "monitoring.coreos.com/v1"
 SA = "sampledb-operator"
-
-
-def render(path: Path | str) -> list[dict[str, Any]]:
-    """`kubectl kustomize <path>`, parsed."""
-    return [d for d in yaml.safe_load_all(kubectl("kustomize", str(path)).stdout) if d]
 
 
 def kinds(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -72,15 +68,19 @@ BASE_OBJECTS = {
     ("ClusterRole", "sampledb-operator"), ("ClusterRole", "sampledb-operator-cluster-reads"),
     ("ClusterRoleBinding", "sampledb-operator-cluster-reads"), ("Role", "sampledb-operator-leader-election"),
     ("RoleBinding", "sampledb-operator-leader-election"), ("Deployment", "sampledb-operator"),
-    ("Service", "sampledb-operator-metrics"),
+    ("Service", "sampledb-operator-metrics"), ("ValidatingAdmissionPolicy", "sampledb-operator-confinement"),
+    ("ValidatingAdmissionPolicyBinding", "sampledb-operator-confinement"),
 }
+RELEASE = {("ClusterRole", "sampledb-operator-release-finalizers"),
+           ("ClusterRoleBinding", "sampledb-operator-release-finalizers")}
 
 
 def test_default_installs_everything_and_the_api_server_accepts_it(install_namespaces: None) -> None:
     objs = render(MANIFESTS / "default")
     assert kinds(objs) == BASE_OBJECTS | {("ClusterRoleBinding", "sampledb-operator")}
     for o in objs:
-        if o["kind"] not in {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
+        if o["kind"] not in {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}:
             assert o["metadata"]["namespace"] == OPERATOR_NS, o["metadata"]
     # exactly the documented command, as a dry run
     out = kubectl("apply", "--dry-run=server", "-k", str(MANIFESTS / "default")).stdout
@@ -89,7 +89,7 @@ def test_default_installs_everything_and_the_api_server_accepts_it(install_names
         or "deployment.apps/sampledb-operator unchanged (server dry run)" in out, out
 
 
-@pytest.mark.parametrize(("base", "count"), [("crd", 2), ("rbac", 7), ("operator", 3)])
+@pytest.mark.parametrize(("base", "count"), [("crd", 2), ("rbac", 7), ("policy", 2), ("operator", 3)])
 def test_each_base_still_applies_with_kubectl_apply_f(base: str, count: int, install_namespaces: None) -> None:
     """The bases' kustomization files are named `Kustomization`: `apply -f <dir>/` reads only *.yaml."""
     out = kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / base)).stdout
@@ -98,7 +98,7 @@ def test_each_base_still_applies_with_kubectl_apply_f(base: str, count: int, ins
 
 def test_namespaced_overlay_binds_the_role_per_watched_namespace(install_namespaces: None) -> None:
     objs = render(MANIFESTS / "overlays" / "namespaced")
-    assert kinds(objs) == BASE_OBJECTS | {("RoleBinding", SA)}
+    assert kinds(objs) == BASE_OBJECTS | {("RoleBinding", SA)} | RELEASE
     bindings = [o for o in objs if (o["kind"], o["metadata"]["name"]) == ("RoleBinding", SA)]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(WATCHED)
     for b in bindings:
@@ -165,49 +165,6 @@ def test_the_documented_images_override_changes_the_deployments_image(tmp_path: 
 # -- the RBAC is enough, and no more ----------------------------------------------------------------
 
 
-def token_kubeconfig(path: Path, namespace: str) -> str:
-    """A kubeconfig for the test cluster that authenticates as the operator's ServiceAccount."""
-    token = kubectl("create", "token", SA, "-n", namespace, "--duration=1h").stdout.strip()
-    current = kubectl_json("config", "view", "--raw", "--minify", "--flatten")
-    cluster = current["clusters"][0]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
-        "users": [{"name": "operator", "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}],
-        "current-context": "operator",
-    }))
-    return str(path)
-
-
-def relocated(objs: list[dict[str, Any]], operator_ns: str, watched: dict[str, str],
-              suffix: str) -> list[dict[str, Any]]:
-    """The RBAC objects of a rendering, moved to test namespaces and renamed where cluster-scoped,
-    so the test neither collides with another nor leaves cluster-wide grants behind."""
-    text = json.dumps([o for o in objs if o["kind"] in {"ServiceAccount", "Role", "RoleBinding", "ClusterRole",
-                                                         "ClusterRoleBinding"}])
-    out = json.loads(text)
-    for o in out:
-        meta = o["metadata"]
-        if meta.get("namespace") == OPERATOR_NS:
-            meta["namespace"] = operator_ns
-        elif meta.get("namespace") in watched:
-            meta["namespace"] = watched[meta["namespace"]]
-        if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}:
-            meta["name"] += suffix
-        if o["kind"] in {"RoleBinding", "ClusterRoleBinding"}:
-            if o["roleRef"]["kind"] == "ClusterRole":
-                o["roleRef"]["name"] += suffix
-            for s in o["subjects"]:
-                s["namespace"] = operator_ns
-    return out
-
-
-def can_i(verb: str, resource: str, namespace: str, operator_ns: str) -> bool:
-    out = kubectl("auth", "can-i", verb, resource, "-n", namespace,
-                  f"--as=system:serviceaccount:{operator_ns}:{SA}", check=False)
-    return out.stdout.strip() == "yes"
-
-
 @pytest.fixture
 def test_namespaces(cluster: object) -> Iterator[dict[str, str]]:
     token = secrets.token_hex(3)
@@ -231,19 +188,25 @@ def test_the_operator_runs_under_the_shipped_rbac(layout: str, test_namespaces: 
     if layout == "overlays/namespaced":
         # the overlay's second namespace stands for one that is *not* watched in this test
         rbac = [o for o in rbac if not (o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == ns["other"])]
+    rbac = [o for o in rbac if o["kind"] not in POLICY_KINDS]  # the admission policy: tests/e2e/test_rbac.py
     cluster_scoped = [o for o in rbac if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
     try:
         kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rbac))
         assert can_i("create", "statefulsets.apps", ns["watched"], ns["operator"])
-        assert can_i("update", "sampledbs.sampledb.io/status", ns["watched"], ns["operator"])
+        assert can_i("patch", "sampledbs.sampledb.io/status", ns["watched"], ns["operator"])
+        assert not can_i("update", "sampledbs.sampledb.io/status", ns["watched"], ns["operator"])
         assert can_i("create", "leases.coordination.k8s.io", ns["operator"], ns["operator"])
         assert can_i("get", "namespaces", ns["other"], ns["operator"])
-        assert can_i("list", "storageclasses.storage.k8s.io", "", ns["operator"])
+        assert can_i("get", "storageclasses.storage.k8s.io", "", ns["operator"])
+        assert not can_i("list", "storageclasses.storage.k8s.io", "", ns["operator"])
         assert not can_i("create", "leases.coordination.k8s.io", ns["watched"], ns["operator"])
         assert not can_i("delete", "nodes", "", ns["operator"])
         if layout == "overlays/namespaced":
             assert not can_i("get", "secrets", ns["other"], ns["operator"])
-            assert not can_i("list", "sampledbs.sampledb.io", ns["other"], ns["operator"])
+            assert not can_i("create", "statefulsets.apps", ns["other"], ns["operator"])
+            # releasing finalizers stays cluster-wide (release-finalizers.yaml), and nothing more on SampleDBs
+            assert can_i("patch", "sampledbs.sampledb.io", ns["other"], ns["operator"])
+            assert not can_i("create", "sampledbbackups.sampledb.io", ns["other"], ns["operator"])
         else:
             assert can_i("list", "sampledbs.sampledb.io", ns["other"], ns["operator"])
 

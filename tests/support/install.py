@@ -1,7 +1,7 @@
 """Installing the operator in the cluster the way docs/user-guide.md tells users to.
 
-The CRDs, the namespace, the shipped RBAC and the Deployment (2 replicas, leader election), with two
-changes a user makes too: the image (the local build of the current sources, or
+The CRDs, the namespace, the shipped RBAC and admission policy and the Deployment (2 replicas, leader
+election), with two changes a user makes too: the image (the local build of the current sources, or
 $SAMPLEDB_TEST_OPERATOR_IMAGE) and the namespaces it serves (`--namespaces`, so that it never meets
 the operator processes other end-to-end tests run in their own namespaces). The install is
 idempotent (kubectl apply), so several test processes may ask for it; it is left installed.
@@ -48,6 +48,7 @@ def install_operator(image: str, namespaces: list[str], *extra_args: str) -> Non
     install_crds()
     kubectl("apply", "-f", str(MANIFESTS / "operator" / "namespace.yaml"))
     kubectl("apply", "-f", str(MANIFESTS / "rbac"))
+    kubectl("apply", "-f", str(MANIFESTS / "policy"))
     for ns in namespaces:
         if kubectl("get", "namespace", ns, check=False).returncode != 0:
             kubectl("create", "namespace", ns, check=False)

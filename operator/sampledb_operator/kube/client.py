@@ -16,7 +16,8 @@ Invariants:
   tell a dropped connection from one that could not be made;
 - rest_client_requests_total{code,method} is counted once per request ("<error>" without an
   HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
-  streams);
+  streams); sampledb_api_requests_total{verb,group,resource,subresource,code} counts the same
+  request by what it asks of RBAC (kube.requestinfo);
 - credentials come from kube.credentials (kubeconfig or in-cluster, tokens refreshed there).
 """
 
@@ -47,6 +48,7 @@ from sampledb_operator.kube.credentials import (
     tls_context,
 )
 from sampledb_operator.kube.errors import ApiError, KubeError, KubeTransportError, error_for
+from sampledb_operator.kube.requestinfo import request_info
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 
@@ -167,8 +169,8 @@ class KubeClient:
         """One request; the JSON-decoded answer, or None for an empty body."""
         method = method.upper()
         data = _encode_body(body)
-        started = time.monotonic()
-        headers = await self._headers(content_type if data is not None else None, method, started)
+        counted = _Counted(method, path, query, time.monotonic())
+        headers = await self._headers(content_type if data is not None else None, counted)
         client_timeout = aiohttp.ClientTimeout(
             total=timeout, connect=min(timeout, self._connect_timeout), sock_connect=self._connect_timeout
         )
@@ -181,9 +183,9 @@ class KubeClient:
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
         except _TRANSPORT_ERRORS as exc:
-            _count("<error>", method, started)
+            counted.count("<error>")
             raise KubeTransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        _count(str(status), method, started)
+        counted.count(str(status))
         if not 200 <= status < 300:
             raise api_error(status, payload, retry_after)
         return _decode(payload, method, path)
@@ -207,8 +209,8 @@ class KubeClient:
     async def _stream(
         self, path: str, query: Mapping[str, QueryValue] | None, connect_timeout: float, read_timeout: float
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        started = time.monotonic()
-        headers = await self._headers(None, "GET", started)
+        counted = _Counted("GET", path, query, time.monotonic(), stream=True)
+        headers = await self._headers(None, counted)
         client_timeout = aiohttp.ClientTimeout(
             total=None, connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         )
@@ -218,10 +220,10 @@ class KubeClient:
                 proxy=self._proxy, server_hostname=self._server_hostname,
             )
         except _TRANSPORT_ERRORS as exc:
-            _count("<error>", "GET", started)
+            counted.count("<error>")
             raise _transport_error("GET", path, exc) from exc
         async with resp:
-            _count(str(resp.status), "GET", started)
+            counted.count(str(resp.status))
             if not 200 <= resp.status < 300:
                 try:
                     payload = await resp.content.read(_ERROR_BODY_BYTES)
@@ -230,7 +232,7 @@ class KubeClient:
                 raise api_error(resp.status, payload, resp.headers.get("Retry-After"))
             yield _Lines(resp.content, path)
 
-    async def _headers(self, content_type: str | None, method: str, started: float) -> dict[str, str]:
+    async def _headers(self, content_type: str | None, counted: _Counted) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "sampledb-operator"}
         if content_type is not None:
             headers["Content-Type"] = content_type
@@ -238,7 +240,7 @@ class KubeClient:
             try:
                 value = await self._authorization()
             except KubeTransportError:  # no credential, no request: counted like a failed connect
-                _count("<error>", method, started)
+                counted.count("<error>")
                 raise
             if value:
                 headers["Authorization"] = value
@@ -354,9 +356,22 @@ def _transport_error(method: str, path: str, exc: BaseException) -> KubeTranspor
     return KubeTransportError(text)
 
 
-def _count(code: str, method: str, started: float) -> None:
-    metrics.rest_client_requests_total.labels(code=code, method=method).inc()
-    metrics.rest_client_request_duration_seconds.labels(verb=method).observe(time.monotonic() - started)
+class _Counted:
+    """One request's metrics, counted once its outcome is known."""
+
+    __slots__ = ("info", "method", "started")
+
+    def __init__(self, method: str, path: str, query: Mapping[str, QueryValue] | None, started: float, *,
+                 stream: bool = False) -> None:
+        self.method, self.started = method, started
+        self.info = request_info(method, path, query, stream=stream)
+
+    def count(self, code: str) -> None:
+        metrics.rest_client_requests_total.labels(code=code, method=self.method).inc()
+        metrics.rest_client_request_duration_seconds.labels(verb=self.method).observe(time.monotonic() - self.started)
+        i = self.info
+        metrics.api_requests_total.labels(verb=i.verb, group=i.group, resource=i.resource,
+                                          subresource=i.subresource, code=code).inc()
 
 
 def _encode_body(body: Any) -> bytes | None:

@@ -132,6 +132,12 @@ rest_client_request_duration_seconds = Histogram(
     ["verb"],
     registry=REGISTRY,
 )
+api_requests_total = Counter(
+    "sampledb_api_requests_total",
+    "Requests to the API server by what they ask of RBAC: verb, API group, resource, subresource; and HTTP status.",
+    ["verb", "group", "resource", "subresource", "code"],
+    registry=REGISTRY,
+)
 
 # the operator's own
 watch_restarts_total = Counter(

@@ -305,3 +305,31 @@ async def test_token_file_is_reread_after_its_period_and_kept_if_the_file_vanish
 async def test_token_file_missing_at_start_is_a_transport_error(tmp_path: Path) -> None:
     with pytest.raises(errors.KubeTransportError):
         await TokenFile(str(tmp_path / "absent"))()
+
+
+def _api_requests(verb: str, resource: str, code: str, subresource: str = "") -> float:
+    labels = {"verb": verb, "group": "batch", "resource": resource, "subresource": subresource, "code": code}
+    return REGISTRY.get_sample_value("sampledb_api_requests_total", labels) or 0.0
+
+
+async def test_each_request_is_counted_by_its_rbac_verb_resource_and_code(serve: Serve) -> None:
+    app = web.Application()
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        return await stream_lines(request, [json_line({"type": "ADDED"})])
+
+    app.router.add_post("/apis/batch/v1/namespaces/ns/jobs", respond(status_body(403, "Forbidden", "no"), status=403))
+    app.router.add_patch("/apis/batch/v1/namespaces/ns/jobs/j/status", respond({}))
+    app.router.add_get("/apis/batch/v1/namespaces/ns/jobs", watch)
+    client = await serve(app)
+    before = (_api_requests("create", "jobs", "403"), _api_requests("patch", "jobs", "200", "status"),
+              _api_requests("watch", "jobs", "200"))
+    with pytest.raises(errors.Forbidden):
+        await client.request("POST", "/apis/batch/v1/namespaces/ns/jobs", body={})
+    await client.request("PATCH", "/apis/batch/v1/namespaces/ns/jobs/j/status", body={})
+    async with client.stream("/apis/batch/v1/namespaces/ns/jobs", query={"watch": True}) as lines:
+        async for _ in lines:
+            pass
+    after = (_api_requests("create", "jobs", "403"), _api_requests("patch", "jobs", "200", "status"),
+             _api_requests("watch", "jobs", "200"))
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]

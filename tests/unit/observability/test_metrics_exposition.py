@@ -38,6 +38,7 @@ FAMILIES: list[tuple[str, str, set[str]]] = [
     ("leader_election_master_status", "gauge", {"name"}),
     ("rest_client_requests_total", "counter", {"code", "method"}),
     ("rest_client_request_duration_seconds", "histogram", {"verb"}),
+    ("sampledb_api_requests_total", "counter", {"verb", "group", "resource", "subresource", "code"}),
     ("sampledb_watch_restarts_total", "counter", {"resource", "cause"}),
     ("sampledb_watch_relists_total", "counter", {"resource"}),
     ("sampledb_watch_events_total", "counter", {"resource", "type"}),
