@@ -459,3 +459,20 @@ def test_without_the_cluster_wide_release_grant_a_namespaced_install_wedges_name
                    or refused_requests(op, "patch", "sampledbbackups") > 0,
                    timeout=120, what="a finalizer patch refused")
         assert get_or_none("namespace", ns) is not None
+
+
+def test_the_shipped_policy_refuses_the_escalation_by_the_installed_operators_service_account(
+        spaces: dict[str, str]) -> None:
+    """The same escalation against the objects exactly as shipped (not relocated), as
+    tests/support/install.py installs them: impersonating system:serviceaccount:sampledb-system:sampledb-operator."""
+    kubectl("apply", "-f", str(MANIFESTS / "operator" / "namespace.yaml"))
+    kubectl("apply", "-f", str(MANIFESTS / "rbac"))
+    kubectl("apply", "-f", str(MANIFESTS / "policy"))
+    shipped = {"operator": "sampledb-system"}
+    wait_until(lambda: POLICY_DENIAL in dry_run_as_operator(shipped, job(spaces["watched"], labels={})).stderr,
+               timeout=30, what="the shipped admission policy to be enforced")
+    out = dry_run_as_operator(shipped, job("kube-system", sa="clusterrole-aggregation-controller"))
+    assert out.returncode != 0
+    assert POLICY_DENIAL in out.stderr and "sampledb-operator-confinement" in out.stderr, out.stderr
+    accepted = dry_run_as_operator(shipped, job(spaces["watched"]))
+    assert accepted.returncode == 0, accepted.stderr
