@@ -96,6 +96,8 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "pods", "watch"): "replication",
     ("", "pods", "patch"): "replication: role labels on the instances' pods",
     ("", "pods", "delete"): "replication: failover",
+    ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
+    ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
     ("sampledb.io", "sampledbs/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("sampledb.io", "sampledbbackups/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("storage.k8s.io", "storageclasses", "get"): "storage growth: can the class expand",
@@ -108,6 +110,9 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
 EXEMPT: dict[tuple[str, str, str], str] = {
     # used by replication (reconcilers/replication.py, issue #13), which owns the pods rule
     **{("", "pods", verb): "replication" for verb in ("get", "list", "watch", "patch", "delete")},
+    # the sampledb.io/chaos annotation (reconcilers/chaos.py, issue #14): a fault a user asks for
+    ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
+    ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
     # the OwnerReferencesPermissionEnforcement admission plugin (off here, on in OpenShift) requires
     # update on the owner's finalizers to set blockOwnerDeletion, which the operator's children carry
     ("sampledb.io", "sampledbs/finalizers", "update"): "OwnerReferencesPermissionEnforcement",

@@ -36,12 +36,14 @@ class OperatorProcess:
         self.log_path = Path(tempfile.mkstemp(prefix="sampledb-operator-", suffix=".log")[1])
         self.metrics_port: int | None = None
         self.health_port: int | None = None
+        self._started_at = 0
 
     def start(self, *, wait_ready: bool = True, timeout: float = 60.0) -> OperatorProcess:
         argv = [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", self.kubeconfig,
                 "--metrics-bind", "127.0.0.1:0", "--health-bind", "127.0.0.1:0", "--log-format", "json",
                 *self.args]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        self._started_at = self.log_path.stat().st_size  # a restart's ports are in the lines after this
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         log.close()
@@ -54,7 +56,7 @@ class OperatorProcess:
     def _startup_line(self) -> dict[str, Any] | None:
         if self.proc is not None and self.proc.poll() is not None:
             raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
-        for line in self.log_lines():
+        for line in self.log_lines(since=self._started_at):
             if line.get("event") == "operator starting":
                 return line
         return None
@@ -62,9 +64,13 @@ class OperatorProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def log_lines(self) -> list[dict[str, Any]]:
+    def log_lines(self, since: int = 0) -> list[dict[str, Any]]:
+        """The JSON log lines (from byte offset `since`)."""
         out = []
-        for raw in self.log_text().splitlines():
+        with self.log_path.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        for raw in text.splitlines():
             try:
                 out.append(json.loads(raw))
             except ValueError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.decide.desired import COMPONENT_LABEL, synchronous
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
 
@@ -47,5 +47,6 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return _condition(status, "Migrated") in {("True", r) for r in _DONE_MIGRATED_REASONS}
     if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
         ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
-        return ran == status.applied_parameters or ran != parameters_hash(db.spec.parameters)
+        return ran == status.applied_parameters or ran != parameters_hash(db.spec.parameters,
+                                                                          synchronous=synchronous(db))
     return False

@@ -68,9 +68,14 @@ def _digest(parameters: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def parameters_hash(parameters: Mapping[str, str] | None) -> str:
-    """Identifies the whole set of parameters (recorded in status.appliedParameters once reloaded)."""
-    return _digest(dict(parameters or {}))
+def parameters_hash(parameters: Mapping[str, str] | None, *, synchronous: bool = False) -> str:
+    """Identifies the whole set of reloadable settings the operator writes: the parameters and the
+    replication mode (recorded in status.appliedParameters once reloaded). Without synchronous
+    replication it is the parameters' hash alone, as it always was."""
+    settings = dict(parameters or {})
+    if synchronous:
+        settings["synchronous_standby_names"] = SYNCHRONOUS_STANDBYS
+    return _digest(settings)
 
 
 def restart_hash(parameters: Mapping[str, str] | None) -> str:

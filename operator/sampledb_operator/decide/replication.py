@@ -65,6 +65,7 @@ class ReplicationInput:
     instances: Mapping[int, InstanceView]
     now: datetime
     fence_confirmed: bool = False  # the old primary's StatefulSet is at 0 and it has no pod (live read)
+    has_run: bool = True  # the database has been ready once (a primary still starting up is no failure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,7 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
             return
         p.problems.append(Problem("SwitchoverPending", f"{SWITCHOVER_ANNOTATION}={inp.switchover_to}: that instance"
                                   " is not a ready standby yet", "metadata.annotations"))
-    if unready is None or len(inp.instances) < 2:
+    if unready is None or len(inp.instances) < 2 or not inp.has_run:
         return
     if unready < inp.failover_delay:
         p.requeue = max(0.5, inp.failover_delay - unready)
@@ -236,9 +237,10 @@ def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
     if view is not None and view.server is not None and not view.server.in_recovery:
         p.events.append(Event("Normal", "Promoted", f"{target_name} is the primary (was {primary_name});"
                               f" {primary_name} rejoins as a standby"))
-        p.fence.discard(p.primary)
-        p.fence_pods = [n for n in p.fence_pods if n not in (primary_name, target_name)]
-        p.primary, p.target, p.requeue = p.target, None, STATUS_POLL
+        # The old primary stays fenced in this pass: it comes back (as a standby) only once the status
+        # records the new primary, so a pass that read the old record can never fence the new one.
+        p.fence_pods = [n for n in p.fence_pods if n != target_name]
+        p.primary, p.target, p.requeue = p.target, None, FAILOVER_POLL
     elif view is not None and view.server is not None and view.server.in_recovery:
         p.promote = target_name
     else:
@@ -304,6 +306,8 @@ def decide(inp: ReplicationInput) -> ReplicationPlan:
         instances=instances, primary=primary_name,
         target=names.instance_pod_name(db, p.target) if p.target is not None else None,
         labels=labels, promote=p.promote, fence_pods=tuple(dict.fromkeys(p.fence_pods)), remove=remove,
-        slots=slots, clear_switchover=inp.switchover_to is not None and p.target is None
-        and inp.switchover_to == primary_name,
+        # Removed once the status records it done (a metadata write in the promoting pass would make
+        # that pass's status write fail its precondition).
+        slots=slots, clear_switchover=inp.switchover_to is not None and p.target is None and inp.target is None
+        and inp.switchover_to == primary_name == inp.primary,
         events=tuple(p.events), problems=tuple(p.problems), requeue_after=p.requeue)

@@ -28,6 +28,9 @@ from sampledb_operator.model.schema import dump
 Obj = dict[str, Any]
 
 
+CLEARABLE = ("targetPrimary",)  # status fields that go away (a merge patch removes them with null)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicationRecord:
     """The election's record and each instance's state (decide/replication.py, reconcilers/replication.py)."""

@@ -81,14 +81,17 @@ async def promote(target: Target, within: float = 60.0) -> bool:
 
 async def sync_slots(target: Target, wanted: frozenset[str], within: float = 5.0) -> bool:
     """Make the primary's physical slots named SLOT_PREFIX* exactly `wanted`: create missing ones (reserving
-    WAL at once), drop inactive ones no instance uses any more. True when it answered."""
+    WAL at once), drop the ones no instance uses any more (a slot kept for nobody keeps WAL forever), ending
+    a removed standby's connection first. True when it answered."""
     rows = await _run(target, within,
-                      "SELECT slot_name, active FROM pg_replication_slots WHERE slot_type = 'physical'")
+                      "SELECT slot_name, active_pid FROM pg_replication_slots WHERE slot_type = 'physical'")
     if rows is None:
         return False
-    have = {str(name): bool(active) for name, active in rows}
+    have = {str(name): pid for name, pid in rows}
     for name in sorted(wanted - set(have)):
         await _run(target, within, "SELECT pg_create_physical_replication_slot(%s, true)", (name,))
-    for name in sorted(n for n in have if n.startswith(SLOT_PREFIX) and n not in wanted and not have[n]):
+    for name in sorted(n for n in have if n.startswith(SLOT_PREFIX) and n not in wanted):
+        if have[name] is not None:  # a removed standby still streams: end its connection first (waits up to 5 s)
+            await _run(target, within + 5, "SELECT pg_terminate_backend(%s, 5000)", (have[name],))
         await _run(target, within, "SELECT pg_drop_replication_slot(%s)", (name,))
     return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide import reload as rl
 from sampledb_operator.decide.status import job_state
@@ -35,7 +36,7 @@ async def reconcile_reload(ctx: Context, db: SampleDB, *, db_ready: bool, busy: 
                            statefulset_existed: bool) -> ReloadOutcome:
     """One pass of the reload step (`busy`: an upgrade is in progress; `statefulset_existed`: the
     StatefulSet was in the cache before this pass applied the children)."""
-    wanted = pgconfig.parameters_hash(db.spec.parameters)
+    wanted = pgconfig.parameters_hash(db.spec.parameters, synchronous=d.synchronous(db))
     ns = db.metadata.namespace or ""
     job_name = names.reload_job_name(db.metadata.name, db.metadata.uid or "", wanted)
     job = ctx.cached("Job", ns, job_name)

@@ -41,6 +41,7 @@ from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import (
+    chaos,
     deletion,
     migrations,
     reload,
@@ -103,6 +104,7 @@ class SampleDBReconciler:
         if problems or db.spec.paused:
             written = await self._write_status(db, obj, st.Observed(problems=problems))
             return Result(requeue=True) if written.stale else None
+        await chaos.reconcile_chaos(self.ctx, db)  # a one-off fault the sampledb.io/chaos annotation asks for
 
         observed_children = self._observed_children(db)
         instances = await replication.reconcile_replication(self.ctx, db)
@@ -372,7 +374,9 @@ class SampleDBReconciler:
         new = st.compute(db, observed, self.clock.now())
         if not st.status_changed(db.status, new):
             return StatusWrite(db.metadata.resource_version)
-        body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": dump(new)}
+        status = dump(new)
+        status.update({k: None for k in st.CLEARABLE if k in dump(db.status) and k not in status})  # merge patch
+        body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": status}
         try:
             answer = await self.apis["SampleDB"].patch(db.metadata.name, body, namespace=db.metadata.namespace,
                                                        subresource="status")
