@@ -89,6 +89,8 @@ SAMPLEDB = KindInfo(
         PrinterColumn(
             "Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "The Ready condition."
         ),
+        PrinterColumn("Instances", "string", ".status.readyInstances", "Ready instances / spec.replicas."),
+        PrinterColumn("Primary", "string", ".status.primary", "The elected primary instance (pod)."),
         PrinterColumn("Storage", "string", ".spec.storage.size", "Size of the data volume."),
         PrinterColumn("Last Backup", "date", ".status.lastBackup.completedAt", "Latest successful backup."),
         _AGE,

@@ -6,7 +6,10 @@ One set of series per cached SampleDB, labelled `namespace` and `name`:
 - sampledb_database_phase{phase} 1: status.phase ("Pending" before the first status);
 - sampledb_database_condition{type, status, reason} 1: one per status condition;
 - sampledb_database_last_backup_timestamp_seconds: status.lastBackup.completedAt as Unix time
-  (absent until a backup has succeeded).
+  (absent until a backup has succeeded);
+- sampledb_instance_info{instance, role} 1 and sampledb_instance_ready{instance}: each instance of
+  status.instances (role primary, replica or fenced);
+- sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances).
 
 Invariants: computed from the objects at scrape time, never stored, so a deleted database's series
 vanish at the next scrape; an object or a timestamp that does not parse is skipped, never raises
@@ -44,6 +47,13 @@ class DatabaseCollector(Collector):
         backup = GaugeMetricFamily("sampledb_database_last_backup_timestamp_seconds",
                                    "When a SampleDB's latest successful backup completed (Unix time)",
                                    labels=_KEY)
+        instance = GaugeMetricFamily("sampledb_instance_info", "A SampleDB instance's role (1 each)",
+                                     labels=[*_KEY, "instance", "role"])
+        ready = GaugeMetricFamily("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready",
+                                  labels=[*_KEY, "instance"])
+        lag = GaugeMetricFamily("sampledb_replication_lag_bytes",
+                                "A standby's replay lag behind its primary's current WAL position, in bytes",
+                                labels=[*_KEY, "instance"])
         for obj in self.source():
             meta = obj.get("metadata") or {}
             key = [str(meta.get("namespace") or ""), str(meta.get("name") or "")]
@@ -58,7 +68,14 @@ class DatabaseCollector(Collector):
             completed = unix_time((status.get("lastBackup") or {}).get("completedAt"))
             if completed is not None:
                 backup.add_metric(key, completed)
-        yield from (info, phase, condition, backup)
+            for inst in status.get("instances") or []:
+                if not isinstance(inst, Mapping) or not inst.get("name"):
+                    continue
+                instance.add_metric([*key, str(inst["name"]), str(inst.get("role") or "")], 1)
+                ready.add_metric([*key, str(inst["name"])], 1.0 if inst.get("ready") else 0.0)
+                if isinstance(inst.get("lagBytes"), int):
+                    lag.add_metric([*key, str(inst["name"])], float(inst["lagBytes"]))
+        yield from (info, phase, condition, backup, instance, ready, lag)
 
 
 def unix_time(value: object) -> float | None:

@@ -229,8 +229,20 @@ def init_queue(name: str, controller: str) -> None:
         family.labels(name=name, controller=controller)
 
 
+elections_total = Counter(
+    "sampledb_elections_total",
+    "Steps of the operator's primary elections: FailoverStarted, SwitchoverStarted, Promoted, FailoverRetargeted,"
+    " UnexpectedPrimaryFenced",
+    ["reason"],
+    registry=REGISTRY,
+)
+ELECTION_REASONS = ("FailoverStarted", "SwitchoverStarted", "Promoted", "FailoverRetargeted", "UnexpectedPrimaryFenced")
+
+
 def init_operator() -> None:
     """Pre-initialise the sampledb_* series whose label values are known."""
+    for reason in ELECTION_REASONS:
+        elections_total.labels(reason=reason)
     for reason in ("scheduled", "manual", "pre-delete", "pre-upgrade", "pre-migration"):
         for result in ("succeeded", "failed"):
             backups_total.labels(reason=reason, result=result)

@@ -24,6 +24,7 @@ from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
 from sampledb_operator.model.sampledb import DeletionPolicy, InstanceStatus, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
@@ -204,6 +205,7 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
     ns, name = db.metadata.namespace or "", db.metadata.name
     for event in plan.events:
         log.info("replication", namespace=ns, name=name, reason=event.reason, message=event.message)
+        metrics.elections_total.labels(reason=event.reason).inc()
         await ctx.event(db.metadata, API_VERSION, "SampleDB", event.type, event.reason, event.message)  # type: ignore[arg-type]
     for pod in plan.fence_pods:
         with contextlib.suppress(NotFound):

@@ -160,7 +160,7 @@ def test_sampledb_crd_names_scope_and_subresource() -> None:
 def test_sampledb_printer_columns() -> None:
     columns = crd.crd_manifest(crd.SAMPLEDB)["spec"]["versions"][0]["additionalPrinterColumns"]
     always = [c["name"] for c in columns if not c.get("priority")]
-    assert always == ["Version", "Phase", "Ready", "Storage", "Last Backup", "Age"]
+    assert always == ["Version", "Phase", "Ready", "Instances", "Primary", "Storage", "Last Backup", "Age"]
 
 
 def test_backup_crd_names_and_columns() -> None:

@@ -58,3 +58,17 @@ def test_unreadable_status_values_are_skipped_not_raised() -> None:
 
 def test_no_databases_no_series() -> None:
     assert _series([]) == {}
+
+
+def test_each_instance_has_its_role_readiness_and_replication_lag() -> None:
+    obj = {"metadata": {"namespace": "shop", "name": "orders"}, "spec": {"version": "15.20"},
+           "status": {"instances": [{"name": "orders-0", "role": "primary", "ready": True, "lsn": "0/5000060"},
+                                    {"name": "orders-i1-0", "role": "replica", "ready": False, "lagBytes": 4096},
+                                    {"role": "replica"}]}}
+    families = {f.name: f for f in DatabaseCollector(lambda: [obj]).collect()}
+    info = {tuple(s.labels.values()): s.value for s in families["sampledb_instance_info"].samples}
+    assert info == {("shop", "orders", "orders-0", "primary"): 1, ("shop", "orders", "orders-i1-0", "replica"): 1}
+    ready = {s.labels["instance"]: s.value for s in families["sampledb_instance_ready"].samples}
+    assert ready == {"orders-0": 1.0, "orders-i1-0": 0.0}
+    lag = {s.labels["instance"]: s.value for s in families["sampledb_replication_lag_bytes"].samples}
+    assert lag == {"orders-i1-0": 4096.0}  # the primary has no lag series

@@ -48,6 +48,7 @@ FAMILIES: list[tuple[str, str, set[str]]] = [
     ("sampledb_database_phase", "gauge", {"namespace", "name", "phase"}),
     ("sampledb_database_condition", "gauge", {"namespace", "name", "type", "status", "reason"}),
     ("sampledb_database_last_backup_timestamp_seconds", "gauge", {"namespace", "name"}),
+    ("sampledb_elections_total", "counter", {"reason"}),
     ("sampledb_backups_total", "counter", {"reason", "result"}),
     ("sampledb_snapshot_duration_seconds", "histogram", set()),
     ("sampledb_upgrade_duration_seconds", "histogram", {"kind"}),
