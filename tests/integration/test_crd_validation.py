@@ -300,12 +300,14 @@ def test_get_sdb_shows_version_phase_ready_storage_last_backup_age(namespace: st
         "conditions": [{"type": "Ready", "status": "True", "reason": "DatabaseReady", "message": "",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
         "lastBackup": {"name": "db-scheduled-1", "completedAt": "2026-01-01T00:00:00Z"},
+        "readyInstances": "1/1", "primary": "db-0",
     }
     kubectl("patch", "sdb", "db", "-n", namespace, "--subresource=status", "--type", "merge",
             "-p", json.dumps({"status": status}))
     header, row = kubectl("get", "sdb", "-n", namespace).stdout.strip().splitlines()
-    assert header.split() == ["NAME", "VERSION", "PHASE", "READY", "STORAGE", "LAST", "BACKUP", "AGE"]
-    assert row.split()[:5] == ["db", "16.4", "Running", "True", "1Gi"]
+    assert header.split() == ["NAME", "VERSION", "PHASE", "READY", "INSTANCES", "PRIMARY", "STORAGE", "LAST", "BACKUP",
+                              "AGE"]
+    assert row.split()[:7] == ["db", "16.4", "Running", "True", "1/1", "db-0", "1Gi"]
     wide_header = kubectl("get", "sdb", "-n", namespace, "-o", "wide").stdout.splitlines()[0].split()
     assert wide_header[-3:] == ["CURRENT", "ENDPOINT", "UPGRADE"]
     stored = SampleDB.model_validate(kubectl_json("get", "sdb", "db", "-n", namespace))
