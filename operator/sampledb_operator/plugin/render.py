@@ -72,6 +72,9 @@ def condition(db: Obj, type_: str) -> dict[str, Any]:
 def render_status(report: StatusReport, now: datetime) -> str:
     """The whole status screen."""
     out = _summary(report, now)
+    instances = _instances(report.db)
+    if instances:
+        out += ["", "Instances", *instances]
     out += ["", "Conditions", *(_conditions(report.db, now) or ["  (none yet: the operator has not reconciled it)"])]
     out += ["", "Children", *(_children(report, now) or ["  (none)"])]
     out += ["", "Backups", *(_backups(report.backups, now) or ["  (none)"])]
@@ -101,6 +104,7 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
         ("Version", f"{version} ({running})"),
         ("Image", str(spec.get("image") or f"postgres:{version}")),
         ("Endpoint", str(status.get("endpoint") or NONE)),
+        ("Instances", _instances_line(spec, status)),
         ("Credentials", _secret_line(report)),
         ("Storage", _storage(spec)),
         ("Paused", "yes: the operator changes nothing" if spec.get("paused") else "no"),
@@ -117,6 +121,28 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
         rows.insert(3, ("Restored from", f"SampleDBBackup {spec['restore'].get('backupName')}"))
     width = max(len(k) for k, _ in rows) + 2
     return [f"SampleDB {meta.get('namespace')}/{meta.get('name')}", *(f"  {k + ':':<{width}}{v}" for k, v in rows)]
+
+
+def _instances_line(spec: Obj, status: Obj) -> str:
+    """"3/3 ready, primary ha-0" (and a failover or switchover in progress)."""
+    line = f"{status.get('readyInstances') or NONE} ready (spec.replicas {spec.get('replicas', 1)})"
+    if status.get("primary"):
+        line += f", primary {status['primary']}"
+    if status.get("targetPrimary"):
+        line += f", promoting {status['targetPrimary']}"
+    sync = (spec.get("replication") or {}).get("synchronous")
+    return line + (", synchronous" if sync and int(spec.get("replicas", 1)) > 1 else "")
+
+
+def _instances(db: Obj) -> list[str]:
+    """Each instance's role, readiness, WAL position and lag (status.instances), when there are standbys."""
+    items = [i for i in (db.get("status") or {}).get("instances") or [] if isinstance(i, dict)]
+    if len(items) < 2:
+        return []
+    rows = [(str(i.get("name") or NONE), str(i.get("role") or NONE), "yes" if i.get("ready") else "no",
+             str(i.get("lsn") or NONE), _bytes(i["lagBytes"]) if isinstance(i.get("lagBytes"), int) else NONE)
+            for i in items]
+    return table(("NAME", "ROLE", "READY", "LSN", "LAG"), rows)
 
 
 def _secret_line(report: StatusReport) -> str:

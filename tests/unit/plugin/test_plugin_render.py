@@ -117,3 +117,28 @@ def test_a_secret_is_reduced_to_its_name_and_key_names() -> None:
                          "data": {"password": "c2VjcmV0", "username": "YXBw"}})
     assert info == SecretInfo("orders-credentials", ("password", "username"), "2026-01-02T10:00:00Z")
     assert "c2VjcmV0" not in repr(info)
+
+
+def test_status_screen_shows_the_instances_with_roles_positions_and_lag() -> None:
+    status = {"phase": "Running", "readyInstances": "2/3", "primary": "orders-i1-0", "targetPrimary": None,
+              "instances": [{"name": "orders-0", "role": "replica", "ready": False, "lsn": "0/5000060",
+                             "lagBytes": 2048},
+                            {"name": "orders-i1-0", "role": "primary", "ready": True, "lsn": "0/5000860"},
+                            {"name": "orders-i2-0", "role": "replica", "ready": True, "lsn": "0/5000860",
+                             "lagBytes": 0}]}
+    report = StatusReport(db=db(**status), children=[], secret=None, backups=[])
+    report.db["spec"].update(replicas=3, replication={"synchronous": True})
+    text = render_status(report, NOW)
+    assert "  Instances:       2/3 ready (spec.replicas 3), primary orders-i1-0, synchronous\n" in text
+    block = text.split("\nInstances\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split() for line in block] == [
+        ["NAME", "ROLE", "READY", "LSN", "LAG"], ["orders-0", "replica", "no", "0/5000060", "2.0KiB"],
+        ["orders-i1-0", "primary", "yes", "0/5000860", "-"], ["orders-i2-0", "replica", "yes", "0/5000860", "0B"]]
+
+
+def test_one_instance_has_no_instances_table() -> None:
+    report = StatusReport(db=db(phase="Running", readyInstances="1/1", primary="orders-0",
+                                instances=[{"name": "orders-0", "role": "primary", "ready": True}]),
+                          children=[], secret=None, backups=[])
+    text = render_status(report, NOW)
+    assert "\nInstances\n" not in text and "  Instances:       1/1 ready (spec.replicas 1), primary orders-0\n" in text
