@@ -5,7 +5,7 @@ and everything that fails: write on the primary and read on the standbys; kill t
 (an immediate shutdown, a crash: the kubelet restarts it, the operator fences it and promotes), with
 the operator itself SIGKILLed in the middle of that failover and started again; the old primary comes
 back as a standby (pg_rewind); a switchover by annotation with no committed row lost; scale 3 -> 1 ->
-2. Throughout, `pg_is_in_recovery()` is read on every instance and never two say "no" at once; every
+2; a reloadable parameter edit reaches the standby. Throughout, `pg_is_in_recovery()` is read on every instance and never two say "no" at once; every
 committed row is on the new primary (synchronous mode: a commit is on a standby before it returns).
 The failover time is measured (status.primary changed and the new primary accepts writes).
 """
@@ -162,3 +162,8 @@ def scale(ns: str, first: str) -> None:
     joined = next(p for p in pods(ns) if p != first)
     wait_until(lambda: count(ns, joined) == 5000, timeout=60, what="the new standby's copy")
     assert writable(ns) == [first]
+    # A reloadable parameter reaches the standby too (the operator reloads it once its file is updated).
+    kubectl("patch", "sampledb", DB, "-n", ns, "--type", "merge", "-p", '{"spec":{"parameters":{"work_mem":"12MB"}}}')
+    for pod in (first, joined):
+        wait_until(lambda pod=pod: psql(ns, pod, "SHOW work_mem") == "12MB", timeout=240,
+                   what=f"work_mem reloaded on {pod}")

@@ -18,6 +18,7 @@ class ServerState:
     receive_lsn: int | None = None  # a standby's pg_last_wal_receive_lsn() (flushed to its disk)
     replay_lsn: int | None = None  # a standby's pg_last_wal_replay_lsn()
     timeline: int | None = None
+    config_changed: bool = False  # its config file is newer than its last configuration load
 
     @property
     def position(self) -> int:

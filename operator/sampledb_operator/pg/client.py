@@ -24,7 +24,8 @@ SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery() THEN NULL ELSE (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint END,
        (pg_last_wal_receive_lsn() - '0/0'::pg_lsn)::bigint,
        (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
-       (SELECT timeline_id FROM pg_control_checkpoint())
+       (SELECT timeline_id FROM pg_control_checkpoint()),
+       (pg_stat_file(current_setting('config_file'))).modification > pg_conf_load_time()
 """
 
 
@@ -67,9 +68,15 @@ async def server_state(target: Target, within: float = 3.0) -> ServerState | Non
     rows = await _run(target, within, STATE_SQL)
     if not rows:
         return None
-    in_recovery, current, received, replayed, timeline = rows[0]
+    in_recovery, current, received, replayed, timeline, config_changed = rows[0]
     return ServerState(in_recovery=bool(in_recovery), current_lsn=current, receive_lsn=received,
-                       replay_lsn=replayed, timeline=timeline)
+                       replay_lsn=replayed, timeline=timeline, config_changed=bool(config_changed))
+
+
+async def reload_config(target: Target, within: float = 5.0) -> bool:
+    """pg_reload_conf(): the server re-reads its configuration files. True when it answered."""
+    rows = await _run(target, within, "SELECT pg_reload_conf()")
+    return bool(rows and rows[0][0])
 
 
 async def promote(target: Target, within: float = 60.0) -> bool:

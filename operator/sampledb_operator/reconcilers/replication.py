@@ -222,6 +222,12 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
         ip = (pods.get(plan.primary, {}).get("status") or {}).get("podIP")
         if ip:
             await pg.sync_slots(pg.Target(str(ip), names.POSTGRES_PORT, *creds), plan.slots)
+    if creds is not None:  # standbys re-read an edited postgresql.conf (the primary's reload Job checks it first)
+        for pod, server in sorted(servers.items()):
+            ip = (pods.get(pod, {}).get("status") or {}).get("podIP")
+            if server.in_recovery and server.config_changed and ip and pod != plan.primary \
+                    and await pg.reload_config(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):
+                log.info("standby reloaded its configuration", namespace=ns, name=name, instance=pod)
     for index in plan.remove:
         await _remove_instance(ctx, db, index)
     if plan.clear_switchover:
