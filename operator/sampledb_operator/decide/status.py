@@ -111,13 +111,19 @@ def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | Non
 DONE_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")
 
 
+def init_done(status: SampleDBStatus) -> bool:
+    """Initialized says the init SQL ran (or the restore did): its Job is never run again."""
+    cond = get_condition(status.conditions, ConditionType.INITIALIZED)
+    return cond is not None and cond.status == "True" and cond.reason in DONE_REASONS
+
+
 def _initialized(db: SampleDB, obs: Observed, db_ready: bool) -> tuple[bool, str, str]:
     """Initialized: the init SQL ran, or the database was restored from a backup (then no init SQL)."""
     restore = db.spec.restore
     if restore is None and db.spec.init is None:
         return True, "NoInitSQL", "no init SQL to run"
     prev = get_condition(db.status.conditions, ConditionType.INITIALIZED)
-    if prev is not None and prev.status == "True" and prev.reason in DONE_REASONS and obs.init_job is None:
+    if prev is not None and init_done(db.status) and obs.init_job is None:
         return True, prev.reason, prev.message  # done once; the Job may have been removed since
     for b in obs.blockers:
         return False, b.reason, b.message

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
@@ -28,7 +29,7 @@ from sampledb_operator.model.validation import validate_backup
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import backup_files
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.runtime.controller import Result
 

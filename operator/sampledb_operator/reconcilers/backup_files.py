@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 from sampledb_operator.decide import backup_files as bf
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.jobs import test_annotations
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
@@ -19,8 +20,8 @@ from sampledb_operator.model import names
 from sampledb_operator.model.backup import SampleDBBackup
 from sampledb_operator.model.sampledb import SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
-from sampledb_operator.reconcilers.context import Context, EventType
-from sampledb_operator.reconcilers.deletion import namespace_terminating
+from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.namespace import namespace_terminating
 from sampledb_operator.runtime.controller import Result
 
 

@@ -7,8 +7,9 @@ every SampleDB and every SampleDBBackup. Objects read from a cache are shared: n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -25,13 +26,12 @@ from sampledb_operator.kube.resources import (
     STATEFULSET,
     STORAGECLASS,
 )
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-Obj = dict[str, Any]
-EventType = Literal["Normal", "Warning"]
 API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
              POD)
 

@@ -21,7 +21,9 @@ from sampledb_operator.model.conditions import Condition, get_condition, set_con
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers.children import instance_children, unowned_children
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.namespace import namespace_terminating
 from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
@@ -30,21 +32,6 @@ Obj = dict[str, Any]
 DB_UID_LABEL = "sampledb.io/database-uid"
 ATTEMPT_LABEL = "sampledb.io/attempt"
 REASON_LABEL = "sampledb.io/backup-reason"
-
-
-def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
-    """The database's long-lived children (kind, name): they carry no ownerReference, so only the
-    deletion steps remove them. The first two hold the data."""
-    name = db.metadata.name
-    return [("StatefulSet", names.statefulset_name(name)),
-            ("PersistentVolumeClaim", names.data_pvc_name(name)),
-            ("Secret", names.secret_name(name)),
-            ("ConfigMap", names.configmap_name(name)),
-            ("ConfigMap", d.scripts_configmap_name(db)),
-            ("Service", names.headless_service_name(name)),
-            ("Service", names.client_service_name(name)),
-            ("Service", names.replica_service_name(name)),
-            ("PersistentVolumeClaim", names.backup_pvc_name(name))]
 
 
 def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
@@ -67,15 +54,6 @@ def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
 def _live(obj: Obj | None) -> bool:
     """Exists and is not already being deleted."""
     return obj is not None and not obj.get("metadata", {}).get("deletionTimestamp")
-
-
-async def namespace_terminating(ctx: Context, namespace: str) -> bool:
-    """The namespace is being deleted (or gone): nothing new can be created in it."""
-    try:
-        ns = await ctx.apis["Namespace"].get(namespace)
-    except NotFound:
-        return True
-    return bool(ns.get("metadata", {}).get("deletionTimestamp")) or ns.get("status", {}).get("phase") == "Terminating"
 
 
 async def finalize(ctx: Context, db: SampleDB) -> Result | None:
@@ -151,18 +129,6 @@ async def _start_snapshot(ctx: Context, db: SampleDB, attempt: int) -> None:
 async def _delete(ctx: Context, kind: str, namespace: str, name: str) -> None:
     with contextlib.suppress(NotFound):
         await ctx.apis[kind].delete(name, namespace)
-
-
-def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
-    """The StatefulSets and data volumes of every instance but the first (spec.replicas > 1), from the caches."""
-    ns, name = db.metadata.namespace or "", db.metadata.name
-    out = []
-    for kind in ("StatefulSet", "PersistentVolumeClaim"):
-        for child in ctx.caches.for_kind(kind).list(ns, {d.DATABASE_LABEL: name}):
-            labels = child["metadata"].get("labels") or {}
-            if labels.get(names.INSTANCE_LABEL, "0") != "0":
-                out.append((kind, str(child["metadata"]["name"])))
-    return out
 
 
 async def _delete_children(ctx: Context, db: SampleDB, keep: set[str]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide import migrations as mig
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.status import JobState, job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
@@ -28,7 +29,7 @@ from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup import ensure_backup
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 
 log = get_logger(__name__)

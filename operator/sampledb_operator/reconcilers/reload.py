@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 
 log = get_logger(__name__)

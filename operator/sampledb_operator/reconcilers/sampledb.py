@@ -9,18 +9,17 @@ an event or the status.
 
 from __future__ import annotations
 
-import secrets as pysecrets
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import jobs, lifecycle, plan, restore
+from sampledb_operator.decide import events, lifecycle
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
-from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
+from sampledb_operator.decide.events import EventType
+from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
     JOB,
@@ -34,15 +33,17 @@ from sampledb_operator.kube.resources import (
     Resource,
 )
 from sampledb_operator.model import names
-from sampledb_operator.model.conditions import get_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.model.sampledb import Phase, Problem, SampleDB
+from sampledb_operator.model.sampledb import Phase, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import (
     chaos,
+    children,
     deletion,
+    init,
     migrations,
     reload,
     replication,
@@ -51,15 +52,11 @@ from sampledb_operator.reconcilers import (
     verification,
     volumes,
 )
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
-
-Obj = dict[str, Any]
-PASSWORD_BYTES = 24
-CREATE_ONLY = frozenset({"Secret", "Job"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,25 +103,25 @@ class SampleDBReconciler:
             return Result(requeue=True) if written.stale else None
         await chaos.reconcile_chaos(self.ctx, db)  # a one-off fault the sampledb.io/chaos annotation asks for
 
-        observed_children = self._observed_children(db)
+        observed_children = children.observed_children(self.ctx, db)
         instances = await replication.reconcile_replication(self.ctx, db)
         sts = instances.primary_statefulset
         ready = st.statefulset_ready(sts)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
-        degraded: list[Problem] = [*upgrading.degraded, *instances.problems]
-        await self._ensure_secret(db, observed_children, degraded)
-        live_volumes = await self._apply_children(db, observed_children, degraded, upgrading.running, instances)
+        secret_problems = await children.ensure_secret(self.ctx, db, observed_children)
+        applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
+            db=db, scripts=self._scripts, running=upgrading.running, instances=instances.instances,
+            skip_volumes=instances.skip_volumes))
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
-        emptied = vol.DATA in vol.accepted(db.metadata.annotations) & live_volumes
-        await self._disown(db, observed_children)
+        emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
+        await children.disown(self.ctx, db, observed_children)
 
-        blockers: list[Problem] = []
-        init_job, init_changed = await self._ensure_init_job(db, ready, blockers)
+        initialized = await init.reconcile_init(self.ctx, db, db_ready=ready)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
-        degraded += migration.degraded
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
-        degraded += reloaded.degraded
+        degraded = (*upgrading.degraded, *instances.problems, *secret_problems, *applied.problems,
+                    *migration.degraded, *reloaded.degraded)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -140,11 +137,11 @@ class SampleDBReconciler:
             running_version=upgrade.sts_version(sts) if ready else None,
             statefulset=sts,
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
-            init_job=init_job,
+            init_job=initialized.job,
             secret_exists=(("Secret", names.secret_name(db.metadata.name)) in observed_children),
-            blockers=tuple(blockers),
-            degraded=tuple(degraded),
-            init_changed=init_changed,
+            blockers=initialized.blockers,
+            degraded=degraded,
+            init_changed=initialized.changed,
             replication=st.ReplicationRecord(instances.primary, instances.target, instances.ready_instances,
                                              instances.statuses),
         )
@@ -152,204 +149,14 @@ class SampleDBReconciler:
         if written.stale:
             return Result(requeue=True)  # a newer object exists: its pass decides again
         await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
-        await volumes.release_acceptance(self.ctx, db, live_volumes, resource_version=written.resource_version)
+        await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
         return combine(
-            Result(requeue=bool(blockers or migration.requeue or verified.requeue)),  # look again with backoff
+            # look again with backoff
+            Result(requeue=bool(initialized.blockers or migration.requeue or verified.requeue)),
             Result(requeue_after=backups.requeue_after),  # the next scheduled backup
             Result(requeue_after=migration.recheck_after),  # a look at the migrations ConfigMap
             Result(requeue_after=instances.requeue_after),  # replication positions, a failover's next step
         )
-
-    # ------------------------------------------------------------------ children
-
-    def _observed_children(self, db: SampleDB) -> dict[plan.Key, Obj]:
-        """This database's children in the caches: the long-lived ones by name (they carry no
-        ownerReference, only the database label), its Jobs by owner."""
-        out: dict[plan.Key, Obj] = {}
-        for kind, name in deletion.unowned_children(db):
-            found = self.ctx.cached(kind, db.metadata.namespace, name)
-            if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
-                out[(kind, name)] = found
-        for kind in ("StatefulSet", "PersistentVolumeClaim"):  # every instance's
-            for child in self.caches.for_kind(kind).list(db.metadata.namespace, {d.DATABASE_LABEL: db.metadata.name}):
-                out[plan.key_of(child)] = child
-        for child in self.caches.jobs.by_owner(db.metadata.uid or ""):
-            out[plan.key_of(child)] = child
-        return out
-
-    async def _ensure_secret(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem]) -> None:
-        key = ("Secret", names.secret_name(db.metadata.name))
-        if key in observed:
-            return
-        if ("PersistentVolumeClaim", names.data_pvc_name(db.metadata.name)) in observed:
-            # The data was initialised with the old password; a new one would lock clients out.
-            degraded.append(Problem(
-                "CredentialsMissing",
-                f"Secret {key[1]} was deleted after the database was created; restore it (the data"
-                " volume holds the old password), or delete the SampleDB",
-                "status.secretName",
-            ))
-            return
-        body = d.secret(db, pysecrets.token_urlsafe(PASSWORD_BYTES))
-        try:
-            await self.apis["Secret"].create(body)
-            await self._event(db, "Normal", "CreatedSecret", f"created credentials Secret {key[1]}")
-        except Conflict:
-            pass  # created by an earlier pass whose watch event has not arrived yet
-
-    async def _apply_children(self, db: SampleDB, observed: dict[plan.Key, Obj], degraded: list[Problem],
-                              running: d.Running,
-                              instances: replication.ReplicationOutcome | None = None) -> frozenset[str]:
-        """Apply what the plan asks for; the roles of the volumes that exist (and are not being deleted) after it.
-        `instances`: the instances decide/replication.py chose (None: the first one only)."""
-        inputs = d.Inputs(db=db, scripts=self._scripts, running=running)
-        if instances is not None:
-            inputs = d.Inputs(db=db, scripts=self._scripts, running=running, instances=instances.instances,
-                              skip_volumes=instances.skip_volumes)
-        volume_states = volumes.states(self.ctx, db, observed)
-        accept = vol.accepted(db.metadata.annotations)
-        verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
-        degraded += [v.problem for v in verdicts.values() if v.problem is not None]
-        live = {volume_states[key].role for key, v in verdicts.items()
-                if v.write and volume_states[key].present and not volume_states[key].terminating}
-        for action in plan.plan(d.children(inputs), observed, create_only=CREATE_ONLY,
-                                keep_size=vol.sizes_kept(db)):
-            kind, name = action.key
-            have = observed.get(action.key)
-            verdict = verdicts.get(action.key)
-            if verdict is not None and not verdict.write:
-                continue  # a volume being deleted or lost: never written (see decide/volumes.py)
-            if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
-                problem = await self._expansion_problem(db, have)
-                if problem is not None:
-                    degraded.append(problem)
-                    continue
-            try:
-                await self.apis[kind].apply(action.obj, field_manager=self.field_manager)
-            except ApiError as exc:
-                terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
-                if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
-                    volume, field = vol.what(db, name)
-                    degraded.append(Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
-                    continue
-                if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
-                    degraded.append(Problem("ChildRejected", f"{kind} {name} refused: {exc.message}", "spec"))
-                    continue
-                raise
-            created = have is None
-            log.info("applied child", kind=kind, child=name, reason=action.reason)
-            await self._event(db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
-                              action.reason if not created else f"created {kind} {name}")
-            if verdict is not None:
-                live.add(volume_states[action.key].role)
-                if verdict.creates_empty:
-                    await self._event(db, "Warning", "EmptyVolumeCreated",
-                                      f"created an empty {volume_states[action.key].role} volume {name} in place of"
-                                      f" the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
-        return frozenset(live)
-
-    async def _disown(self, db: SampleDB, observed: dict[plan.Key, Obj]) -> None:
-        """Remove a SampleDB ownerReference from a long-lived child (objects made by an earlier version
-        of the operator carried one): the garbage collector must never delete them."""
-        for kind, name in deletion.unowned_children(db):
-            child = observed.get((kind, name))
-            refs = (child or {}).get("metadata", {}).get("ownerReferences") or []
-            if not any(r.get("kind") == "SampleDB" for r in refs):
-                continue
-            keep = [r for r in refs if r.get("kind") != "SampleDB"]
-            await self.apis[kind].patch(name, {"metadata": {"ownerReferences": keep or None}},
-                                        namespace=db.metadata.namespace)
-            log.info("removed the SampleDB ownerReference", kind=kind, child=name)
-
-    async def _expansion_problem(self, db: SampleDB, pvc: Obj) -> Problem | None:
-        """Why the PVC's StorageClass cannot expand it, or None when it can; the message names the volume."""
-        volume, field = vol.what(db, str(pvc.get("metadata", {}).get("name", "")))
-        cls_name = pvc.get("spec", {}).get("storageClassName")
-        if not cls_name:
-            return Problem("StorageExpansionUnsupported", f"{volume} has no StorageClass; it cannot be expanded",
-                           field)
-        try:
-            sc = await self.apis["StorageClass"].get(cls_name)
-        except NotFound:
-            return Problem("StorageExpansionUnsupported", f"{volume}: StorageClass {cls_name} does not exist",
-                           field)
-        if not sc.get("allowVolumeExpansion"):
-            return Problem("StorageExpansionUnsupported",
-                           f"{volume}: StorageClass {cls_name} does not allow volume expansion"
-                           " (allowVolumeExpansion is not true); the volume keeps its size", field)
-        return None
-
-    # ------------------------------------------------------------------ init
-
-    async def _ensure_restore_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> Obj | None:
-        """The restore Job of spec.restore (created once the new database is ready and the backup is)."""
-        ns = db.metadata.namespace
-        job = self.ctx.cached("Job", ns, restore.restore_job_name(db))
-        if job is not None or self._init_done(db):
-            return job
-        assert db.spec.restore is not None
-        backup = self.ctx.cached("SampleDBBackup", ns, db.spec.restore.backup_name)
-        problem = restore.source_problem(db, backup)
-        if problem is not None:
-            blockers.append(problem)
-            return None
-        if not db_ready:
-            return None
-        assert backup is not None
-        body = restore.restore_job(db, backup)
-        try:
-            await self.apis["Job"].create(body)
-            job_name = body["metadata"]["name"]
-            await self._event(db, "Normal", "CreatedRestoreJob",
-                              f"restoring SampleDBBackup {db.spec.restore.backup_name} with Job {job_name}")
-        except Conflict:
-            pass
-        return None
-
-    async def _ensure_init_job(self, db: SampleDB, db_ready: bool, blockers: list[Problem]) -> tuple[Obj | None, bool]:
-        """The init Job (created once the database is ready and the SQL's source exists); for a database
-        created from a backup, the restore Job instead (the init SQL is not run then)."""
-        if db.spec.restore is not None:
-            return await self._ensure_restore_job(db, db_ready, blockers), False
-        body = jobs.init_job(db)
-        if body is None:
-            return None, False
-        name = body["metadata"]["name"]
-        job = self.ctx.cached("Job", db.metadata.namespace, name)
-        if job is not None:
-            ran = (job.get("metadata", {}).get("annotations") or {}).get(d.INIT_SOURCE_ANNOTATION)
-            return job, ran != jobs.init_source(db)
-        if st.job_state(job) is None and self._init_done(db):
-            return None, False  # the Job was removed after it succeeded; it is never run again
-        problem = await self._init_source_problem(db)
-        if problem is not None:
-            blockers.append(problem)
-            return None, False
-        if not db_ready:
-            return None, False
-        try:
-            await self.apis["Job"].create(body)
-            await self._event(db, "Normal", "CreatedInitJob", f"created init Job {name}")
-        except Conflict:
-            pass
-        return None, False
-
-    def _init_done(self, db: SampleDB) -> bool:
-        cond = get_condition(db.status.conditions, "Initialized")
-        return cond is not None and cond.status == "True" and cond.reason in st.DONE_REASONS
-
-    async def _init_source_problem(self, db: SampleDB) -> Problem | None:
-        init = db.spec.init
-        if init is None:
-            return None
-        ref = init.config_map_key_ref or init.secret_key_ref
-        assert ref is not None
-        kind = "ConfigMap" if init.config_map_key_ref is not None else "Secret"
-        try:
-            source: Obj | None = await self.apis[kind].get(ref.name, db.metadata.namespace)
-        except NotFound:
-            source = None
-        return jobs.init_source_problem(db, source)
 
     # ------------------------------------------------------------------ deletion
 
@@ -386,31 +193,9 @@ class SampleDBReconciler:
             log.info("status not written: the SampleDB changed since it was read; looking again",
                      namespace=db.metadata.namespace, name=db.metadata.name)
             return StatusWrite(None, stale=True)
-        await self._transition_events(db, new)
+        for event in events.transition_events(db.status, new):
+            await self._event(db, event.type, event.reason, event.message)
         return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None)
-
-    async def _transition_events(self, db: SampleDB, new: Any) -> None:
-        for cond in new.conditions:
-            old = get_condition(db.status.conditions, cond.type)
-            if old is not None and old.status == cond.status and old.reason == cond.reason:
-                continue
-            if cond.type == "Ready" and cond.status == "True":
-                await self._event(db, "Normal", "DatabaseReady", cond.message)
-            elif (cond.type, cond.status) in (("Degraded", "True"), ("SpecValid", "False")):
-                await self._event(db, "Warning", cond.reason, cond.message)
-            elif cond.type == "Initialized" and (
-                    old is None or old.status != cond.status
-                    or cond.reason in ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotRerun")):
-                if cond.status == "True":
-                    await self._event(db, "Normal", cond.reason, cond.message)
-                elif cond.reason in ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
-                                     "RestoreSourceMissing", "RestoreSourceNotReady"):
-                    await self._event(db, "Warning", cond.reason, cond.message)
-            elif cond.type == "Upgrading":
-                failed = cond.reason in ("UpgradeFailed", "DowngradeRefused")
-                await self._event(db, "Warning" if failed else "Normal", cond.reason, cond.message)
-            elif cond.type == "Progressing" and cond.reason == "Paused":
-                await self._event(db, "Normal", "Paused", cond.message)
 
     async def _event(self, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
         await self.ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sampledb_operator.decide import schedule as sch
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.verify import merge_health
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
@@ -23,7 +24,7 @@ from sampledb_operator.model.conditions import Condition, get_condition
 from sampledb_operator.model.sampledb import BackupRecord, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 
 log = get_logger(__name__)
 Obj = dict[str, Any]

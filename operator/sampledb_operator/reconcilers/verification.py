@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sampledb_operator.decide import verify
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model.backup import SampleDBBackupStatus
@@ -25,7 +26,7 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import verification_metrics
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.context import Context, EventType
+from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.reconcilers.schedule import backup_facts
 

@@ -8,18 +8,18 @@ its volume exists again (with the read resourceVersion: a stale pass gets Confli
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.plan import Key
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 PVC = "PersistentVolumeClaim"
 
 
@@ -33,7 +33,7 @@ def _backups_written(ctx: Context, db: SampleDB, claim: str) -> bool:
     return False
 
 
-def states(ctx: Context, db: SampleDB, observed: dict[Key, Obj]) -> dict[Key, vol.VolumeState]:
+def states(ctx: Context, db: SampleDB, observed: Mapping[Key, Obj]) -> dict[Key, vol.VolumeState]:
     """The two volumes as the caches show them, by (kind, name)."""
     out: dict[Key, vol.VolumeState] = {}
     for role, name in ((vol.DATA, names.data_pvc_name(db.metadata.name)),

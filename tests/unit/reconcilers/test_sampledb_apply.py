@@ -1,4 +1,4 @@
-"""reconcilers/sampledb.py: a child the API server refuses (422) becomes a Degraded problem, not a silent retry loop.
+"""reconcilers/children.py: a child the API server refuses (422) becomes a Degraded problem, not a silent retry loop.
 
 Admission refuses what the CRD's rules know of; this is the net under them, for whatever a rule
 does not cover (a hugepages limit that is not a whole number of pages, say).
@@ -11,13 +11,14 @@ from typing import Any, cast
 
 import pytest
 
+from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import Invalid, ServerError
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.reconcilers.children import apply_children
 from sampledb_operator.reconcilers.context import Caches, Context
-from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -43,7 +44,7 @@ class Recorder:
         return None
 
 
-def _reconciler(refuse: dict[str, Exception]) -> tuple[SampleDBReconciler, list[str]]:
+def _context(refuse: dict[str, Exception]) -> tuple[Context, list[str]]:
     sets = {kind: StoreSet({None: Store(kind)}) for kind in KINDS}
     caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
                     pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
@@ -52,24 +53,24 @@ def _reconciler(refuse: dict[str, Exception]) -> tuple[SampleDBReconciler, list[
                   clock=FakeClock(wall_start=datetime(2026, 1, 1, tzinfo=UTC)))
     applied: list[str] = []
     ctx.apis = {kind: cast(Any, Api(kind, applied, refuse)) for kind in KINDS}
-    return SampleDBReconciler(ctx), applied
+    return ctx, applied
 
 
 DB = SampleDB.model_validate({
     "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": "db", "namespace": "ns", "uid": "u"},
     "spec": {"version": "16.4", "storage": {"size": "1Gi"}},
 })
+INPUTS = d.Inputs(db=DB, scripts=dataplane.all_scripts(), running=d.Running("16.4", "postgres:16.4"))
 
 
 async def test_a_refused_statefulset_is_a_degraded_problem_and_the_other_children_are_applied() -> None:
-    reconciler, applied = _reconciler({"StatefulSet": Invalid(422, "Invalid", MESSAGE)})
-    degraded: list[Problem] = []
-    await reconciler._apply_children(DB, {}, degraded, d.Running("16.4", "postgres:16.4"))
-    assert degraded == [Problem("ChildRejected", f"StatefulSet db refused: {MESSAGE}", "spec")]
+    ctx, applied = _context({"StatefulSet": Invalid(422, "Invalid", MESSAGE)})
+    outcome = await apply_children(ctx, DB, {}, INPUTS)
+    assert outcome.problems == (Problem("ChildRejected", f"StatefulSet db refused: {MESSAGE}", "spec"),)
     assert "StatefulSet" not in applied and {"Service", "ConfigMap", "PersistentVolumeClaim"} <= set(applied)
 
 
 async def test_other_api_errors_still_raise_for_a_retry() -> None:
-    reconciler, _ = _reconciler({"StatefulSet": ServerError(500, "InternalError", "etcd")})
+    ctx, _ = _context({"StatefulSet": ServerError(500, "InternalError", "etcd")})
     with pytest.raises(ServerError):
-        await reconciler._apply_children(DB, {}, [], d.Running("16.4", "postgres:16.4"))
+        await apply_children(ctx, DB, {}, INPUTS)

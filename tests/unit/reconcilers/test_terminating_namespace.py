@@ -1,4 +1,4 @@
-"""reconcilers/sampledb.py in a namespace being deleted: the API server's refusal is passed on as it is.
+"""reconcilers/children.py in a namespace being deleted: the API server's refusal is passed on as it is.
 
 The controller treats NamespaceTerminating as a quiet requeue; a reconciler must not turn it into
 a status problem of its own (a PVC refused with 403 is otherwise a failed volume expansion).
@@ -11,13 +11,14 @@ from typing import Any, cast
 
 import pytest
 
+from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.children import apply_children
 from sampledb_operator.reconcilers.context import Caches, Context
-from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -59,7 +60,6 @@ async def test_a_child_refused_by_a_terminating_namespace_is_not_a_degraded_prob
     ctx = Context(client=cast(KubeClient, None), caches=caches, recorder=cast(EventRecorder, Recorder()),
                   clock=FakeClock(wall_start=datetime(2026, 1, 1, tzinfo=UTC)))
     ctx.apis = {kind: cast(Any, Api(kind)) for kind in KINDS}
-    degraded: list[Problem] = []
-    with pytest.raises(NamespaceTerminating):
-        await SampleDBReconciler(ctx)._apply_children(DB, {}, degraded, d.Running("16.4", "postgres:16.4"))
-    assert degraded == []
+    with pytest.raises(NamespaceTerminating):  # raised, so no Degraded problem is returned for it
+        await apply_children(ctx, DB, {}, d.Inputs(db=DB, scripts=dataplane.all_scripts(),
+                                                   running=d.Running("16.4", "postgres:16.4")))

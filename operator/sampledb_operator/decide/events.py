@@ -1,0 +1,74 @@
+"""Which changes of a SampleDB's conditions are announced by an Event, and how.
+
+Pure: the reconciler computes the new status (decide/status.py), writes it, and on a successful write
+sends what `transition_events` returns. A condition whose status and reason did not change emits
+nothing, so a pass that rewrites the same status announces nothing twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sampledb_operator.model.conditions import Condition, get_condition
+from sampledb_operator.model.sampledb import SampleDBStatus
+
+EventType = Literal["Normal", "Warning"]
+
+# Initialized=False reasons that are announced even when the status stays False (the reason changed)
+INIT_RENOTIFIED = ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotRerun")
+INIT_WARNINGS = ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
+                 "RestoreSourceMissing", "RestoreSourceNotReady")
+UPGRADE_FAILURES = ("UpgradeFailed", "DowngradeRefused")
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """One Event about the SampleDB: its type, reason and message."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+def transition_events(old: SampleDBStatus, new: SampleDBStatus) -> list[EventSpec]:
+    """The Events that announce the change of conditions from status `old` to `new`, in the order of `new`.
+
+    | condition                      | announced when status or reason changed, and | event             |
+    |--------------------------------|----------------------------------------------|-------------------|
+    | Ready=True                     | always                                       | Normal DatabaseReady |
+    | Degraded=True, SpecValid=False | always                                       | Warning <reason>  |
+    | Initialized=True               | status changed, or reason in INIT_RENOTIFIED | Normal <reason>   |
+    | Initialized not True           | as above, and reason in INIT_WARNINGS        | Warning <reason>  |
+    | Upgrading                      | always                                       | Normal, Warning if failed |
+    | Progressing, reason Paused     | always                                       | Normal Paused     |
+    """
+    out: list[EventSpec] = []
+    for cond in new.conditions:
+        before = get_condition(old.conditions, cond.type)
+        if before is not None and before.status == cond.status and before.reason == cond.reason:
+            continue
+        event = _event(cond, before)
+        if event is not None:
+            out.append(event)
+    return out
+
+
+def _event(cond: Condition, before: Condition | None) -> EventSpec | None:
+    if cond.type == "Ready" and cond.status == "True":
+        return EventSpec("Normal", "DatabaseReady", cond.message)
+    if (cond.type, cond.status) in (("Degraded", "True"), ("SpecValid", "False")):
+        return EventSpec("Warning", cond.reason, cond.message)
+    if cond.type == "Initialized":
+        if before is not None and before.status == cond.status and cond.reason not in INIT_RENOTIFIED:
+            return None
+        if cond.status == "True":
+            return EventSpec("Normal", cond.reason, cond.message)
+        if cond.reason in INIT_WARNINGS:
+            return EventSpec("Warning", cond.reason, cond.message)
+        return None
+    if cond.type == "Upgrading":
+        return EventSpec("Warning" if cond.reason in UPGRADE_FAILURES else "Normal", cond.reason, cond.message)
+    if cond.type == "Progressing" and cond.reason == "Paused":
+        return EventSpec("Normal", "Paused", cond.message)
+    return None

@@ -1,0 +1,185 @@
+"""The children step of a SampleDB: its long-lived children read from the caches, the Secret, and the
+writes decide/plan.py asks for.
+
+The long-lived children (StatefulSets, volumes, Secret, ConfigMaps, Services) carry no ownerReference,
+only the database label, so the garbage collector never deletes them: only the deletion steps do
+(reconcilers/deletion.py). The Secret is created once and never overwritten, and its value never
+reaches a log, an event or the status. Every function returns the problems it found (for Degraded);
+none collects them into a list it was given.
+"""
+
+from __future__ import annotations
+
+import secrets as pysecrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import plan
+from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.events import EventType
+from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
+from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers import volumes
+from sampledb_operator.reconcilers.context import Context
+
+log = get_logger(__name__)
+
+PASSWORD_BYTES = 24
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The outcome of applying the children: the roles of the volumes that exist (and are not being
+    deleted) afterwards, and the problems found on the way (for Degraded)."""
+
+    live_volumes: frozenset[str]
+    problems: tuple[Problem, ...] = ()
+
+
+def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
+    """The database's long-lived children (kind, name): they carry no ownerReference, so only the
+    deletion steps remove them. The first two hold the data; the last is the backups volume."""
+    name = db.metadata.name
+    return [("StatefulSet", names.statefulset_name(name)),
+            ("PersistentVolumeClaim", names.data_pvc_name(name)),
+            ("Secret", names.secret_name(name)),
+            ("ConfigMap", names.configmap_name(name)),
+            ("ConfigMap", d.scripts_configmap_name(db)),
+            ("Service", names.headless_service_name(name)),
+            ("Service", names.client_service_name(name)),
+            ("Service", names.replica_service_name(name)),
+            ("PersistentVolumeClaim", names.backup_pvc_name(name))]
+
+
+def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
+    """The StatefulSets and data volumes of every instance but the first (spec.replicas > 1), from the caches."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    out = []
+    for kind in ("StatefulSet", "PersistentVolumeClaim"):
+        for child in ctx.caches.for_kind(kind).list(ns, {d.DATABASE_LABEL: name}):
+            labels = child["metadata"].get("labels") or {}
+            if labels.get(names.INSTANCE_LABEL, "0") != "0":
+                out.append((kind, str(child["metadata"]["name"])))
+    return out
+
+
+def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
+    """This database's children in the caches: the long-lived ones by name (they carry no
+    ownerReference, only the database label), its Jobs by owner."""
+    out: dict[plan.Key, Obj] = {}
+    for kind, name in unowned_children(db):
+        found = ctx.cached(kind, db.metadata.namespace, name)
+        if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
+            out[(kind, name)] = found
+    for kind in ("StatefulSet", "PersistentVolumeClaim"):  # every instance's
+        for child in ctx.caches.for_kind(kind).list(db.metadata.namespace, {d.DATABASE_LABEL: db.metadata.name}):
+            out[plan.key_of(child)] = child
+    for child in ctx.caches.jobs.by_owner(db.metadata.uid or ""):
+        out[plan.key_of(child)] = child
+    return out
+
+
+async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> tuple[Problem, ...]:
+    """Create the credentials Secret when it is missing, unless the data volume exists (then it is a problem)."""
+    key = ("Secret", names.secret_name(db.metadata.name))
+    if key in observed:
+        return ()
+    if ("PersistentVolumeClaim", names.data_pvc_name(db.metadata.name)) in observed:
+        # The data was initialised with the old password; a new one would lock clients out.
+        return (Problem(
+            "CredentialsMissing",
+            f"Secret {key[1]} was deleted after the database was created; restore it (the data"
+            " volume holds the old password), or delete the SampleDB",
+            "status.secretName",
+        ),)
+    body = d.secret(db, pysecrets.token_urlsafe(PASSWORD_BYTES))
+    try:
+        await ctx.apis["Secret"].create(body)
+        await _event(ctx, db, "Normal", "CreatedSecret", f"created credentials Secret {key[1]}")
+    except Conflict:
+        pass  # created by an earlier pass whose watch event has not arrived yet
+    return ()
+
+
+async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs) -> Applied:
+    """Apply what the plan asks for (the desired children of `inputs`)."""
+    volume_states = volumes.states(ctx, db, observed)
+    accept = vol.accepted(db.metadata.annotations)
+    verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
+    problems = [v.problem for v in verdicts.values() if v.problem is not None]
+    live = {volume_states[key].role for key, v in verdicts.items()
+            if v.write and volume_states[key].present and not volume_states[key].terminating}
+    for action in plan.plan(d.children(inputs), observed, keep_size=vol.sizes_kept(db)):
+        kind, name = action.key
+        have = observed.get(action.key)
+        verdict = verdicts.get(action.key)
+        if verdict is not None and not verdict.write:
+            continue  # a volume being deleted or lost: never written (see decide/volumes.py)
+        if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
+            problem = await _expansion_problem(ctx, db, have)
+            if problem is not None:
+                problems.append(problem)
+                continue
+        try:
+            await ctx.apis[kind].apply(action.obj, field_manager=ctx.field_manager)
+        except ApiError as exc:
+            terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
+            if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
+                volume, field = vol.what(db, name)
+                problems.append(Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
+                continue
+            if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
+                problems.append(Problem("ChildRejected", f"{kind} {name} refused: {exc.message}", "spec"))
+                continue
+            raise
+        created = have is None
+        log.info("applied child", kind=kind, child=name, reason=action.reason)
+        await _event(ctx, db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
+                     action.reason if not created else f"created {kind} {name}")
+        if verdict is not None:
+            live.add(volume_states[action.key].role)
+            if verdict.creates_empty:
+                await _event(ctx, db, "Warning", "EmptyVolumeCreated",
+                             f"created an empty {volume_states[action.key].role} volume {name} in place of"
+                             f" the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
+    return Applied(frozenset(live), tuple(problems))
+
+
+async def disown(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> None:
+    """Remove a SampleDB ownerReference from a long-lived child (objects made by an earlier version
+    of the operator carried one): the garbage collector must never delete them."""
+    for kind, name in unowned_children(db):
+        child = observed.get((kind, name))
+        refs = (child or {}).get("metadata", {}).get("ownerReferences") or []
+        if not any(r.get("kind") == "SampleDB" for r in refs):
+            continue
+        keep = [r for r in refs if r.get("kind") != "SampleDB"]
+        await ctx.apis[kind].patch(name, {"metadata": {"ownerReferences": keep or None}},
+                                   namespace=db.metadata.namespace)
+        log.info("removed the SampleDB ownerReference", kind=kind, child=name)
+
+
+async def _expansion_problem(ctx: Context, db: SampleDB, pvc: Obj) -> Problem | None:
+    """Why the PVC's StorageClass cannot expand it, or None when it can; the message names the volume."""
+    volume, field = vol.what(db, str(pvc.get("metadata", {}).get("name", "")))
+    cls_name = pvc.get("spec", {}).get("storageClassName")
+    if not cls_name:
+        return Problem("StorageExpansionUnsupported", f"{volume} has no StorageClass; it cannot be expanded", field)
+    try:
+        sc = await ctx.apis["StorageClass"].get(cls_name)
+    except NotFound:
+        return Problem("StorageExpansionUnsupported", f"{volume}: StorageClass {cls_name} does not exist", field)
+    if not sc.get("allowVolumeExpansion"):
+        return Problem("StorageExpansionUnsupported",
+                       f"{volume}: StorageClass {cls_name} does not allow volume expansion"
+                       " (allowVolumeExpansion is not true); the volume keeps its size", field)
+    return None
+
+
+async def _event(ctx: Context, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)
