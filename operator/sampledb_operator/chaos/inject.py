@@ -20,6 +20,7 @@ from sampledb_operator.chaos.report import FAILED, INJECTED, SKIPPED, UNSUPPORTE
 from sampledb_operator.decide.desired import COMPONENT_LABEL, DATA_MOUNT, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names
+from sampledb_operator.model.names import ROLE_LABEL
 from sampledb_operator.model.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -266,7 +267,10 @@ class Injector:
     async def _database_pod(self, target: Target) -> Obj | None:
         selector = f"{DATABASE_LABEL}={target.name},{COMPONENT_LABEL}=database"
         listed = await self.apis["Pod"].list(target.namespace, label_selector=selector)
-        pods = sorted((p for p in listed.items if not (p.get("metadata") or {}).get("deletionTimestamp")), key=_name)
+        # the primary first (with replicas, the instance a fault matters most for), then by name
+        pods = sorted((p for p in listed.items if not (p.get("metadata") or {}).get("deletionTimestamp")),
+                      key=lambda p: (((p.get("metadata") or {}).get("labels") or {}).get(ROLE_LABEL) != "primary",
+                                     _name(p)))
         return self._owned(pods[0], target) if pods else None
 
     async def _running_job(self, target: Target, component: str | None) -> Obj | None:
