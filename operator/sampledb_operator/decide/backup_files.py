@@ -11,15 +11,21 @@ be set yet).
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, container_security, pod_security
+from sampledb_operator.decide.desired import (
+    COMPONENT_LABEL,
+    DATABASE_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    container_security,
+    pod_security,
+)
 from sampledb_operator.decide.jobs import BACKUP_MOUNT
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupLocation, SampleDBBackup
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.schema import API_VERSION
 
-Obj = dict[str, Any]
 FILES_FINALIZER = "sampledb.io/backup-files"
 SUFFIXES = (".dump", ".json", ".globals.sql")
 
@@ -38,7 +44,7 @@ def prune_job(backup: SampleDBBackup, *, image: str, pod_annotations: dict[str, 
     directory, file_name = posixpath.split(location.path)
     stem = file_name.removesuffix(".dump")
     db, name = backup.spec.database, backup.metadata.name
-    labels = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "prune",
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: "prune",
               DATABASE_LABEL: db}
     template_meta: Obj = {"labels": labels}
     if pod_annotations:

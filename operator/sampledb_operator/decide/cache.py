@@ -15,9 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.model.objects import Obj
+
 DATA_DIGEST = "sampledb.io/dataDigest"
-COMPONENT_LABEL = "app.kubernetes.io/component"
 COMPACTED_COMPONENTS = frozenset({"scripts"})
 
 

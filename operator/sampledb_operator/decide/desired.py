@@ -18,13 +18,13 @@ from typing import Any
 
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
 
-Obj = dict[str, Any]
-
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "sampledb-operator"
-MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DATABASE_LABEL = "sampledb.io/database"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
@@ -83,7 +83,7 @@ def labels(db: SampleDB, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "postgresql",
         "app.kubernetes.io/instance": db_name(db),
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        MANAGED_BY_LABEL: MANAGED_BY,
         COMPONENT_LABEL: component,
         DATABASE_LABEL: db_name(db),
     }

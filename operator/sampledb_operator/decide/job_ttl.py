@@ -9,13 +9,11 @@ finished (at once when that was longer ago).
 
 from __future__ import annotations
 
-from typing import Any
-
 from sampledb_operator.decide.desired import COMPONENT_LABEL, synchronous
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
 
-Obj = dict[str, Any]
 FINISHED_JOB_TTL_SECONDS = 24 * 3600  # a day after it finished, for its logs
 _DONE_INIT_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")
 _DONE_MIGRATED_REASONS = ("UpToDate", "MigrationsApplied", "NotConfigured")

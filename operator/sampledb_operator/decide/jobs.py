@@ -8,8 +8,6 @@ result goes to the pod's termination message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sampledb_operator.decide.desired import (
     INIT_SOURCE_ANNOTATION,
     SCRIPTS_MOUNT,
@@ -23,9 +21,9 @@ from sampledb_operator.decide.desired import (
     scripts_configmap_name,
 )
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 
-Obj = dict[str, Any]
 INIT_SQL_DIR = "/sampledb/init"
 INIT_SQL_FILE = f"{INIT_SQL_DIR}/init.sql"
 JOB_BACKOFF_LIMIT = 2

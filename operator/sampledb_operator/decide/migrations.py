@@ -23,9 +23,9 @@ from typing import Any
 
 from sampledb_operator.decide.desired import meta
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
 
-Obj = dict[str, Any]
 FIELD = "spec.migrations"
 # The names dataplane/migrate.sh accepts (4 to 18 digits: its versions are bigints).
 NAME_RE = re.compile(r"^([0-9]{4,18})_[A-Za-z0-9][A-Za-z0-9_-]*\.sql$")

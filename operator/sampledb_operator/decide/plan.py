@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from sampledb_operator.decide.cache import DATA_DIGEST, data_digest
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import is_quantity, parse_quantity
 
-Obj = dict[str, Any]
 Key = tuple[str, str]  # (kind, name)
 
 # Fields the API server never lets a client change after creation; a difference there is not
@@ -30,16 +29,11 @@ IMMUTABLE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
-class Verb(StrEnum):
-    CREATE = "create"  # POST; AlreadyExists is success (a create-only object, e.g. the Secret or a Job)
-    APPLY = "apply"  # server-side apply of the desired fields
-
-
 @dataclass(frozen=True, slots=True)
 class Action:
-    """One write: its verb, the desired object, and why it is needed."""
+    """One write, a server-side apply of the desired fields: the object and why it is needed. (The
+    create-only objects, the Secret and the Jobs, are created by their own steps, never planned.)"""
 
-    verb: Verb
     obj: Obj
     reason: str
 
@@ -129,12 +123,10 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
     return f"{body_diff} differs" if body_diff is not None else None
 
 
-def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozenset[str] = frozenset(),
-         keep_size: frozenset[Key] = frozenset()) -> list[Action]:
+def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozenset[Key] = frozenset()) -> list[Action]:
     """The writes that make `observed` match `desired`, in the order of `desired`.
 
-    Kinds in `create_only` (Secrets, Jobs) are created when missing and never updated. The PVCs in
-    `keep_size` get their desired size only when they are created: once they exist, their size is
+    The PVCs in `keep_size` get their desired size only when they are created: once they exist, their size is
     what it is (a volume whose size merely follows another's, see decide/volumes.py).
     """
     actions: list[Action] = []
@@ -144,14 +136,11 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, create_only: frozen
         size = _pvc_size(have) if have is not None and key in keep_size else None
         obj = _with_size(wanted, size) if size is not None else wanted
         if have is None:
-            verb = Verb.CREATE if key[0] in create_only else Verb.APPLY
-            actions.append(Action(verb, obj, f"{key[0]} {key[1]} is missing"))
-            continue
-        if key[0] in create_only:
+            actions.append(Action(obj, f"{key[0]} {key[1]} is missing"))
             continue
         reason = drift(obj, have)
         if reason is not None:
-            actions.append(Action(Verb.APPLY, never_shrink(obj, have), f"{key[0]} {key[1]}: {reason}"))
+            actions.append(Action(never_shrink(obj, have), f"{key[0]} {key[1]}: {reason}"))
     return actions
 
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide.desired import db_name
 from sampledb_operator.decide.jobs import job
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 
-Obj = dict[str, Any]
 COMPONENT = "reload"
 RELOAD_TIMEOUT_SECONDS = 300
 # reload.sh's exit codes a retry cannot fix: config (2: an invalid value or a missing file).

@@ -7,13 +7,11 @@ writes to it; the init SQL is not run for a restored database.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sampledb_operator.decide import jobs
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 
-Obj = dict[str, Any]
 RESTORE_MOUNT = "/sampledb/restore"
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import (
     AppliedMigration,
     BackupRecord,
@@ -24,9 +24,6 @@ from sampledb_operator.model.sampledb import (
     SampleDBStatus,
 )
 from sampledb_operator.model.schema import dump
-
-Obj = dict[str, Any]
-
 
 CLEARABLE = ("targetPrimary",)  # status fields that go away (a merge patch removes them with null)
 

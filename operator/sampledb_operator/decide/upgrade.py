@@ -19,13 +19,12 @@ from enum import StrEnum
 from typing import Any
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.desired import DATA_MOUNT, selector_labels
+from sampledb_operator.decide.desired import DATA_MOUNT, VERSION_ANNOTATION, selector_labels
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB, image_for, major_of
 
 DEFAULT_DATA_DIR = "pgdata"
 RETRY_ANNOTATION = "sampledb.io/retry-upgrade"
-VERSION_ANNOTATION = "sampledb.io/version"  # on the StatefulSet and Jobs: the version they run
 
 
 class Kind(StrEnum):

@@ -22,6 +22,7 @@ from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.backup import BackupPhase
 from sampledb_operator.model.conditions import Condition, ConditionType, set_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.verification import (
@@ -32,7 +33,6 @@ from sampledb_operator.model.verification import (
     VerifyReason,
 )
 
-Obj = dict[str, Any]
 SCRATCH_MOUNT = "/sampledb/scratch"
 BACKUP_ANNOTATION = "sampledb.io/backup"
 # verify.sh's exit codes a retry cannot change: config (2), integrity (4), restore (6), data (8).

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 from sampledb_operator.model.backup import backup_name_error
 from sampledb_operator.model.names import backup_name
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.schema import API_VERSION, DNS1123_SUBDOMAIN_RE
 from sampledb_operator.model.spec_rules import VERSION_RE
 
-Obj = dict[str, Any]
 BACKUP_KIND, DB_KIND = "SampleDBBackup", "SampleDB"
 COPIED_SPEC_FIELDS = ("resources", "parameters", "upgrade")
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from sampledb_operator.decide.desired import SECRET_PASSWORD_KEY, SECRET_USERNAME_KEY
 from sampledb_operator.model.names import POSTGRES_PORT
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.actions import ActionError
-from sampledb_operator.plugin.session import Obj, Target
+from sampledb_operator.plugin.session import Target
 
 SECRET_DATABASE_KEY = "database"
 LOCALHOST = "127.0.0.1"

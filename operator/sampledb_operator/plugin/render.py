@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from sampledb_operator.model import timestamps
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.report import StatusReport, event_time
-from sampledb_operator.plugin.session import Obj
 
 NONE = "-"
 MESSAGE_WIDTH = 90

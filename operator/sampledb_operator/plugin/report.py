@@ -29,7 +29,8 @@ from sampledb_operator.kube.resources import (
     Resource,
 )
 from sampledb_operator.model.names import secret_name
-from sampledb_operator.plugin.session import Obj, Session
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.plugin.session import Session
 
 CHILD_KINDS: tuple[Resource, ...] = (STATEFULSET, POD, PVC, SERVICE, CONFIGMAP, JOB)
 MAX_EVENTS = 5

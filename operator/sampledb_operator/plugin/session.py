@@ -10,18 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.credentials import kubeconfig_namespace
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.resources import Resource
+from sampledb_operator.model.objects import Obj
 
 FIELD_MANAGER = "kubectl-sampledb"
 DEFAULT_NAMESPACE = "default"
 
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

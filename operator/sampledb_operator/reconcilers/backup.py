@@ -22,6 +22,7 @@ from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupPhase, SampleDBBackup
 from sampledb_operator.model.conditions import is_true
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
@@ -34,7 +35,6 @@ from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 FINAL = (BackupPhase.SUCCEEDED.value, BackupPhase.FAILED.value)
 
 
@@ -198,38 +198,3 @@ def backups_of(ctx: Context, db_obj: Obj) -> list[ObjectRef]:
         if (b.get("spec") or {}).get("database") == name and (b.get("status") or {}).get("phase") not in FINAL:
             out.append(ObjectRef(ns, b["metadata"]["name"]))
     return out
-
-
-def pre_work_backup_name(db: SampleDB, reason: str, token: str) -> str:
-    """The name of the backup taken before the work `token` (see ensure_backup)."""
-    suffix = f"-{reason}-{names.short_hash(db.metadata.uid or '', reason, token)}"
-    return names.fit(db.metadata.name, suffix, names.BACKUP_NAME_MAX)
-
-
-async def ensure_backup(ctx: Context, db: SampleDB, *, reason: str, token: str) -> tuple[str, str | None]:
-    """The SampleDBBackup taken before some piece of work (an upgrade, a migration), created if missing.
-
-    Its name is derived from the database's uid, the reason and `token` (what the work is), so a
-    restart finds the same backup instead of taking a second one. Returns (name, phase), phase None
-    while the backup has no status yet.
-    """
-    ns = db.metadata.namespace or ""
-    name = pre_work_backup_name(db, reason, token)
-    existing = ctx.cached("SampleDBBackup", ns, name)
-    if existing is not None:
-        return name, (existing.get("status") or {}).get("phase")
-    body = {
-        "apiVersion": API_VERSION, "kind": "SampleDBBackup",
-        "metadata": {"name": name, "namespace": ns, "labels": {
-            "app.kubernetes.io/managed-by": "sampledb-operator", "sampledb.io/database": db.metadata.name,
-            "sampledb.io/database-uid": db.metadata.uid or "", "sampledb.io/backup-reason": reason}},
-        "spec": {"database": db.metadata.name, "reason": reason,
-                 "storage": {"claimName": names.backup_pvc_name(db.metadata.name)}},
-    }
-    try:
-        await ctx.apis["SampleDBBackup"].create(body)
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "BackupRequested",
-                        f"{reason} backup {name} requested")
-    except Conflict:
-        pass
-    return name, None

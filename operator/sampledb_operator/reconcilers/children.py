@@ -41,12 +41,23 @@ class Applied:
     problems: tuple[Problem, ...] = ()
 
 
+def data_children(db: SampleDB) -> list[tuple[str, str]]:
+    """The children (kind, name) that hold the data: the first instance's StatefulSet and data volume."""
+    name = db.metadata.name
+    return [("StatefulSet", names.statefulset_name(name)), ("PersistentVolumeClaim", names.data_pvc_name(name))]
+
+
+def deletable_children(db: SampleDB) -> list[tuple[str, str]]:
+    """The long-lived children a deletion removes: all but the backups volume (it holds the backups)."""
+    backups = ("PersistentVolumeClaim", names.backup_pvc_name(db.metadata.name))
+    return [child for child in unowned_children(db) if child != backups]
+
+
 def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
     """The database's long-lived children (kind, name): they carry no ownerReference, so only the
-    deletion steps remove them. The first two hold the data; the last is the backups volume."""
+    deletion steps remove them."""
     name = db.metadata.name
-    return [("StatefulSet", names.statefulset_name(name)),
-            ("PersistentVolumeClaim", names.data_pvc_name(name)),
+    return [*data_children(db),
             ("Secret", names.secret_name(name)),
             ("ConfigMap", names.configmap_name(name)),
             ("ConfigMap", d.scripts_configmap_name(db)),

@@ -10,40 +10,37 @@ backoff, until it succeeds or the user sets the skip-snapshot annotation.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import backups as bk
 from sampledb_operator.decide import lifecycle
+from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.lifecycle import Attempt, DeletionInput, Step
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, set_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.children import instance_children, unowned_children
+from sampledb_operator.reconcilers.children import data_children, deletable_children, instance_children
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.namespace import namespace_terminating
 from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 
-DB_UID_LABEL = "sampledb.io/database-uid"
-ATTEMPT_LABEL = "sampledb.io/attempt"
-REASON_LABEL = "sampledb.io/backup-reason"
 
 
 def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
     """The pre-delete snapshot attempts of this incarnation (uid) of the database, oldest first."""
     out = []
-    selector = {DB_UID_LABEL: db.metadata.uid or "", REASON_LABEL: "pre-delete"}
+    selector = {bk.DATABASE_UID_LABEL: db.metadata.uid or "", bk.REASON_LABEL: "pre-delete"}
     for backup in ctx.caches.backups.list(db.metadata.namespace, selector):
         labels = backup["metadata"].get("labels") or {}
         status = backup.get("status") or {}
         completed = status.get("completedAt")
         out.append(Attempt(
-            number=int(labels.get(ATTEMPT_LABEL, "1")),
+            number=int(labels.get(bk.ATTEMPT_LABEL, "1")),
             phase=status.get("phase"),
             completed_at=timestamps.parse(completed),
             message=status.get("message") or "",
@@ -61,7 +58,7 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     if lifecycle.FINALIZER not in db.metadata.finalizers:
         return None
     ns = db.metadata.namespace or ""
-    present = [(k, n) for k, n in unowned_children(db)[:2] if _live(ctx.cached(k, ns, n))]
+    present = [(k, n) for k, n in data_children(db) if _live(ctx.cached(k, ns, n))]
     attempts = snapshot_attempts(ctx, db)
     policy = str(db.spec.deletion_policy)
     inp = DeletionInput(
@@ -107,18 +104,7 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
 
 async def _start_snapshot(ctx: Context, db: SampleDB, attempt: int) -> None:
     name = lifecycle.snapshot_backup_name(db.metadata.name, db.metadata.uid or "", attempt)
-    body = {
-        "apiVersion": API_VERSION, "kind": "SampleDBBackup",
-        "metadata": {
-            "name": name, "namespace": db.metadata.namespace,
-            "labels": {
-                "app.kubernetes.io/managed-by": d.MANAGED_BY, d.DATABASE_LABEL: db.metadata.name,
-                DB_UID_LABEL: db.metadata.uid or "", ATTEMPT_LABEL: str(attempt), REASON_LABEL: "pre-delete",
-            },
-        },
-        "spec": {"database": db.metadata.name, "reason": "pre-delete",
-                 "storage": {"claimName": names.backup_pvc_name(db.metadata.name)}},
-    }
+    body = bk.backup_request(db, name, "pre-delete", attempt=attempt)
     try:
         await ctx.apis["SampleDBBackup"].create(body)
     except Conflict:
@@ -134,7 +120,7 @@ async def _delete(ctx: Context, kind: str, namespace: str, name: str) -> None:
 async def _delete_children(ctx: Context, db: SampleDB, keep: set[str]) -> None:
     """Delete the database's unowned children (the backup volume is always kept: it holds the backups)."""
     ns = db.metadata.namespace or ""
-    for kind, name in [*instance_children(ctx, db), *unowned_children(db)[:-1]]:
+    for kind, name in [*instance_children(ctx, db), *deletable_children(db)]:
         if name not in keep and _live(ctx.cached(kind, ns, name)):
             await _delete(ctx, kind, ns, name)
 
@@ -179,5 +165,5 @@ async def _deleting_status(ctx: Context, db: SampleDB, blocked: str | None) -> N
                                          subresource="status")
 
 
-async def _event(ctx: Context, db: SampleDB, type_: Any, reason: str, message: str) -> None:
+async def _event(ctx: Context, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
     await ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs
@@ -25,15 +24,15 @@ from sampledb_operator.decide.status import JobState, job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, is_true
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.backup import ensure_backup
+from sampledb_operator.reconcilers.backup_request import ensure_backup
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 MIGRATED = "Migrated"
 COMPONENT = "migrate"
 BACKUP_REASON = "pre-migration"

@@ -12,29 +12,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from sampledb_operator.decide import backups as bk
 from sampledb_operator.decide import schedule as sch
+from sampledb_operator.decide.desired import MANAGED_BY, MANAGED_BY_LABEL
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.verify import merge_health
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.backup import BackupReason
 from sampledb_operator.model.conditions import Condition, get_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import BackupRecord, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-OPERATOR = "sampledb-operator"
-DATABASE_LABEL = "sampledb.io/database"
-DATABASE_UID_LABEL = "sampledb.io/database-uid"
-REASON_LABEL = "sampledb.io/backup-reason"
-SCHEDULED_FOR = "sampledb.io/scheduled-for"
 SCHEDULED = BackupReason.SCHEDULED.value
 
 
@@ -92,20 +87,21 @@ def backup_facts(ctx: Context, db: SampleDB) -> list[sch.BackupFact]:
         if spec.get("database") != name or meta.get("deletionTimestamp"):
             continue
         labels = meta.get("labels") or {}
-        owner_uid = labels.get(DATABASE_UID_LABEL)
+        owner_uid = labels.get(bk.DATABASE_UID_LABEL)
         if owner_uid is not None and owner_uid != uid:
             continue
         made = timestamps.parse(meta.get("creationTimestamp")) or created
         if owner_uid is None and created is not None and made is not None and made < created:
             continue
-        out.append(_fact(obj, mine=owner_uid == uid and labels.get(MANAGED_BY) == OPERATOR))
+        out.append(_fact(obj, mine=owner_uid == uid and labels.get(MANAGED_BY_LABEL) == MANAGED_BY))
     return out
 
 
 def _fact(obj: Obj, *, mine: bool) -> sch.BackupFact:
     meta, status = obj["metadata"], obj.get("status") or {}
     reason = str((obj.get("spec") or {}).get("reason") or BackupReason.MANUAL.value)
-    slot = sch.parse_slot((meta.get("annotations") or {}).get(SCHEDULED_FOR)) if mine and reason == SCHEDULED else None
+    slot_text = (meta.get("annotations") or {}).get(bk.SCHEDULED_FOR_ANNOTATION)
+    slot = sch.parse_slot(slot_text) if mine and reason == SCHEDULED else None
     return sch.BackupFact(name=meta["name"], reason=reason, phase=status.get("phase"), slot=slot,
                           completed_at=timestamps.parse(status.get("completedAt")),
                           message=str(status.get("message") or ""), owned=mine)
@@ -141,16 +137,7 @@ async def _create(ctx: Context, db: SampleDB, slot: datetime) -> sch.BackupFact 
     name = names.backup_name(db_name, SCHEDULED, slot)
     if ctx.cached("SampleDBBackup", ns, name) is not None:
         return None  # not ours (another incarnation or a user's object): never overwritten
-    body = {
-        "apiVersion": API_VERSION, "kind": "SampleDBBackup",
-        "metadata": {
-            "name": name, "namespace": ns,
-            "labels": {MANAGED_BY: OPERATOR, DATABASE_LABEL: db_name, DATABASE_UID_LABEL: db.metadata.uid or "",
-                       REASON_LABEL: SCHEDULED},
-            "annotations": {SCHEDULED_FOR: sch.slot_text(slot)},
-        },
-        "spec": {"database": db_name, "reason": SCHEDULED, "storage": {"claimName": names.backup_pvc_name(db_name)}},
-    }
+    body = bk.backup_request(db, name, SCHEDULED, annotations={bk.SCHEDULED_FOR_ANNOTATION: sch.slot_text(slot)})
     try:
         await ctx.apis["SampleDBBackup"].create(body)
     except Conflict:

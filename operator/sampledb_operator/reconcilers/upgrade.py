@@ -10,8 +10,8 @@ a restart never starts a second backup or Job for the same upgrade.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from sampledb_operator.decide import backups as bk
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide import upgrade as up
@@ -19,15 +19,14 @@ from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, get_condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers import migrations
-from sampledb_operator.reconcilers.backup import ensure_backup, pre_work_backup_name
+from sampledb_operator.reconcilers.backup_request import ensure_backup
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def sts_version(sts: Obj | None) -> str | None:
     """The version the StatefulSet's template runs (its annotation)."""
     if sts is None:
         return None
-    return (sts.get("metadata", {}).get("annotations") or {}).get(up.VERSION_ANNOTATION)
+    return (sts.get("metadata", {}).get("annotations") or {}).get(d.VERSION_ANNOTATION)
 
 
 JOB_DETAIL_LIMIT = 600  # characters of the script's message kept in the condition
@@ -96,7 +95,7 @@ async def reconcile_upgrade(ctx: Context, db: SampleDB, sts: Obj | None, sts_rea
         others = [n for n in unfinished_jobs(ctx, db) if n not in (job_name, names.fit(job_name, "-thaw"))]
         phase, message = None, ""
         if required:
-            backup_name = pre_work_backup_name(db, "pre-upgrade", token)
+            backup_name = bk.pre_work_backup_name(db, "pre-upgrade", token)
             if not migrating and not others:  # no backup while a migration or another upgrade runs
                 backup_name, phase = await ensure_backup(ctx, db, reason="pre-upgrade", token=token)
             cached = ctx.cached("SampleDBBackup", db.metadata.namespace, backup_name) or {}

@@ -12,7 +12,6 @@ passes: the answered request lives in the backup's status.verification.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -22,6 +21,7 @@ from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model.backup import SampleDBBackupStatus
 from sampledb_operator.model.conditions import Condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import verification_metrics
@@ -31,7 +31,6 @@ from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.reconcilers.schedule import backup_facts
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics
 
-Obj = dict[str, Any]
 Event = tuple[str, Obj]
 Transform = Callable[[Obj], Obj]
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from typing import Any
 
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.store import Store
-
-Obj = dict[str, Any]
 
 
 class StoreSet:

@@ -146,7 +146,6 @@ def test_missing_children_are_planned_in_order_and_nothing_when_all_match() -> N
     want = d.children(d.Inputs(db, SCRIPTS))
     actions = plan.plan(want, {})
     assert [a.key for a in actions] == [plan.key_of(o) for o in want]
-    assert all(a.verb is plan.Verb.APPLY for a in actions)
     assert plan.plan(want, observed_from(want)) == []
 
 
@@ -190,14 +189,6 @@ def test_a_hand_expanded_pvc_keeps_its_size_when_another_field_is_applied() -> N
     assert action.obj["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert action.obj["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata"}
     assert d.data_pvc(db)["spec"]["resources"]["requests"]["storage"] == "1Gi"  # the desired object untouched
-
-
-def test_create_only_kinds_are_created_when_missing_and_never_updated() -> None:
-    db = make_db()
-    secret = d.secret(db, "pw")
-    assert [a.verb for a in plan.plan([secret], {}, create_only=frozenset({"Secret"}))] == [plan.Verb.CREATE]
-    changed = observed_from([d.secret(db, "other")])
-    assert plan.plan([secret], changed, create_only=frozenset({"Secret"})) == []
 
 
 _param_names = hs.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True)

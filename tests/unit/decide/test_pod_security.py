@@ -15,9 +15,9 @@ import pytest
 
 from sampledb_operator.decide import backup_files, desired, jobs, restore, upgrade, verify
 from sampledb_operator.model.backup import SampleDBBackup
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 
-Obj = dict[str, Any]
 DECIDE = Path(desired.__file__).parent
 # volume types the restricted (and baseline) standard allows
 ALLOWED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",

@@ -13,6 +13,7 @@ from sampledb_operator.decide import verify
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.verification import VERIFY_ANNOTATION, VerifyReason
 
@@ -20,7 +21,6 @@ NOW = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
 RUNNING = JobState(False, False, "Running", "")
 DONE = JobState(True, True, "Complete", "")
 FAILED = JobState(True, False, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-Obj = dict[str, Any]
 
 
 def view(name: str = "b1", *, minutes: int = 0, **fields: Any) -> verify.BackupView:

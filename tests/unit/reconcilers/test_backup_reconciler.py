@@ -7,19 +7,20 @@ from typing import Any, cast
 
 from tests.support.fake_cluster import FakeCluster, running_database
 
+from sampledb_operator.decide.backups import pre_work_backup_name
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import SampleDB
-from sampledb_operator.reconcilers.backup import BackupReconciler, pre_work_backup_name
+from sampledb_operator.reconcilers.backup import BackupReconciler
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-Obj = dict[str, Any]
 NS = "shop"
 KINDS = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret")
 

@@ -102,3 +102,12 @@ async def test_the_secret_is_created_once_and_its_loss_after_the_data_volume_is_
     [problem] = await children.ensure_secret(cluster.ctx, db, {data: {}})
     assert problem.reason == "CredentialsMissing" and names.secret_name("orders") in problem.message
     assert len(cluster.written("create", "Secret")) == 1
+
+
+def test_the_data_children_are_named_and_a_deletion_keeps_the_backups_volume() -> None:
+    db = stored(FakeCluster())
+    assert children.data_children(db) == [("StatefulSet", names.statefulset_name("orders")),
+                                           ("PersistentVolumeClaim", names.data_pvc_name("orders"))]
+    backups = ("PersistentVolumeClaim", names.backup_pvc_name("orders"))
+    assert backups in children.unowned_children(db) and backups not in children.deletable_children(db)
+    assert set(children.deletable_children(db)) == set(children.unowned_children(db)) - {backups}

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from tests.support.fake_cluster import NS, FakeCluster
 
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
 from sampledb_operator.reconcilers import migrations
 
-Obj = dict[str, Any]
 INIT, INDEX = "CREATE TABLE t (id int);", "CREATE INDEX t_id ON t (id);"
 
 

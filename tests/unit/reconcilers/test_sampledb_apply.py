@@ -16,6 +16,7 @@ from sampledb_operator.decide import desired as d
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import Invalid, ServerError
 from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.reconcilers.children import apply_children
 from sampledb_operator.reconcilers.context import Caches, Context
@@ -23,7 +24,6 @@ from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-Obj = dict[str, Any]
 KINDS = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret")
 MESSAGE = 'StatefulSet.apps "db" is invalid: resources.limits[hugepages-2Mi]: Invalid value: "3Mi"'
 

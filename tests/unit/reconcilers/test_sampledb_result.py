@@ -13,6 +13,7 @@ from sampledb_operator.decide import lifecycle
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
 from sampledb_operator.runtime.clock import FakeClock
@@ -20,7 +21,6 @@ from sampledb_operator.runtime.controller import Result
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-Obj = dict[str, Any]
 KINDS = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tests.support.fake_cluster import FakeCluster, condition, running_database
 
+from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import upgrade as up
 
 JOB = "Job"
@@ -79,4 +80,4 @@ async def test_a_new_minor_with_a_pinned_image_of_the_old_one_is_refused_not_rep
     assert condition(db, "Upgrading") == {}
     assert cluster.of_kind(BACKUP) == []
     sts = cluster.get("StatefulSet", "orders")
-    assert sts is not None and sts["metadata"]["annotations"][up.VERSION_ANNOTATION] == "16.4"
+    assert sts is not None and sts["metadata"]["annotations"][d.VERSION_ANNOTATION] == "16.4"

@@ -4,16 +4,14 @@ results on the SampleDBBackup, the metric, events and BackupHealthy."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
 
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.verification import VERIFY_ANNOTATION
 from sampledb_operator.observability.metrics import REGISTRY
-
-Obj = dict[str, Any]
 
 
 def succeeded_backup(cluster: FakeCluster, name: str, *, completed: str = "2026-11-30T09:00:00Z",
