@@ -9,17 +9,19 @@ What it keeps of the API server's behaviour (the parts a reconciler's correctnes
   only the status; a spec change bumps metadata.generation;
 - a delete of an object with finalizers only sets its deletionTimestamp; removing the last
   finalizer of such an object deletes it;
-- a PVC's requested storage cannot shrink (422), as the API server refuses it.
+- a PVC's requested storage cannot shrink (422), as the API server refuses it;
+- a Secret's stringData is stored base64-encoded in its data (and is not kept itself).
 
 The caches are fed like the watches feed them: the kinds the operator watches with its managed-by
-selector hold only labelled objects; SampleDBs and SampleDBBackups are all cached; Pods,
-StorageClasses and Namespaces are not cached. By default every write reaches the caches at once (as
+selector hold only labelled objects (the database Pods too); SampleDBs and SampleDBBackups are all
+cached; StorageClasses and Namespaces are not cached. By default every write reaches the caches at once (as
 if the watch event arrived before the next pass); `freeze_cache()` stops that, so a test can run a
 pass on a stale cache, and `sync_cache()` delivers what the watches would have.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 from datetime import UTC, datetime
@@ -210,6 +212,9 @@ class FakeCluster:
     def store_object(self, kind: str, obj: Obj, *, previous: Obj | None) -> Obj:
         """Write `obj` with a new resourceVersion (and generation, when its spec changed); echo to the cache."""
         obj = {**obj, "kind": kind}
+        if kind == "Secret" and "stringData" in obj:
+            obj["data"] = {**(obj.get("data") or {}), **{k: base64.b64encode(str(v).encode()).decode()
+                                                          for k, v in (obj.pop("stringData") or {}).items()}}
         meta = obj["metadata"] = dict(obj["metadata"])
         if previous is not None:
             meta["uid"] = previous["metadata"].get("uid")
