@@ -8,7 +8,8 @@ and watches them until every one has Ready=True. Systems:
   floor            the API server's own floor for this work: `scale.py floor`, a plain asyncio client
                    (no caches, no queue, no operator) that creates the same child bodies the operator
                    would (decide.desired), the init Job once the StatefulSet is ready, and a Ready
-                   status once the Job succeeded. 10 writes per database.
+                   status once the Job succeeded: one write per object. floor:src=DIR takes the child
+                   bodies from the checkout in DIR (give the floor the tree the operator runs from).
   operator         this operator (`sampledb-operator run`), options after a colon:
                    operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
                    checkout made with `git archive`), operator:label=before.
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "operator"))
+sys.path.insert(0, os.environ.get("SAMPLEDB_BENCH_SRC", str(REPO)) + "/operator")  # floor:src=DIR sets it
 
 from sampledb_operator import dataplane  # noqa: E402
 from sampledb_operator.decide import desired as d  # noqa: E402
@@ -305,9 +306,10 @@ def start_system(system: System, env: dict[str, str], workdir: Path) -> tuple[su
     log = (workdir / f"{system.kind}.log").open("wb")
     if system.kind == "floor":
         marker = workdir / "floor.ready"
+        fenv = {**env, "SAMPLEDB_BENCH_SRC": system.src} if system.src else env
         proc = subprocess.Popen([sys.executable, __file__, "floor", "--kubeconfig", env["KUBECONFIG"],
                                  "--stats", str(workdir / "floor.json"), "--ready-file", str(marker)],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+                                env=fenv, stdout=log, stderr=subprocess.STDOUT)
         wait_until(lambda: marker.exists() or proc.poll() is not None, 60)
         return proc, None
     port, health = free_port(), free_port()
@@ -488,6 +490,18 @@ def run_main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     timeout = args.timeout or max(600.0, 1.5 * args.n)
     results = [run_one(s, args.n, rnd, out, timeout) for rnd in range(1, args.rounds + 1) for s in systems]
+    return report(results, out)
+
+
+def report_main(args: argparse.Namespace) -> int:
+    """Table and chart of runs already made (their result.json files), e.g. of sessions cut short."""
+    results = [RunResult(**json.loads(Path(f).read_text())) for f in args.results]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return report(results, out)
+
+
+def report(results: list[RunResult], out: Path) -> int:
     (out / "results.json").write_text(json.dumps([asdict(r) for r in results]))
     chart(results, out / "ready.png")
     floor = {r.round: r for r in results if r.label == "floor"}
@@ -521,7 +535,12 @@ def main() -> int:
     fl.add_argument("--concurrency", type=int, default=64)
     fl.add_argument("--stats", required=True)
     fl.add_argument("--ready-file", required=True)
+    rep = sub.add_parser("report", help="table and chart of result.json files of earlier runs")
+    rep.add_argument("results", nargs="+")
+    rep.add_argument("--out", required=True)
     args = parser.parse_args()
+    if args.command == "report":
+        return report_main(args)
     if args.command == "floor":
         return asyncio.run(floor_main(args))
     return run_main(args)
