@@ -5,8 +5,9 @@ and everything that fails: write on the primary and read on the standbys; kill t
 (an immediate shutdown, a crash: the kubelet restarts it, the operator fences it and promotes), with
 the operator itself SIGKILLed in the middle of that failover and started again; the old primary comes
 back as a standby (pg_rewind); a switchover by annotation with no committed row lost; scale 3 -> 1 ->
-2; a reloadable parameter edit reaches the standby. Throughout, `pg_is_in_recovery()` is read on every instance and never two say "no" at once; every
-committed row is on the new primary (synchronous mode: a commit is on a standby before it returns).
+2; a reloadable parameter edit reaches the standby. Throughout, `pg_is_in_recovery()` is read on
+every instance and never two say "no" at once; every committed row is on the new primary
+(synchronous mode: a commit is on a standby before it returns).
 The failover time is measured (status.primary changed and the new primary accepts writes).
 """
 

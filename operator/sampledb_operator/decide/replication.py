@@ -185,6 +185,21 @@ def _fence_strays(inp: ReplicationInput, p: _Pass) -> None:
                               " primary: stopped it (it rejoins as a standby)"))
 
 
+def _ahead_problem(inp: ReplicationInput, primary: int, best: list[InstanceView]) -> Problem | None:
+    """With synchronous replication, a standby that answers but cannot be promoted now (its pod is not
+    Ready) and is ahead of the best candidate may hold commits the candidate lacks: wait for it."""
+    if not inp.synchronous or not best or best[0].server is None:
+        return None
+    top = best[0].server.position
+    ahead = sorted(names.instance_pod_name(inp.db, i) for i, v in inp.instances.items()
+                   if i != primary and v.server is not None and v.server.in_recovery and v.server.position > top)
+    if not ahead:
+        return None
+    return Problem("FailoverBlocked", f"the primary is unavailable; with synchronous replication {', '.join(ahead)}"
+                   " holds later commits than any standby that is ready; waiting for it to be ready",
+                   "spec.replication.synchronous")
+
+
 def _steady(inp: ReplicationInput, p: _Pass) -> None:
     """No failover running: start a switchover asked for, or a failover that is due."""
     db, primary_name = inp.db, names.instance_pod_name(inp.db, p.primary)
@@ -206,7 +221,7 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
         p.requeue = max(0.5, inp.failover_delay - unready)
         return
     best = candidates(inp, {p.primary})
-    blocked = quorum_problem(inp, p.primary)
+    blocked = quorum_problem(inp, p.primary) or _ahead_problem(inp, p.primary, best)
     if blocked is not None:
         p.problems.append(blocked)
     elif best:
@@ -243,6 +258,12 @@ def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
         p.primary, p.target, p.requeue = p.target, None, FAILOVER_POLL
     elif view is not None and view.server is not None and view.server.in_recovery:
         p.promote = target_name
+    elif inp.synchronous:
+        # The target was chosen as the most advanced: it may hold commits no other standby has.
+        p.problems.append(Problem("FailoverBlocked", f"{target_name} was chosen to be promoted and does not answer;"
+                                  " with synchronous replication it may hold the last commits, so the operator waits"
+                                  " for it (set spec.replication.synchronous to false to promote another)",
+                                  "spec.replication.synchronous"))
     else:
         others = candidates(inp, {p.primary})
         if others and others[0].index != p.target:
@@ -289,8 +310,8 @@ def decide(inp: ReplicationInput) -> ReplicationPlan:
     instances = tuple(Instance(i, 0 if i in p.fence else 1) for i in indexes)
 
     labels: dict[str, str] = {}
-    for i, v in inp.instances.items():
-        if v.pod is None or v.pod.terminating or i in remove:
+    for i, v in inp.instances.items():  # terminating and removed pods too: none keeps a stale primary label
+        if v.pod is None:
             continue
         role = PRIMARY_ROLE if (p.target is None and i == p.primary and i not in p.fence) else REPLICA_ROLE
         if v.pod.role != role:

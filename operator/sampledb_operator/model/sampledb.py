@@ -240,7 +240,8 @@ class ReplicationSpec(SpecModel):
     )
     failover_delay_seconds: int = Field(
         default=30, ge=0, le=3600,
-        description="How long the primary must stay unready (pod not Ready, or gone) before the operator fences it"
+        description="How long the primary must stay unready (its pod not Ready; a deleted pod counts from its deletion)"
+        " before the operator fences it"
         " and promotes the most advanced standby. 0 fails over at once; a longer delay rides out restarts.",
     )
 

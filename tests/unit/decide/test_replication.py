@@ -466,3 +466,35 @@ def test_the_instances_are_enough_and_distinct(i: ReplicationInput) -> None:
 @given(inputs())
 def test_decide_is_deterministic(i: ReplicationInput) -> None:
     assert decide(i) == decide(replace(i, instances=dict(reversed(list(i.instances.items())))))
+
+
+# -- regressions found by these properties (fixed in decide/replication.py) ------------------------
+
+
+def test_sync_failover_waits_for_a_more_advanced_standby_whose_pod_is_unready() -> None:
+    instances = healthy(3, positions=(100, 90, 70))
+    instances[0] = replace(instances[0], pod=unready(DELAY + 1), server=None)
+    instances[1] = replace(instances[1], pod=unready(1, REPLICA_ROLE))  # answers SQL, one failed probe
+    plan = decide(inp(instances, synchronous=True))
+    assert plan.target is None
+    assert [p.reason for p in plan.problems] == ["FailoverBlocked"] and pod(1) in plan.problems[0].message
+    # asynchronous: the best ready standby is promoted (what a failover may lose is documented)
+    assert decide(inp(instances, synchronous=False)).target == pod(2)
+
+
+def test_sync_failover_never_retargets_away_from_the_most_advanced() -> None:
+    instances = healthy(3, positions=(100, 90, 70))
+    instances[0] = InstanceView(0, replicas=0)
+    instances[1] = InstanceView(1)  # the target is gone
+    plan = decide(inp(instances, synchronous=True, target=pod(1), fence_confirmed=True))
+    assert plan.target == pod(1) and plan.promote is None
+    assert [p.reason for p in plan.problems] == ["FailoverBlocked"]
+    assert decide(inp(instances, synchronous=False, target=pod(1), fence_confirmed=True)).target == pod(2)
+
+
+def test_removed_and_terminating_pods_lose_a_stale_primary_label() -> None:
+    instances = healthy(3)
+    instances[2] = replace(instances[2], pod=replace(ready(PRIMARY_ROLE), terminating=True))
+    plan = decide(inp(instances, replicas=2))
+    assert plan.remove == (2,)
+    assert plan.labels.get(pod(2)) == REPLICA_ROLE
