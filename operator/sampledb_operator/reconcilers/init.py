@@ -18,6 +18,7 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.runtime.controller import Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,11 @@ class InitOutcome:
     job: Obj | None = None  # the init or restore Job, when it exists
     changed: bool = False  # spec.init differs from what the init Job ran
     blockers: tuple[Problem, ...] = ()  # why the Job cannot start (its source is missing or not ready)
+
+    @property
+    def result(self) -> Result | None:
+        """A blocked Job waits for a user object the operator does not watch: look again with backoff."""
+        return Result(requeue=True) if self.blockers else None
 
 
 async def reconcile_init(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitOutcome:

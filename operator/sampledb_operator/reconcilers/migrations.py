@@ -31,6 +31,7 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup_request import ensure_backup
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
+from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
 MIGRATED = "Migrated"
@@ -54,6 +55,11 @@ class MigrationOutcome:
     busy: bool = False  # a migration (or its backup) is running: phase Migrating
     requeue: bool = False  # look again with backoff (e.g. the ConfigMap is missing)
     recheck_after: float | None = None  # look at the user's ConfigMap again after this many seconds
+
+    @property
+    def result(self) -> Result | None:
+        """When the pass should come back for this step."""
+        return combine(Result(requeue=self.requeue), Result(requeue_after=self.recheck_after))
 
 
 def _condition(db: SampleDB, ok: bool, reason: str, message: str) -> Condition:

@@ -150,13 +150,8 @@ class SampleDBReconciler:
             return Result(requeue=True)  # a newer object exists: its pass decides again
         await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
         await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
-        return combine(
-            # look again with backoff
-            Result(requeue=bool(initialized.blockers or migration.requeue or verified.requeue)),
-            Result(requeue_after=backups.requeue_after),  # the next scheduled backup
-            Result(requeue_after=migration.recheck_after),  # a look at the migrations ConfigMap
-            Result(requeue_after=instances.requeue_after),  # replication positions, a failover's next step
-        )
+        return combine(initialized.result, migration.result, verified.result, backups.result,
+                       Result(requeue_after=instances.requeue_after))  # replication positions, a failover's next step
 
     # ------------------------------------------------------------------ deletion
 

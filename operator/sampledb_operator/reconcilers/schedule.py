@@ -27,6 +27,7 @@ from sampledb_operator.model.sampledb import BackupRecord, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 
@@ -41,6 +42,11 @@ class ScheduleOutcome:
     last_backup: BackupRecord | None = None  # the newest Succeeded backup of any reason; None = unchanged
     last_snapshot: BackupRecord | None = None  # the newest Succeeded pre-upgrade/-migration one; None = unchanged
     requeue_after: float | None = None  # seconds until the next scheduled slot
+
+    @property
+    def result(self) -> Result | None:
+        """When the pass should come back for this step: the next scheduled slot."""
+        return Result(requeue_after=self.requeue_after) if self.requeue_after is not None else None
 
 
 async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,

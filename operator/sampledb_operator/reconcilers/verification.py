@@ -29,6 +29,7 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.reconcilers.schedule import backup_facts
+from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 
@@ -39,6 +40,11 @@ class VerificationOutcome:
 
     condition: Condition | None = None  # BackupHealthy=False/VerificationFailed, or None (no opinion)
     requeue: bool = False  # a backup's status moved on under a write: look again
+
+    @property
+    def result(self) -> Result | None:
+        """When the pass should come back for this step."""
+        return Result(requeue=True) if self.requeue else None
 
 
 async def reconcile_verification(ctx: Context, db: SampleDB) -> VerificationOutcome:
