@@ -21,12 +21,12 @@ from sampledb_operator.decide.desired import COMPONENT_LABEL, DATA_MOUNT, DATABA
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.names import ROLE_LABEL
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from sampledb_operator.kube.exec import ExecResult
 
-Obj = dict[str, Any]
 Executor = Callable[[str, str, str, Sequence[str]], Awaitable["ExecResult"]]  # namespace, pod, container, argv
 FILL_PATH = f"{DATA_MOUNT}/{FILL_FILE}"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"

@@ -8,14 +8,13 @@ error during a poll counts as "not yet" (the API server may be the thing recover
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from sampledb_operator.chaos.faults import POSTGRES_CONTAINER
 from sampledb_operator.chaos.inject import Api, Check, NewLeader, PodBack, Recreated
 from sampledb_operator.chaos.plan import Target
 from sampledb_operator.kube.errors import KubeError, NotFound
-
-Obj = dict[str, Any]
+from sampledb_operator.model.objects import Obj
 
 
 class Clock(Protocol):

@@ -15,22 +15,22 @@ import base64
 import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import DeletionPolicy, InstanceStatus, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
-Obj = dict[str, Any]
 FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)
 
 
@@ -45,6 +45,11 @@ class ReplicationOutcome:
     ready_instances: str
     problems: tuple[Problem, ...]
     requeue_after: float | None
+
+    @property
+    def result(self) -> Result:
+        """When to look again: replication positions with standbys, a failover's next step."""
+        return Result(requeue_after=self.requeue_after)
 
 
 def instance_index(sts: Obj, db: str) -> int | None:

@@ -151,7 +151,7 @@ class SampleDBReconciler:
         await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
         await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
         return combine(initialized.result, migration.result, verified.result, backups.result,
-                       Result(requeue_after=instances.requeue_after))  # replication positions, a failover's next step
+                       instances.result)
 
     # ------------------------------------------------------------------ deletion
 
