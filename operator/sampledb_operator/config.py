@@ -68,7 +68,7 @@ class Settings(BaseModel):
     context: str | None = None
     in_cluster: bool | None = None
     namespaces: list[str] = Field(default_factory=list)
-    workers: int = Field(default=4, ge=1, le=64)
+    workers: int = Field(default=16, ge=1, le=64)  # measured: docs/benchmarks.md, "Scale"
     metrics_bind: str = ":8080"
     health_bind: str = ":8081"
     log_level: LogLevel = "info"

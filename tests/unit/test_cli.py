@@ -61,7 +61,7 @@ def test_run_help_documents_every_flag_with_env_and_default(capsys: pytest.Captu
     for option in OPTIONS:
         assert option.flag in out
         assert f"env {option.env}" in out
-    assert "default: 4" in out                      # workers
+    assert "default: 16" in out                      # workers
     assert "default: 36000" in out                  # resync period
     assert "default: $POD_NAMESPACE or sampledb-system" in out
 

@@ -18,7 +18,7 @@ from sampledb_operator.config import (
 
 def test_defaults_match_controller_runtime_conventions() -> None:
     s = load_settings({}, {})
-    assert s.workers == 4
+    assert s.workers == 16
     assert s.metrics_bind == ":8080" and s.health_bind == ":8081"
     assert s.leader_elect is True
     assert s.lease_name == "sampledb-operator"
