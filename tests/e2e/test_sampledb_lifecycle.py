@@ -84,7 +84,7 @@ def test_created_database_gets_every_child_then_becomes_ready(namespace: str, op
     assert any(cond["type"] == "Complete" and cond["status"] == "True" for cond in jobs[0]["status"]["conditions"])
 
     described = kubectl("describe", "sampledb", "shop", "-n", ns).stdout
-    for reason in ("CreatedStatefulSet", "CreatedInitJob", "DatabaseReady"):
+    for reason in ("CreatedChildren", "CreatedInitJob", "DatabaseReady"):
         assert reason in described
     password = secret["data"]["password"]
     assert password not in operator.log_text()

@@ -10,6 +10,7 @@ none collects them into a list it was given.
 
 from __future__ import annotations
 
+import asyncio
 import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -117,48 +118,85 @@ async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, 
     return ()
 
 
+APPLY_CONCURRENCY = 8  # children applied at once within a pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What applying one planned child did: created it, updated it, or a problem instead."""
+
+    key: plan.Key
+    created: bool = False
+    written: bool = False
+    problem: Problem | None = None
+
+
 async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs) -> Applied:
-    """Apply what the plan asks for (the desired children of `inputs`)."""
+    """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
+    Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
+    them. One Event names every child created in the pass; an update has an Event of its own (its reason)."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
     problems = [v.problem for v in verdicts.values() if v.problem is not None]
     live = {volume_states[key].role for key, v in verdicts.items()
             if v.write and volume_states[key].present and not volume_states[key].terminating}
-    for action in plan.plan(d.children(inputs), observed, keep_size=vol.sizes_kept(db)):
-        kind, name = action.key
-        have = observed.get(action.key)
-        verdict = verdicts.get(action.key)
-        if verdict is not None and not verdict.write:
-            continue  # a volume being deleted or lost: never written (see decide/volumes.py)
-        if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
-            problem = await _expansion_problem(ctx, db, have)
-            if problem is not None:
-                problems.append(problem)
-                continue
-        try:
-            await ctx.apis[kind].apply(action.obj, field_manager=ctx.field_manager)
-        except ApiError as exc:
-            terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
-            if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
-                volume, field = vol.what(db, name)
-                problems.append(Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
-                continue
-            if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
-                problems.append(Problem("ChildRejected", f"{kind} {name} refused: {exc.message}", "spec"))
-                continue
-            raise
-        created = have is None
-        log.info("applied child", kind=kind, child=name, reason=action.reason)
-        await _event(ctx, db, "Normal", f"{'Created' if created else 'Updated'}{kind}",
-                     action.reason if not created else f"created {kind} {name}")
+    actions = [a for a in plan.plan(d.children(inputs), observed, keep_size=vol.sizes_kept(db))
+               if (verdicts.get(a.key) is None or verdicts[a.key].write)]  # a lost volume is never written
+    limit = asyncio.Semaphore(APPLY_CONCURRENCY)
+
+    async def one(action: plan.Action) -> _Outcome:
+        async with limit:
+            return await _apply_one(ctx, db, action, observed.get(action.key))
+
+    outcomes: list[_Outcome] = []
+    for wave in ([a for a in actions if a.key[0] != "StatefulSet"], [a for a in actions if a.key[0] == "StatefulSet"]):
+        results = await asyncio.gather(*(one(a) for a in wave), return_exceptions=True)  # every write finishes
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed  # the pass is retried; what was written stays written
+        outcomes += [r for r in results if isinstance(r, _Outcome)]
+    created = []
+    for outcome in outcomes:
+        if outcome.problem is not None:
+            problems.append(outcome.problem)
+        if not outcome.written:
+            continue
+        if outcome.created:
+            created.append(f"{outcome.key[0]} {outcome.key[1]}")
+        verdict = verdicts.get(outcome.key)
         if verdict is not None:
-            live.add(volume_states[action.key].role)
+            live.add(volume_states[outcome.key].role)
             if verdict.creates_empty:
                 await _event(ctx, db, "Warning", "EmptyVolumeCreated",
-                             f"created an empty {volume_states[action.key].role} volume {name} in place of"
-                             f" the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
+                             f"created an empty {volume_states[outcome.key].role} volume {outcome.key[1]} in place"
+                             f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
+    if created:
+        await _event(ctx, db, "Normal", "CreatedChildren", "created " + ", ".join(created))
     return Applied(frozenset(live), tuple(problems))
+
+
+async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj | None) -> _Outcome:
+    kind, name = action.key
+    if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
+        problem = await _expansion_problem(ctx, db, have)
+        if problem is not None:
+            return _Outcome(action.key, problem=problem)
+    try:
+        await ctx.apis[kind].apply(action.obj, field_manager=ctx.field_manager)
+    except ApiError as exc:
+        terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
+        if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
+            volume, field = vol.what(db, name)
+            return _Outcome(action.key, problem=Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
+        if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
+            return _Outcome(action.key, problem=Problem("ChildRejected", f"{kind} {name} refused: {exc.message}",
+                                                        "spec"))
+        raise
+    log.info("applied child", kind=kind, child=name, reason=action.reason)
+    if have is not None:
+        await _event(ctx, db, "Normal", f"Updated{kind}", action.reason)
+    return _Outcome(action.key, created=have is None, written=True)
 
 
 async def disown(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> None:

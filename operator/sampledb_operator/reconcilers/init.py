@@ -50,6 +50,8 @@ async def reconcile_init(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitO
         return InitOutcome(job=job, changed=ran != jobs.init_source(db))
     if st.init_done(db.status):
         return InitOutcome()  # the Job was removed after it succeeded; it is never run again
+    if not db_ready:
+        return InitOutcome()  # the SQL's source is read (a live GET) only when the Job could start
     problem = await _init_source_problem(ctx, db)
     if problem is not None:
         return InitOutcome(blockers=(problem,))

@@ -64,6 +64,14 @@ async def test_a_missing_reference_keeps_the_next_scheduled_backups_time() -> No
                  "init": {"configMapKeyRef": {"name": "missing", "key": "init.sql"}}},
     }
     reconciler = _reconciler(datetime(2026, 1, 1, 0, 50, tzinfo=UTC))
+    # the database runs (a ready StatefulSet): its init SQL's source is looked up, and is missing
+    reconciler.ctx.caches.statefulsets._stores[None].upsert({  # type: ignore[attr-defined]
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "ns", "generation": 1,
+                     "labels": {"sampledb.io/database": "db", "app.kubernetes.io/component": "database"}},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1, "currentRevision": "r",
+                   "updateRevision": "r"}})
     result = await reconciler._reconcile(db)
     # InitSourceMissing asks for a rate-limited requeue; the 01:00 backup slot is 600 s away
     assert result == Result(requeue_after=600.0, requeue=True)
