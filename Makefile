@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale cluster-up cluster-down cluster-env crd bundle docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -42,6 +42,13 @@ bench: bootstrap
 N ?= 300
 bench-scale: bootstrap
 	$(PY) bench/scale/scale.py run --n $(N) $(ARGS)
+
+## chaos: issue #14's chaos suite (tests/chaos/): 56 SampleDBs on a fresh kwok-only cluster in /tmp/chaos-cluster
+## (2 operators behind a fault proxy, kube-apiserver restarts) and 3 on the local cluster's real node; 520+ faults,
+## then the end-state checks. SEED=n reproduces a run; ARGS for more flags (python -m tests.chaos --help).
+SEED ?= 14
+chaos: bootstrap
+	$(PY) -m tests.chaos --seed $(SEED) $(ARGS)
 
 cluster-up:
 	@hack/cluster up
