@@ -53,8 +53,9 @@ def conf_server(request: pytest.FixtureRequest, pg_root: Path) -> Iterator[ConfS
     server.conf = config_dir / pgconfig.CONFIG_KEY
     with (server.datadir / "postgresql.conf").open("a") as own:  # PGDATA's file: read, and overridden
         own.write("statement_timeout = 1234\nwork_mem = '1MB'\n")
+    write(config_dir / pgconfig.HBA_KEY, pgconfig.HBA)
     write(server.conf, pgconfig.render({"work_mem": "5MB", "application_name": "it's a \\ test"},
-                                       str(server.datadir)))
+                                       str(server.datadir), hba_file=str(config_dir / pgconfig.HBA_KEY)))
     server.start()
     yield server
     server.stop()
@@ -67,11 +68,12 @@ def show(server: PgServer, name: str) -> str:
         return str(row[0])
 
 
-def test_a_config_file_outside_pgdata_keeps_the_data_hba_and_ident_files_in_pgdata(conf_server: ConfServer) -> None:
+def test_a_config_file_outside_pgdata_reads_the_operators_hba_file_and_pgdatas_ident_file(
+        conf_server: ConfServer) -> None:
     data = str(conf_server.datadir)
     assert show(conf_server, "config_file") == str(conf_server.conf)
     assert show(conf_server, "data_directory") == data
-    assert show(conf_server, "hba_file") == f"{data}/pg_hba.conf"
+    assert show(conf_server, "hba_file") == str(conf_server.conf.parent / pgconfig.HBA_KEY)  # replication allowed
     assert show(conf_server, "ident_file") == f"{data}/pg_ident.conf"
     assert show(conf_server, "statement_timeout") == "1234ms"  # PGDATA's own file is included
     assert show(conf_server, "work_mem") == "5MB"  # and the parameters come after it
@@ -84,7 +86,8 @@ def test_a_config_file_outside_pgdata_keeps_the_data_hba_and_ident_files_in_pgda
 
 def test_reload_waits_for_the_servers_copy_then_applies_it_without_a_restart(
         runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
-    new = pgconfig.render({"work_mem": "16MB", "application_name": "x"}, str(conf_server.datadir))
+    new = pgconfig.render({"work_mem": "16MB", "application_name": "x"}, str(conf_server.datadir),
+                          hba_file=str(conf_server.conf.parent / pgconfig.HBA_KEY))
     job_copy = work_dir / "job-postgresql.conf"
     write(job_copy, new)
     with conf_server.connect() as conn:
@@ -112,7 +115,8 @@ def test_reload_waits_for_the_servers_copy_then_applies_it_without_a_restart(
 
 def test_a_postmaster_setting_is_reported_as_pending_restart(
         runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
-    new = pgconfig.render({"work_mem": "8MB", "max_connections": "57"}, str(conf_server.datadir))
+    new = pgconfig.render({"work_mem": "8MB", "max_connections": "57"}, str(conf_server.datadir),
+                          hba_file=str(conf_server.conf.parent / pgconfig.HBA_KEY))
     job_copy = work_dir / "job-postgresql.conf"
     write(job_copy, new)
     write(conf_server.conf, new)
@@ -126,7 +130,8 @@ def test_a_postmaster_setting_is_reported_as_pending_restart(
 
 def test_an_invalid_value_is_refused_and_nothing_is_reloaded(
         runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
-    new = pgconfig.render({"work_mem": "lots"}, str(conf_server.datadir))
+    new = pgconfig.render({"work_mem": "lots"}, str(conf_server.datadir),
+                          hba_file=str(conf_server.conf.parent / pgconfig.HBA_KEY))
     job_copy = work_dir / "job-postgresql.conf"
     write(job_copy, new)
     write(conf_server.conf, new)
@@ -139,7 +144,8 @@ def test_an_invalid_value_is_refused_and_nothing_is_reloaded(
 
 def test_a_file_that_never_arrives_times_out(runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
     job_copy = work_dir / "job-postgresql.conf"
-    write(job_copy, pgconfig.render({"work_mem": "9MB"}, str(conf_server.datadir)))
+    write(job_copy, pgconfig.render({"work_mem": "9MB"}, str(conf_server.datadir),
+                          hba_file=str(conf_server.conf.parent / pgconfig.HBA_KEY)))
     run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_copy), "RELOAD_TIMEOUT": "2",
                                    "RELOAD_INTERVAL": "1"}, bindir=conf_server.bindir)
     assert run.returncode == 5, run.stderr

@@ -110,7 +110,7 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
     ("paused-not-boolean", {"spec.paused": "yes"}, "spec.paused: Invalid value: \"string\""),
     ("upgrade-not-boolean", {"spec.upgrade": {"backupBeforeMinor": "no"}},
      "spec.upgrade.backupBeforeMinor: Invalid value: \"string\""),
-    ("unknown-field", {"spec.replicas": 3}, 'unknown field "spec.replicas"'),
+    ("unknown-field", {"spec.hibernate": True}, 'unknown field "spec.hibernate"'),
 ]
 
 INVALID_BACKUPS: list[tuple[str, dict[str, Any], str]] = [

@@ -1,9 +1,10 @@
 """spec.parameters -> the server's postgresql.conf, and the hashes that say what changed.
 
 Pure. The file lives in the database's ConfigMap (key CONFIG_KEY), mounted read-only at CONFIG_DIR
-in the database container, which runs `postgres -c config_file=CONFIG_FILE`. PGDATA stays the
-configuration directory, so data_directory, hba_file and ident_file keep their defaults in PGDATA,
-and postgresql.auto.conf (ALTER SYSTEM) is still read after this file. The file first includes
+in the database container, which runs `postgres -c config_file=CONFIG_FILE`. The access rules are the
+operator's too (HBA, the ConfigMap's pg_hba.conf at HBA_FILE: streaming replication needs its own
+line); PGDATA stays the data directory, ident_file keeps its default there, and
+postgresql.auto.conf (ALTER SYSTEM) is still read after this file. The file first includes
 PGDATA's own postgresql.conf (initdb's, with the image's listen_addresses = '*'), then sets each
 parameter, so the parameters win.
 
@@ -48,13 +49,14 @@ def quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bool = False) -> str:
+def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bool = False,
+           hba_file: str = HBA_FILE) -> str:
     """The postgresql.conf the server reads: PGDATA's own file, the operator's settings (access rules,
     what pg_rewind needs, synchronous replication when asked), the instance's own file (instance.sh:
     primary_conninfo, primary_slot_name, cluster_name), then the parameters in name order."""
     lines = ["# Written by sampledb-operator from spec.parameters; edit the SampleDB, not this file.",
              f"include_if_exists = {quote(pgdata + '/postgresql.conf')}",
-             f"hba_file = {quote(HBA_FILE)}",
+             f"hba_file = {quote(hba_file)}",
              "wal_log_hints = 'on'",
              f"wal_keep_size = {quote(WAL_KEEP_SIZE)}",
              f"synchronous_standby_names = {quote(SYNCHRONOUS_STANDBYS if synchronous else '')}",
