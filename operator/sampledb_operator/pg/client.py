@@ -98,7 +98,12 @@ async def sync_slots(target: Target, wanted: frozenset[str], within: float = 5.0
     for name in sorted(wanted - set(have)):
         await _run(target, within, "SELECT pg_create_physical_replication_slot(%s, true)", (name,))
     for name in sorted(n for n in have if n.startswith(SLOT_PREFIX) and n not in wanted):
-        if have[name] is not None:  # a removed standby still streams: end its connection first (waits up to 5 s)
-            await _run(target, within + 5, "SELECT pg_terminate_backend(%s, 5000)", (have[name],))
-        await _run(target, within, "SELECT pg_drop_replication_slot(%s)", (name,))
+        # A removed standby may still stream (and reconnect): end its connection, then drop the slot
+        # while it is free, in one statement; the next pass tries again if it was taken back meanwhile.
+        await _run(target, within + 5,
+                   "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots"
+                   " WHERE slot_name = %s AND active_pid IS NOT NULL", (name,))
+        await _run(target, within,
+                   "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                   " WHERE slot_name = %s AND NOT active", (name,))
     return True
