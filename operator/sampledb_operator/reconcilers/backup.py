@@ -24,6 +24,7 @@ from sampledb_operator.model.backup import BackupPhase, SampleDBBackup
 from sampledb_operator.model.conditions import is_true
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_backup
@@ -32,7 +33,6 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import backup_files
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
-from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 FINAL = (BackupPhase.SUCCEEDED.value, BackupPhase.FAILED.value)

@@ -18,11 +18,11 @@ from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import SampleDBBackup
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB, image_for
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.namespace import namespace_terminating
-from sampledb_operator.runtime.controller import Result
 
 
 async def ensure_finalizer(ctx: Context, backup: SampleDBBackup) -> SampleDBBackup:

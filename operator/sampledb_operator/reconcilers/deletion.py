@@ -19,13 +19,13 @@ from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, set_condition
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.children import data_children, deletable_children, instance_children
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.namespace import namespace_terminating
-from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 

@@ -15,10 +15,10 @@ from sampledb_operator.decide import jobs, restore
 from sampledb_operator.decide import status as st
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.runtime.controller import Result
 
 
 @dataclass(frozen=True, slots=True)

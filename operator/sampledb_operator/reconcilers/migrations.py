@@ -25,13 +25,13 @@ from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, is_true
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result, combine
 from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup_request import ensure_backup
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
-from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
 MIGRATED = "Migrated"

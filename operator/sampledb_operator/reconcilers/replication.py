@@ -22,13 +22,13 @@ from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import DeletionPolicy, InstanceStatus, Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)

@@ -35,6 +35,7 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result, combine
 from sampledb_operator.model.sampledb import Phase, SampleDB
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
@@ -54,7 +55,6 @@ from sampledb_operator.reconcilers import (
 )
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
-from sampledb_operator.runtime.controller import Result, combine
 
 log = get_logger(__name__)
 

@@ -23,11 +23,11 @@ from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.backup import BackupReason
 from sampledb_operator.model.conditions import Condition, get_condition
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import BackupRecord, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 

@@ -22,6 +22,7 @@ from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model.backup import SampleDBBackupStatus
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import verification_metrics
@@ -29,7 +30,6 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_result import job_result
 from sampledb_operator.reconcilers.schedule import backup_facts
-from sampledb_operator.runtime.controller import Result
 
 log = get_logger(__name__)
 

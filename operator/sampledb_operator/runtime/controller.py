@@ -31,36 +31,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import Clock, wait_all
 from sampledb_operator.runtime.ratelimit import RateLimiter
 from sampledb_operator.runtime.workqueue import ShutDown, WorkQueue
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a reconcile asks for: nothing (done), a look again after `requeue_after` seconds, or a
-    rate-limited requeue (`requeue`, controller-runtime's deprecated Result.Requeue)."""
-
-    requeue_after: float | None = None
-    requeue: bool = False
-
-
-def combine(*results: Result | None) -> Result | None:
-    """The Results of several parts of one pass as one: a rate-limited requeue if any part asks for
-    one, and the earliest requeue_after (> 0) any part asks for; None when no part asks to come back."""
-    requeue = any(r is not None and r.requeue for r in results)
-    after = [r.requeue_after for r in results if r is not None and r.requeue_after is not None and r.requeue_after > 0]
-    if not requeue and not after:
-        return None
-    return Result(requeue_after=min(after) if after else None, requeue=requeue)
 
 
 class TerminalError(Exception):

@@ -14,10 +14,10 @@ from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.controller import Result
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 

@@ -11,9 +11,9 @@ from tests.support.fake_cluster import NS, FakeCluster, condition, running_datab
 
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers.backup import BackupReconciler
-from sampledb_operator.runtime.controller import Result
 
 STS = names.statefulset_name("orders")
 

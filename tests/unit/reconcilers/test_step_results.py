@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from sampledb_operator.model.result import Result, combine
 from sampledb_operator.model.sampledb import Problem
 from sampledb_operator.reconcilers.init import InitOutcome
 from sampledb_operator.reconcilers.migrations import MigrationOutcome
 from sampledb_operator.reconcilers.schedule import ScheduleOutcome
 from sampledb_operator.reconcilers.verification import VerificationOutcome
-from sampledb_operator.runtime.controller import Result, combine
 
 
 def test_a_step_with_nothing_to_wait_for_asks_for_nothing() -> None:

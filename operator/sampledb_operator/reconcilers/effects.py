@@ -1,0 +1,94 @@
+"""Applies a decide/effects.Plan: the one place a step's planned writes meet the API server.
+
+The effects are applied in order, one at a time (a later effect may depend on an earlier one, e.g.
+a finalizer removed only after the children went). Each write is logged with its kind and name;
+how the server's answers are treated is in decide/effects.py. Nothing here decides: what to write,
+and what to announce, is in the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Patch, Plan
+from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers.context import Context
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Applied:
+    """What applying a plan did: the (kind, name) of the objects this pass created and deleted, the
+    server's answer to each patch, and whether a precondition failed (the rest was not applied)."""
+
+    created: set[tuple[str, str]] = field(default_factory=set)
+    deleted: set[tuple[str, str]] = field(default_factory=set)
+    patched: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    stale: bool = False
+
+
+def subject_of(db: SampleDB) -> Obj:
+    """The subject dict of a SampleDB: what apply_plan needs of its metadata."""
+    meta = db.metadata
+    return {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid, "resourceVersion": meta.resource_version}
+
+
+async def apply_plan(ctx: Context, subject: Obj, plan: Plan, *, kind: str = "SampleDB",
+                     api_version: str = API_VERSION) -> Applied:
+    """Apply `plan` for `subject` (the reconciled object's metadata as a dict: name, namespace, uid,
+    resourceVersion), in order."""
+    applied = Applied()
+    namespace = str(subject.get("namespace") or "") or None
+    for effect in plan.effects:
+        if not await _apply(ctx, subject, namespace, effect, applied, (kind, api_version)):
+            applied.stale = True
+            break
+    return applied
+
+
+async def _apply(ctx: Context, subject: Obj, namespace: str | None, effect: Effect,  # noqa: PLR0917
+                 applied: Applied, about: tuple[str, str]) -> bool:
+    """Apply one effect; False when a precondition failed (the plan stops there)."""
+    announce: EventSpec | None = None
+    if isinstance(effect, Create):
+        obj_kind, name = str(effect.obj["kind"]), str(effect.obj["metadata"]["name"])
+        try:
+            await ctx.apis[obj_kind].create(effect.obj)
+        except Conflict:
+            return True  # made by an earlier pass: never a second one, never overwritten
+        applied.created.add((obj_kind, name))
+        log.info("created", kind=obj_kind, object=name, namespace=namespace, subject=subject.get("name"))
+        announce = effect.announce
+    elif isinstance(effect, Delete):
+        try:
+            await ctx.apis[effect.kind].delete(effect.name, namespace)
+        except NotFound:
+            return True
+        applied.deleted.add((effect.kind, effect.name))
+        log.info("deleted", kind=effect.kind, object=effect.name, namespace=namespace, subject=subject.get("name"))
+        announce = effect.announce
+    elif isinstance(effect, Patch):
+        try:
+            answer = await ctx.apis[effect.kind].patch(effect.name, effect.patch, namespace=namespace,
+                                                       subresource=effect.subresource)
+        except NotFound:
+            return True
+        except Conflict:
+            if (effect.patch.get("metadata") or {}).get("resourceVersion"):
+                log.info("not written: the object changed since it was read; looking again", kind=effect.kind,
+                         object=effect.name, namespace=namespace)
+                return False
+            raise
+        applied.patched[(effect.kind, effect.name)] = answer
+    elif isinstance(effect, Emit):
+        announce = effect.event
+    if announce is not None:
+        kind, api_version = about
+        await ctx.event(subject, api_version, kind, announce.type, announce.reason, announce.message)
+    return True
