@@ -96,26 +96,34 @@ def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
     return out
 
 
-async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> tuple[Problem, ...]:
+@dataclass(frozen=True, slots=True)
+class SecretOutcome:
+    """What the Secret step did: the Secret it created ("Secret <name>", announced with the other children
+    created in the pass), or why it cannot create one."""
+
+    created: str | None = None
+    problems: tuple[Problem, ...] = ()
+
+
+async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> SecretOutcome:
     """Create the credentials Secret when it is missing, unless the data volume exists (then it is a problem)."""
     key = ("Secret", names.secret_name(db.metadata.name))
     if key in observed:
-        return ()
+        return SecretOutcome()
     if ("PersistentVolumeClaim", names.data_pvc_name(db.metadata.name)) in observed:
         # The data was initialised with the old password; a new one would lock clients out.
-        return (Problem(
+        return SecretOutcome(problems=(Problem(
             "CredentialsMissing",
             f"Secret {key[1]} was deleted after the database was created; restore it (the data"
             " volume holds the old password), or delete the SampleDB",
             "status.secretName",
-        ),)
+        ),))
     body = d.secret(db, pysecrets.token_urlsafe(PASSWORD_BYTES))
     try:
         await ctx.apis["Secret"].create(body)
-        await _event(ctx, db, "Normal", "CreatedSecret", f"created credentials Secret {key[1]}")
     except Conflict:
-        pass  # created by an earlier pass whose watch event has not arrived yet
-    return ()
+        return SecretOutcome()  # created by an earlier pass whose watch event has not arrived yet
+    return SecretOutcome(created=f"Secret {key[1]}")
 
 
 APPLY_CONCURRENCY = 8  # children applied at once within a pass
@@ -131,10 +139,12 @@ class _Outcome:
     problem: Problem | None = None
 
 
-async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs) -> Applied:
+async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs,
+                         *, created_before: tuple[str, ...] = ()) -> Applied:
     """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
     Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
-    them. One Event names every child created in the pass; an update has an Event of its own (its reason)."""
+    them. One Event names every child created in the pass (`created_before`: those the pass made before,
+    the Secret); an update has an Event of its own (its reason)."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
@@ -156,7 +166,7 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
         if failed is not None:
             raise failed  # the pass is retried; what was written stays written
         outcomes += [r for r in results if isinstance(r, _Outcome)]
-    created = []
+    created = list(created_before)
     for outcome in outcomes:
         if outcome.problem is not None:
             problems.append(outcome.problem)

@@ -2,12 +2,14 @@
 
 Caches hold only the operator's own children (selected on the server by the managed-by label),
 every SampleDB and every SampleDBBackup. Objects read from a cache are shared: never mutate them.
+Every write through `Context.apis` is read back by the caches until their watches deliver it
+(runtime/storeset.py, read-your-writes): a pass never decides from a copy older than its own writes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.kube.api import ResourceApi
@@ -25,6 +27,7 @@ from sampledb_operator.kube.resources import (
     SERVICE,
     STATEFULSET,
     STORAGECLASS,
+    Resource,
 )
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
@@ -50,12 +53,55 @@ class Caches:
     secrets: StoreSet
     pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))  # database pods only
 
+    def cache_of(self, kind: str) -> StoreSet | None:
+        """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
+        try:
+            return self.for_kind(kind)
+        except KeyError:
+            return None
+
     def for_kind(self, kind: str) -> StoreSet:
         return {
             "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
         }[kind]
+
+
+class RememberingApi(ResourceApi):
+    """A ResourceApi whose write answers the kind's cache shows until its watch delivers them."""
+
+    def __init__(self, client: KubeClient, resource: Resource, cache: StoreSet | None) -> None:
+        super().__init__(client, resource)
+        self._cache = cache
+
+    def _remember(self, answer: Obj) -> Obj:
+        if self._cache is not None and isinstance(answer, dict) and (answer.get("metadata") or {}).get("name"):
+            self._cache.remember(answer)
+        return answer
+
+    async def create(self, obj: Obj, namespace: str | None = None, *, field_manager: str | None = None) -> Obj:
+        return self._remember(await super().create(obj, namespace, field_manager=field_manager))
+
+    async def apply(self, obj: Obj, *, field_manager: str, force: bool = True, subresource: str | None = None) -> Obj:
+        return self._remember(await super().apply(obj, field_manager=field_manager, force=force,
+                                                  subresource=subresource))
+
+    async def patch(self, name: str, patch: Any, *, namespace: str | None = None,
+                    patch_type: Literal["merge", "json", "strategic"] = "merge", subresource: str | None = None,
+                    field_manager: str | None = None) -> Obj:
+        return self._remember(await super().patch(name, patch, namespace=namespace, patch_type=patch_type,
+                                                  subresource=subresource, field_manager=field_manager))
+
+    async def replace(self, obj: Obj, *, subresource: str | None = None) -> Obj:
+        return self._remember(await super().replace(obj, subresource=subresource))
+
+    async def delete(self, name: str, namespace: str | None = None, *, propagation: str = "Background",
+                     preconditions: dict[str, Any] | None = None, grace_period_seconds: int | None = None) -> None:
+        await super().delete(name, namespace, propagation=propagation, preconditions=preconditions,
+                             grace_period_seconds=grace_period_seconds)
+        if self._cache is not None:
+            self._cache.forget(ObjectRef(namespace or "", name))
 
 
 @dataclass
@@ -71,7 +117,7 @@ class Context:
     apis: dict[str, ResourceApi] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.apis = {r.kind: ResourceApi(self.client, r) for r in API_KINDS}
+        self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

@@ -55,14 +55,12 @@ async def reconcile_init(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitO
     problem = await _init_source_problem(ctx, db)
     if problem is not None:
         return InitOutcome(blockers=(problem,))
-    if db_ready:
-        try:
-            await ctx.apis["Job"].create(body)
-            await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CreatedInitJob",
-                            f"created init Job {name}")
-        except Conflict:
-            pass
-    return InitOutcome()
+    try:
+        created = await ctx.apis["Job"].create(body)
+    except Conflict:
+        return InitOutcome()  # made by an earlier pass whose watch event has not arrived
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CreatedInitJob", f"created init Job {name}")
+    return InitOutcome(job=created)  # the status says it runs now, not a pass later
 
 
 async def _restore(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitOutcome:
@@ -81,12 +79,12 @@ async def _restore(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitOutcome
     assert backup is not None
     body = restore.restore_job(db, backup)
     try:
-        await ctx.apis["Job"].create(body)
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CreatedRestoreJob",
-                        f"restoring SampleDBBackup {db.spec.restore.backup_name} with Job {body['metadata']['name']}")
+        created = await ctx.apis["Job"].create(body)
     except Conflict:
-        pass
-    return InitOutcome()
+        return InitOutcome()
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CreatedRestoreJob",
+                    f"restoring SampleDBBackup {db.spec.restore.backup_name} with Job {body['metadata']['name']}")
+    return InitOutcome(job=created)
 
 
 async def _init_source_problem(ctx: Context, db: SampleDB) -> Problem | None:

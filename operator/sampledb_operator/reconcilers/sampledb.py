@@ -108,10 +108,10 @@ class SampleDBReconciler:
         sts = instances.primary_statefulset
         ready = st.statefulset_ready(sts)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
-        secret_problems = await children.ensure_secret(self.ctx, db, observed_children)
+        secret = await children.ensure_secret(self.ctx, db, observed_children)
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
             db=db, scripts=self._scripts, running=upgrading.running, instances=instances.instances,
-            skip_volumes=instances.skip_volumes))
+            skip_volumes=instances.skip_volumes), created_before=(secret.created,) if secret.created else ())
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
         await children.disown(self.ctx, db, observed_children)
@@ -120,7 +120,7 @@ class SampleDBReconciler:
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
-        degraded = (*upgrading.degraded, *instances.problems, *secret_problems, *applied.problems,
+        degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
                     *migration.degraded, *reloaded.degraded)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)

@@ -1,49 +1,168 @@
-"""StoreSet: one read view over the stores of several watched namespaces of one resource.
+"""StoreSet: one read view over the stores of several watched namespaces of one resource, with the
+operator's own writes read back until the watches deliver them.
 
 When the operator watches a list of namespaces, each namespace has its own watcher and Store
 (a relist replaces one namespace's store atomically, never another's). Readers see one cache:
-get routes by the ref's namespace; list and by_owner merge. Read-only, like Store.
+get routes by the ref's namespace; list and by_owner merge. Read-only, like Store: the stores'
+one writer is their watcher.
+
+Read-your-writes (client-go's MutationCache with integer resourceVersions): `remember(answer)` keeps
+the API server's answer to a write of this process until the store has caught up with it, that is,
+until the store's watch has delivered events up to that resourceVersion (or the store holds the object
+at that version or later), or `ttl` seconds have passed (a missed event never pins an old answer).
+Until then get/list/by_owner show the answer in place of the cached object (or beside the cache, for an
+object just created). So the pass after a write does not see the world from before it: no second
+create of what it just made, no re-apply of what it just applied, no status written from an older
+copy of itself. resourceVersions are compared as integers (etcd's; the API conventions call them
+opaque, so an answer whose version is not an integer is simply not remembered). `forget(ref)` drops
+an answer (the object was deleted).
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.store import Store, owner_uids, resource_version_of
+
+WRITTEN_TTL = 30.0  # seconds an answer is kept at most (the watches normally deliver it within a second)
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    obj: Obj
+    version: int
+    expires: float
+
+
+def _version(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
 
 
 class StoreSet:
     """The union of per-namespace stores (namespace None = a store for all namespaces)."""
 
-    def __init__(self, stores: Mapping[str | None, Store]) -> None:
+    def __init__(self, stores: Mapping[str | None, Store], *, ttl: float = WRITTEN_TTL,
+                 now: Callable[[], float] = time.monotonic) -> None:
         if not stores:
             raise ValueError("a StoreSet needs at least one store")
         self._stores = dict(stores)
+        self._ttl = ttl
+        self._now = now
+        self._written: dict[ObjectRef, _Written] = {}
 
     def _for(self, namespace: str) -> Store | None:
         return self._stores.get(namespace) or self._stores.get(None)
 
+    # ------------------------------------------------------------------ the operator's own writes
+
+    def remember(self, obj: Obj) -> None:
+        """Keep the server's answer to a write until the store has caught up with it."""
+        ref = ObjectRef.of(obj)
+        store = self._for(ref.namespace)
+        version = _version(resource_version_of(obj))
+        if store is None or version is None:
+            return
+        if not self._ahead(store, ref, version):
+            self._written.pop(ref, None)
+            return
+        self._written[ref] = _Written(store.transform(obj), version, self._now() + self._ttl)
+
+    def forget(self, ref: ObjectRef) -> None:
+        """Drop a remembered answer (the object was deleted)."""
+        self._written.pop(ref, None)
+
+    def _ahead(self, store: Store, ref: ObjectRef, version: int) -> bool:
+        """Whether the store has not yet seen `version` of `ref`."""
+        seen = _version(store.resource_version)
+        if seen is not None and seen >= version:
+            return False
+        cached = store.get(ref)
+        have = _version(resource_version_of(cached)) if cached is not None else None
+        return have is None or have < version
+
+    def _written_for(self, ref: ObjectRef, store: Store) -> Obj | None:
+        """The remembered answer for `ref` while it is newer than the store's copy (else None, dropped)."""
+        entry = self._written.get(ref)
+        if entry is None:
+            return None
+        if self._now() > entry.expires or not self._ahead(store, ref, entry.version):
+            del self._written[ref]
+            return None
+        return entry.obj
+
+    def _pending(self, namespace: str | None) -> builtins.list[tuple[ObjectRef, Obj]]:
+        """The remembered answers still ahead of their store, in `namespace` (all when None)."""
+        out = []
+        for ref in builtins.list(self._written):
+            if namespace is not None and ref.namespace != namespace:
+                continue
+            store = self._for(ref.namespace)
+            obj = self._written_for(ref, store) if store is not None else None
+            if obj is not None:
+                out.append((ref, obj))
+        return out
+
+    # ------------------------------------------------------------------ reads
+
     def get(self, ref: ObjectRef) -> Obj | None:
         store = self._for(ref.namespace)
-        return store.get(ref) if store is not None else None
+        if store is None:
+            return None
+        if self._written:
+            written = self._written_for(ref, store)
+            if written is not None:
+                return written
+        return store.get(ref)
 
     def list(self, namespace: str | None = None, label_selector: Mapping[str, str] | None = None) -> builtins.list[Obj]:
         if namespace is not None:
             store = self._for(namespace)
-            return store.list(namespace, label_selector) if store is not None else []
-        out: builtins.list[Obj] = []
-        for store in self._stores.values():
-            out += store.list(None, label_selector)
-        return out
+            found = store.list(namespace, label_selector) if store is not None else []
+        else:
+            found = []
+            for store in self._stores.values():
+                found += store.list(None, label_selector)
+        if not self._written:
+            return found
+        return self._overlay(found, self._pending(namespace), label_selector)
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         out: builtins.list[Obj] = []
         for store in self._stores.values():
             out += store.by_owner(uid)
+        if not self._written:
+            return out
+        mine = [(ref, obj) for ref, obj in self._pending(None) if uid in owner_uids(obj)]
+        return self._overlay(out, mine, None)
+
+    @staticmethod
+    def _overlay(found: builtins.list[Obj], pending: builtins.list[tuple[ObjectRef, Obj]],
+                 label_selector: Mapping[str, str] | None) -> builtins.list[Obj]:
+        """`found` with each pending answer in place of its cached copy, or added when the cache lacks it
+        (dropped where its labels no longer match the selector)."""
+        if not pending:
+            return found
+        newer = dict(pending)
+        out = []
+        for obj in found:
+            ref = ObjectRef.of(obj)
+            replacement = newer.pop(ref, None)
+            if replacement is None:
+                out.append(obj)
+            elif _matches(replacement, label_selector):
+                out.append(replacement)
+        out += [obj for obj in newer.values() if _matches(obj, label_selector)]
         return out
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._stores.values())
+
+
+def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return not selector or all(labels.get(k) == v for k, v in selector.items())

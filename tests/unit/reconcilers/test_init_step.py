@@ -49,7 +49,8 @@ async def test_the_init_job_waits_for_a_ready_database_then_is_created_once() ->
     db = stored(cluster, init=CM_INIT)
     assert await reconcile_init(cluster.ctx, db, db_ready=False) == InitOutcome()
     assert init_jobs(cluster) == []
-    assert await reconcile_init(cluster.ctx, db, db_ready=True) == InitOutcome()  # created; the cache shows it later
+    created = await reconcile_init(cluster.ctx, db, db_ready=True)  # the status says it runs in this pass already
+    assert created.job is not None and created.job["metadata"]["name"] == init_jobs(cluster)[0]
     assert len(init_jobs(cluster)) == 1
     assert "CreatedInitJob" in cluster.recorder.reasons()
     cluster.sync_cache()
@@ -96,12 +97,17 @@ async def test_a_restored_database_starts_no_restore_job() -> None:
 async def test_the_secret_is_created_once_and_its_loss_after_the_data_volume_is_a_problem() -> None:
     cluster = FakeCluster()
     db = stored(cluster)
-    assert await children.ensure_secret(cluster.ctx, db, {}) == ()
+    made = await children.ensure_secret(cluster.ctx, db, {})
+    assert made == children.SecretOutcome(created=f"Secret {names.secret_name('orders')}")
     assert cluster.written("create", "Secret") == [("create", "Secret", names.secret_name("orders"))]
+    secret = cluster.get("Secret", names.secret_name("orders"))
+    again = await children.ensure_secret(cluster.ctx, db, {})  # a pass on a cache without it: AlreadyExists
+    assert again == children.SecretOutcome()
+    assert cluster.get("Secret", names.secret_name("orders")) == secret  # not overwritten
     data = ("PersistentVolumeClaim", names.data_pvc_name("orders"))
-    [problem] = await children.ensure_secret(cluster.ctx, db, {data: {}})
+    [problem] = (await children.ensure_secret(cluster.ctx, db, {data: {}})).problems
     assert problem.reason == "CredentialsMissing" and names.secret_name("orders") in problem.message
-    assert len(cluster.written("create", "Secret")) == 1
+    assert len(cluster.written("create", "Secret")) == 2
 
 
 def test_the_data_children_are_named_and_a_deletion_keeps_the_backups_volume() -> None:

@@ -14,9 +14,10 @@ from tests.support.aio import eventually
 
 from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result, combine
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.controller import Controller, Reconcile, Result, TerminalError, combine
+from sampledb_operator.runtime.controller import Controller, Reconcile, TerminalError
 from sampledb_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
 
 _names = itertools.count()
