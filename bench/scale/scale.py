@@ -287,19 +287,28 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return cpu, hwm / 1024
 
 
-def scrape(port: int) -> tuple[dict[str, float], float]:
-    """rest_client_requests_total by method, and the sampledb controller's reconciles, from /metrics."""
+def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
+    """rest_client_requests_total by method, the sampledb controller's reconciles, and the requests by
+    "verb resource[/subresource]" (sampledb_api_requests_total: where the writes go), from /metrics."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     by_verb: dict[str, float] = {}
+    by_resource: dict[str, float] = {}
     reconciles = 0.0
     for line in text.splitlines():
-        if line.startswith("rest_client_requests_total{"):
+        if line.startswith("sampledb_api_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            inner = labels[len("sampledb_api_requests_total{"):-1].split(",")
+            fields = {k: v.strip('"') for k, v in (part.split("=", 1) for part in inner)}
+            sub = fields.get("subresource", "")
+            key = f"{fields['verb']} {fields['resource']}" + (f"/{sub}" if sub else "")
+            by_resource[key] = by_resource.get(key, 0) + float(value)
+        elif line.startswith("rest_client_requests_total{"):
             labels, value = line.rsplit(" ", 1)
             method = labels.split('method="', 1)[1].split('"', 1)[0]
             by_verb[method] = by_verb.get(method, 0) + float(value)
         elif line.startswith("controller_runtime_reconcile_total{") and 'controller="sampledb"' in line:
             reconciles += float(line.rsplit(" ", 1)[1])
-    return by_verb, reconciles
+    return by_verb, reconciles, by_resource
 
 
 def start_system(system: System, env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
@@ -403,6 +412,7 @@ class RunResult:
     load_after: tuple[float, float, float]
     nodes: int
     ready_times: list[float] = field(default_factory=list)
+    per_db_by_resource: dict[str, float] = field(default_factory=dict)  # the operator's requests per database
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunResult:
@@ -422,8 +432,9 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
             load_after = os.getloadavg()
             cpu, rss = proc_stats(proc.pid)
             reconciles = 0.0
+            by_resource: dict[str, float] = {}
             if port is not None:
-                requests, reconciles = scrape(port)
+                requests, reconciles, by_resource = scrape(port)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -448,6 +459,7 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
         reconciles_per_db=round(reconciles / n, 2),
         requests=requests, load_before=load_before, load_after=load_after, nodes=nodes,
         ready_times=[round(t, 2) for t in times],
+        per_db_by_resource={k: round(v / n, 2) for k, v in sorted(by_resource.items())},
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
