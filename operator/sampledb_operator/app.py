@@ -36,7 +36,12 @@ from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
-from sampledb_operator.runtime.triggers import enqueue_controller_owner, enqueue_mapped, enqueue_self
+from sampledb_operator.runtime.triggers import (
+    enqueue_controller_owner,
+    enqueue_mapped,
+    enqueue_self,
+    unless_own_write,
+)
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
 
 log = get_logger(__name__)
@@ -70,12 +75,16 @@ def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
 
 
 def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
-    """Which controllers an event of this kind wakes up."""
+    """Which controllers an event of this kind wakes up. The SampleDB controller is not woken by the events
+    that only deliver its own writes to a SampleDB or a child (it read them back already); SampleDBBackups
+    are written by both controllers, so their events always wake both."""
+    own = ctx.caches.for_kind(kind).is_own_write
     if kind == "SampleDB":
-        return [enqueue_self(dbs.enqueue), enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
+        return [unless_own_write(enqueue_self(dbs.enqueue), own),
+                enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
-    handlers = [enqueue_mapped(dbs.enqueue, _database_of)]
+    handlers = [unless_own_write(enqueue_mapped(dbs.enqueue, _database_of), own)]
     if kind == "Job":
         handlers.append(enqueue_controller_owner(backups.enqueue, owner_kind="SampleDBBackup",
                                                  owner_api_version=API_VERSION))

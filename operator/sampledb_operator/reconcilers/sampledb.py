@@ -36,7 +36,7 @@ from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result, combine
-from sampledb_operator.model.sampledb import Phase, SampleDB
+from sampledb_operator.model.sampledb import Phase, SampleDB, SampleDBStatus
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
@@ -66,6 +66,7 @@ class StatusWrite:
 
     resource_version: str | None
     stale: bool = False
+    status: SampleDBStatus | None = None  # the status the object has now (None: gone or stale)
 
 
 class SampleDBReconciler:
@@ -148,7 +149,8 @@ class SampleDBReconciler:
         written = await self._write_status(db, obj, observed)
         if written.stale:
             return Result(requeue=True)  # a newer object exists: its pass decides again
-        await expire_finished_jobs(self.ctx, db)  # the Jobs whose outcome the status read holds
+        if written.status is not None:  # the Jobs whose outcome the status holds now, in this very pass
+            await expire_finished_jobs(self.ctx, db.model_copy(update={"status": written.status}))
         await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
         return combine(initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
@@ -175,7 +177,7 @@ class SampleDBReconciler:
         events follow a successful write only."""
         new = st.compute(db, observed, self.clock.now())
         if not st.status_changed(db.status, new):
-            return StatusWrite(db.metadata.resource_version)
+            return StatusWrite(db.metadata.resource_version, status=db.status)
         status = dump(new)
         status.update({k: None for k in st.CLEARABLE if k in dump(db.status) and k not in status})  # merge patch
         body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": status}
@@ -190,7 +192,7 @@ class SampleDBReconciler:
             return StatusWrite(None, stale=True)
         for event in events.transition_events(db.status, new):
             await self._event(db, event.type, event.reason, event.message)
-        return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None)
+        return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None, status=new)
 
     async def _event(self, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
         await self.ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)

@@ -72,6 +72,12 @@ class StoreSet:
             return
         self._written[ref] = _Written(store.transform(obj), version, self._now() + self._ttl)
 
+    def is_own_write(self, obj: Obj) -> bool:
+        """Whether `obj` (a watch event's object) is exactly a version this process wrote and has been
+        reading back since: the event tells the writer nothing it did not already know."""
+        entry = self._written.get(ObjectRef.of(obj))
+        return entry is not None and entry.version == _version(resource_version_of(obj))
+
     def forget(self, ref: ObjectRef) -> None:
         """Drop a remembered answer (the object was deleted)."""
         self._written.pop(ref, None)

@@ -62,6 +62,21 @@ def enqueue_mapped(enqueue: Enqueue, mapper: Callable[[dict[str, Any]], Iterable
     return handle
 
 
+def unless_own_write(handler: EventHandler, own_write: Callable[[dict[str, Any]], bool]) -> EventHandler:
+    """`handler`, except for the watch event that only delivers a version of the object this process
+    wrote itself (`own_write`, e.g. StoreSet.is_own_write): the writer's pass already saw that version
+    (its cache reads its writes back), so waking it again would only repeat the same decision. Give
+    this only to the handlers of the controller that makes those writes: another controller, for which
+    the object is news, must still get the event."""
+
+    def handle(type_: str, obj: dict[str, Any]) -> None:
+        if type_ != "DELETED" and own_write(obj):
+            return
+        handler(type_, obj)
+
+    return handle
+
+
 def _ref(obj: dict[str, Any]) -> ObjectRef | None:
     meta = obj.get("metadata") or {}
     name = meta.get("name")

@@ -129,3 +129,11 @@ async def test_writes_through_the_context_are_read_back_and_a_delete_forgets_the
     await ctx.apis["ConfigMap"].delete("cm", "ns")
     assert ctx.cached("ConfigMap", "ns", "cm") is None
     await ctx.apis["StorageClass"].create({"metadata": {"name": "fast"}})  # not cached: nothing to remember
+
+
+def test_a_watch_event_of_an_own_write_is_recognised_and_only_that_version() -> None:
+    _store, cache = storeset()
+    cache.remember(cm("11"))
+    assert cache.is_own_write(cm("11"))
+    assert not cache.is_own_write(cm("12"))  # someone's later change is news
+    assert not cache.is_own_write({**cm("11"), "metadata": {**cm("11")["metadata"], "name": "other"}})

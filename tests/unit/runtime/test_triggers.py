@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.triggers import enqueue_controller_owner, enqueue_mapped, enqueue_self
+from sampledb_operator.runtime.triggers import enqueue_controller_owner, enqueue_mapped, enqueue_self, unless_own_write
 
 
 def owned(*owners: dict[str, Any]) -> dict[str, Any]:
@@ -53,3 +53,14 @@ def test_enqueue_mapped_enqueues_every_mapped_ref() -> None:
     handler = enqueue_mapped(got.append, lambda o: [ObjectRef("ns", n) for n in o["spec"]["targets"]])
     handler("MODIFIED", {"metadata": {"name": "x"}, "spec": {"targets": ["a", "b"]}})
     assert got == [ObjectRef("ns", "a"), ObjectRef("ns", "b")]
+
+
+def test_unless_own_write_drops_only_the_event_of_an_own_write_and_never_a_deletion() -> None:
+    got: list[ObjectRef] = []
+    mine = {"metadata": {"name": "mine", "namespace": "ns", "resourceVersion": "7"}}
+    theirs = {"metadata": {"name": "theirs", "namespace": "ns", "resourceVersion": "8"}}
+    handler = unless_own_write(enqueue_self(got.append), lambda o: o is mine)
+    handler("MODIFIED", mine)
+    handler("ADDED", theirs)
+    handler("DELETED", mine)
+    assert got == [ObjectRef("ns", "theirs"), ObjectRef("ns", "mine")]
