@@ -1,0 +1,130 @@
+"""reconcilers/children.py on the fake cluster: the children of a new database are made once, a pass over
+children in shape writes nothing, drift is put back, the Secret is never overwritten, and a SampleDB
+ownerReference on a long-lived child is removed."""
+
+from __future__ import annotations
+
+from tests.support.fake_cluster import NS, FakeCluster, sampledb
+
+from sampledb_operator import dataplane
+from sampledb_operator.decide import desired as d
+from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.children import (
+    SecretOutcome,
+    apply_children,
+    disown,
+    ensure_secret,
+    observed_children,
+    unowned_children,
+)
+
+SCRIPTS = dataplane.all_scripts()
+SECRET = names.secret_name("orders")
+NAME_LABEL = "app.kubernetes.io/name"
+
+
+def new_database(cluster: FakeCluster) -> SampleDB:
+    return SampleDB.model_validate(cluster.put("SampleDB", sampledb()))
+
+
+async def children_step(cluster: FakeCluster, db: SampleDB) -> None:
+    """The children step as the SampleDB reconciler runs it: the Secret, then the other children."""
+    observed = observed_children(cluster.ctx, db)
+    secret = await ensure_secret(cluster.ctx, db, observed)
+    applied = await apply_children(cluster.ctx, db, observed, d.Inputs(db=db, scripts=SCRIPTS),
+                                   created_before=(secret.created,) if secret.created else ())
+    assert applied.problems == () and secret.problems == ()
+    await disown(cluster.ctx, db, observed)
+
+
+def stored_children(cluster: FakeCluster, db: SampleDB) -> set[tuple[str, str]]:
+    return {(kind, name) for kind, name in unowned_children(db) if cluster.get(kind, name) is not None}
+
+
+async def test_a_new_database_gets_its_nine_children_once_and_one_event_naming_them() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    await children_step(cluster, db)
+    children = unowned_children(db)
+    assert len(children) == 9
+    assert stored_children(cluster, db) == set(children)
+    assert len(cluster.written()) == 9
+    assert cluster.written("create") == [("create", "Secret", SECRET)]
+    [(kind, reason, message)] = cluster.recorder.events
+    assert (kind, reason) == ("Normal", "CreatedChildren")
+    assert all(f"{k} {n}" in message for k, n in children)
+
+    cluster.writes.clear()
+    await children_step(cluster, db)  # everything in shape: no write, no event
+    assert cluster.written() == []
+    assert len(cluster.recorder.events) == 1
+
+
+async def test_a_service_label_changed_by_hand_is_put_back_and_only_that() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    await children_step(cluster, db)
+    client = names.client_service_name("orders")
+    cluster.patch("Service", client, {"metadata": {"labels": {NAME_LABEL: "changed"}}})
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == [("apply", "Service", client)]
+    service = cluster.get("Service", client)
+    assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
+    assert cluster.recorder.reasons()[-1] == "UpdatedService"
+
+
+async def test_the_secret_is_created_once_and_never_overwritten() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    first = await ensure_secret(cluster.ctx, db, {})
+    assert first.created == f"Secret {SECRET}"
+    stored = cluster.get("Secret", SECRET)
+    assert stored is not None
+    password = stored["data"]["password"]
+
+    cluster.writes.clear()
+    assert await ensure_secret(cluster.ctx, db, observed_children(cluster.ctx, db)) == SecretOutcome()
+    assert cluster.written() == []  # seen in the cache: not even tried
+
+    stale = await ensure_secret(cluster.ctx, db, {})  # a cache that has not seen it yet
+    assert stale.created is None and stale.problems == ()
+    assert cluster.written() == [("create", "Secret", SECRET)]  # tried, refused: AlreadyExists
+    stored = cluster.get("Secret", SECRET)
+    assert stored is not None and stored["data"]["password"] == password
+
+
+async def test_a_deleted_secret_is_not_recreated_over_existing_data() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    await children_step(cluster, db)
+    await cluster.ctx.apis["Secret"].delete(SECRET, NS)
+    cluster.writes.clear()
+    outcome = await ensure_secret(cluster.ctx, db, observed_children(cluster.ctx, db))
+    assert outcome.created is None
+    [problem] = outcome.problems
+    assert problem.reason == "CredentialsMissing"
+    assert cluster.written() == []
+
+
+async def test_disown_removes_only_the_sampledb_owner_reference() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    await children_step(cluster, db)
+    config = names.configmap_name("orders")
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-x"}
+    owner = {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "name": "orders", "uid": db.metadata.uid}
+    cluster.patch("ConfigMap", config, {"metadata": {"ownerReferences": [owner, other]}})
+    cluster.patch("Service", names.client_service_name("orders"), {"metadata": {"ownerReferences": [owner]}})
+    cluster.writes.clear()
+    await disown(cluster.ctx, db, observed_children(cluster.ctx, db))
+    assert sorted(cluster.written()) == [("patch", "ConfigMap", config),
+                                         ("patch", "Service", names.client_service_name("orders"))]
+    assert cluster.get("ConfigMap", config)["metadata"]["ownerReferences"] == [other]  # type: ignore[index]
+    service = cluster.get("Service", names.client_service_name("orders"))
+    assert service is not None and "ownerReferences" not in service["metadata"]
+
+    cluster.writes.clear()
+    await disown(cluster.ctx, db, observed_children(cluster.ctx, db))
+    assert cluster.written() == []
