@@ -17,7 +17,8 @@ and watches them until every one has Ready=True. Systems:
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
 operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
-and the load average. Systems run interleaved (round 1: each system, round 2: each system, ...).
+and the load average; for the operator, once all are Ready, a restart: seconds to synced, writes in the
+15 s after, RSS. Systems run interleaved (round 1: each system, round 2: each system, ...).
 
     .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
     make bench-scale N=1000
@@ -311,8 +312,9 @@ def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
     return by_verb, reconciles, by_resource
 
 
-def start_system(system: System, env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
-    log = (workdir / f"{system.kind}.log").open("wb")
+def start_system(system: System, env: dict[str, str], workdir: Path,
+                 log_name: str = "") -> tuple[subprocess.Popen[bytes], int | None]:
+    log = (workdir / f"{log_name or system.kind}.log").open("wb")
     if system.kind == "floor":
         marker = workdir / "floor.ready"
         fenv = {**env, "SAMPLEDB_BENCH_SRC": system.src} if system.src else env
@@ -342,6 +344,32 @@ def start_system(system: System, env: dict[str, str], workdir: Path) -> tuple[su
 
     wait_until(ready, 120)
     return proc, port
+
+
+RESTART_WINDOW = 15.0  # seconds a restarted operator is watched for writes after its caches synced
+
+
+def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple[float, float, float]:
+    """Start the operator again over the N Ready databases: seconds to synced (/readyz), its writes in the
+    RESTART_WINDOW after that (a restart must write nothing: every database is as declared), its peak RSS."""
+    start = time.monotonic()
+    proc, port = start_system(system, env, workdir, log_name="restart")
+    synced = time.monotonic() - start
+    try:
+        if proc.poll() is not None or port is None:
+            raise RuntimeError("the restarted operator exited")
+        window_end = time.monotonic() + RESTART_WINDOW
+        wait_until(lambda: time.monotonic() >= window_end, RESTART_WINDOW + 5)  # a measurement window
+        requests, _reconciles, _by_resource = scrape(port)
+        _cpu, rss = proc_stats(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
 def wait_until(cond: Callable[[], bool], timeout: float) -> None:
@@ -413,6 +441,9 @@ class RunResult:
     nodes: int
     ready_times: list[float] = field(default_factory=list)
     per_db_by_resource: dict[str, float] = field(default_factory=dict)  # the operator's requests per database
+    restart_synced_s: float | None = None  # a restarted operator: start to /readyz (caches synced)
+    restart_writes: float | None = None  # its writes in the RESTART_WINDOW seconds after that
+    restart_rss_mib: float | None = None  # its peak RSS then (the steady state, without a creation burst)
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunResult:
@@ -442,8 +473,11 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        restart: tuple[float | None, float | None, float | None] = (None, None, None)
         if port is None:
             requests = json.loads((workdir / "floor.json").read_text())["requests"]
+        elif len(ready) == n:
+            restart = measure_restart(system, env, workdir)
     finally:
         cluster_down(cluster_dir)
     times = sorted(t - t0 for t in ready.values())
@@ -460,6 +494,7 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
         requests=requests, load_before=load_before, load_after=load_after, nodes=nodes,
         ready_times=[round(t, 2) for t in times],
         per_db_by_resource={k: round(v / n, 2) for k, v in sorted(by_resource.items())},
+        restart_synced_s=restart[0], restart_writes=restart[1], restart_rss_mib=restart[2],
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
@@ -467,14 +502,22 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
 
 
 HEADER = ("| system | round | N | Ready | all Ready s | median create->Ready s | first Ready s | CPU s | peak RSS MiB "
-          "| writes/DB | GETs/DB | reconciles/DB | load avg (1 min) before/after |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| writes/DB | GETs/DB | reconciles/DB | load avg (1 min) before/after "
+          "| restart: synced s / writes / RSS MiB |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 
 
 def row(r: RunResult) -> str:
     return (f"| {r.label} | {r.round} | {r.n} | {r.ready} | {r.all_ready_s} | {r.median_s} | {r.first_ready_s} "
             f"| {r.cpu_s} | {r.peak_rss_mib} | {r.writes_per_db} | {r.gets_per_db} | {r.reconciles_per_db or '-'} "
-            f"| {r.load_before[0]:.1f} / {r.load_after[0]:.1f} |")
+            f"| {r.load_before[0]:.1f} / {r.load_after[0]:.1f} "
+            f"| {_restart(r)} |")
+
+
+def _restart(r: RunResult) -> str:
+    if r.restart_synced_s is None:
+        return "-"
+    return f"{r.restart_synced_s} / {r.restart_writes or 0:.0f} / {r.restart_rss_mib}"
 
 
 def chart(results: list[RunResult], path: Path) -> None:
