@@ -25,12 +25,14 @@ log = get_logger(__name__)
 @dataclass
 class Applied:
     """What applying a plan did: the (kind, name) of the objects this pass created and deleted, the
-    server's answer to each patch, and whether a precondition failed (the rest was not applied)."""
+    server's answer to each patch, and whether a precondition failed or the subject was found gone (then the
+    rest was not applied)."""
 
     created: set[tuple[str, str]] = field(default_factory=set)
     deleted: set[tuple[str, str]] = field(default_factory=set)
     patched: dict[tuple[str, str], Obj] = field(default_factory=dict)
     stale: bool = False
+    gone: bool = False  # a patch of the subject found it deleted (the rest was not applied)
 
 
 def subject_of(db: SampleDB) -> Obj:
@@ -47,7 +49,7 @@ async def apply_plan(ctx: Context, subject: Obj, plan: Plan, *, kind: str = "Sam
     namespace = str(subject.get("namespace") or "") or None
     for effect in plan.effects:
         if not await _apply(ctx, subject, namespace, effect, applied, (kind, api_version)):
-            applied.stale = True
+            applied.stale = not applied.gone
             break
     return applied
 
@@ -78,6 +80,9 @@ async def _apply(ctx: Context, subject: Obj, namespace: str | None, effect: Effe
             answer = await ctx.apis[effect.kind].patch(effect.name, effect.patch, namespace=namespace,
                                                        subresource=effect.subresource)
         except NotFound:
+            if (effect.kind, effect.name) == (about[0], subject.get("name")):
+                applied.gone = True
+                return False  # the subject itself is gone: nothing after this concerns anything that exists
             return True
         except Conflict:
             if (effect.patch.get("metadata") or {}).get("resourceVersion"):

@@ -71,3 +71,12 @@ def test_plans_add_in_order_and_keep_the_earliest_result() -> None:
     both = a + b
     assert [e.event.reason for e in both.effects if isinstance(e, Emit)] == ["A", "B"]
     assert both.result == Result(requeue_after=5)
+
+
+async def test_a_patch_of_the_subject_that_is_gone_ends_the_plan() -> None:
+    cluster = FakeCluster()
+    plan = Plan((Patch("SampleDB", "orders", {"status": {"phase": "Running"}}, subresource="status"),
+                 Emit(EventSpec("Normal", "After", "about a deleted object"))))
+    applied = await apply_plan(cluster.ctx, SUBJECT, plan)
+    assert applied.gone and not applied.stale
+    assert cluster.recorder.events == []
