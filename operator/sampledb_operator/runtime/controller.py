@@ -24,6 +24,12 @@ Invariants:
   clock time, then they are cancelled.
 - Each reconcile is logged with controller, namespace, name and reconcile_id bound, both on the logger
   and in structlog's contextvars (so the reconciler's own logs carry them too).
+- With an `admit` predicate (sharding: is this key's shard ours?), it is asked right before each
+  reconcile; a key not admitted is forgotten (its failure count reset) and not reconciled, done() is
+  still called, no reconcile metric moves. An admit that raises is logged and the key retried
+  (rate-limited). `in_flight` holds the admitted keys whose reconcile is running; admission and entry
+  into in_flight happen with no await between them, so a caller that stops admitting a set of keys
+  and then sees none of them in flight knows none will run until admitted again.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class TerminalError(Exception):
 Reconcile = Callable[[ObjectRef], Awaitable[Result | None]]
 OnTerminal = Callable[[ObjectRef, TerminalError], Awaitable[None]]
 OnError = Callable[[ObjectRef, Exception, int], Awaitable[None]]
+Admit = Callable[[ObjectRef], bool]
 ERROR_THRESHOLD = 3  # consecutive failures of a key before on_error is called
 
 
@@ -71,7 +78,7 @@ class Controller:
     def __init__(self, name: str, reconcile: Reconcile, *, clock: Clock, workers: int = 1,
                  rate_limiter: RateLimiter[ObjectRef] | None = None,
                  on_terminal: OnTerminal | None = None, on_error: OnError | None = None,
-                 error_threshold: int = ERROR_THRESHOLD) -> None:
+                 error_threshold: int = ERROR_THRESHOLD, admit: Admit | None = None) -> None:
         if workers < 1:
             raise ValueError("a controller needs at least one worker")
         self.name = name
@@ -81,6 +88,8 @@ class Controller:
         self._on_terminal = on_terminal
         self._on_error = on_error
         self._error_threshold = max(1, error_threshold)
+        self._admit = admit
+        self._in_flight: set[ObjectRef] = set()
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
         self._m = _Metrics(name, workers)
@@ -90,6 +99,11 @@ class Controller:
 
     def enqueue_after(self, ref: ObjectRef, delay: float) -> None:
         self.queue.add_after(ref, delay)
+
+    @property
+    def in_flight(self) -> frozenset[ObjectRef]:
+        """The keys being reconciled now (admitted and not yet done)."""
+        return frozenset(self._in_flight)
 
     @property
     def running(self) -> bool:
@@ -136,9 +150,29 @@ class Controller:
             except ShutDown:
                 return
             try:
-                await self._reconcile_one(ref)
+                if self._admitted(ref):
+                    self._in_flight.add(ref)
+                    await self._reconcile_one(ref)
             finally:
+                self._in_flight.discard(ref)
                 self.queue.done(ref)
+
+    def _admitted(self, ref: ObjectRef) -> bool:
+        """Whether `ref` may be reconciled now; a key not admitted is forgotten."""
+        if self._admit is None:
+            return True
+        try:
+            admitted = self._admit(ref)
+        except Exception as err:
+            self.queue.add_rate_limited(ref)
+            structlog.get_logger().error("admit check failed; retrying the key later", controller=self.name,
+                                         namespace=ref.namespace, name=ref.name, error=repr(err), exc_info=err)
+            return False
+        if not admitted:
+            self.queue.forget(ref)
+            structlog.get_logger().debug("key not admitted (its shard is not ours); skipped",
+                                         controller=self.name, namespace=ref.namespace, name=ref.name)
+        return admitted
 
     async def _reconcile_one(self, ref: ObjectRef) -> None:
         keys: dict[str, Any] = {"controller": self.name, "namespace": ref.namespace, "name": ref.name,

@@ -11,6 +11,11 @@ Invariants:
 - Every task the manager creates is owned by run() and cancelled (and awaited) before it returns.
 - With resync_period, every watcher's resync() is called each period while controllers run
   (controller-runtime's SyncPeriod).
+- Runnables (add_runnable; e.g. the ShardOwner) start with the controllers (after sync and
+  leadership) and keep running while the controllers finish in-flight reconciles on a graceful stop;
+  then each is cancelled and its stop() awaited (at most shutdown_timeout together), before the lease
+  is released and the watchers are cancelled. A runnable that ends by itself is a fault (run()
+  returns 1, after a graceful stop).
 """
 
 from __future__ import annotations
@@ -67,6 +72,18 @@ class LeaderLike(Protocol):
         ...
 
 
+class Runnable(Protocol):
+    """A component run beside the controllers (runtime.shards.ShardOwner satisfies it)."""
+
+    async def run(self) -> None:
+        """Work until cancelled; returning or raising is a fault."""
+        ...
+
+    async def stop(self) -> None:
+        """Clean up after run() was cancelled on a graceful stop (e.g. release what it holds)."""
+        ...
+
+
 class Manager:
     """Owns the watchers, the controllers and the lease for one run."""
 
@@ -80,6 +97,7 @@ class Manager:
         self._resync_period = resync_period
         self._watchers: list[WatcherLike] = []
         self._controllers: list[Controller] = []
+        self._runnables: list[tuple[str, Runnable]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._log = structlog.get_logger().bind(component="manager")
 
@@ -88,6 +106,10 @@ class Manager:
 
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
+
+    def add_runnable(self, name: str, runnable: Runnable) -> None:
+        """Run `runnable` beside the controllers (see the module's invariants)."""
+        self._runnables.append((name, runnable))
 
     @property
     def ready(self) -> bool:
@@ -123,12 +145,13 @@ class Manager:
                 return await self._stop_before_start(first, stopper)
             self._log.info("leadership acquired")
         controllers = [self._spawn(c.run(), f"controller-{c.name}") for c in self._controllers]
+        runnables = [self._spawn(r.run(), f"runnable-{name}") for name, r in self._runnables]
         holder = self._spawn(self._leader.hold(), "leader-hold") if self._leader is not None else None
         if self._resync_period is not None:
             self._spawn(self._resync_loop(self._resync_period), "manager-resync")
-        first = await self._first(stopper, *([holder] if holder else []), *watchers, *controllers)
+        first = await self._first(stopper, *([holder] if holder else []), *watchers, *controllers, *runnables)
         if first is stopper:
-            await self._graceful_stop(holder)
+            await self._graceful_stop(holder, runnables)
             return 0
         if first is holder:
             self._log.error("leadership lost, stopping controllers at once")
@@ -136,7 +159,7 @@ class Manager:
             return 1
         self._log.error("a watcher or controller stopped unexpectedly", task=first.get_name(),
                         error=_describe(first))
-        await self._graceful_stop(holder)
+        await self._graceful_stop(holder, runnables)
         return 1
 
     async def _stop_before_start(self, first: asyncio.Task[Any], stopper: asyncio.Task[Any]) -> int:
@@ -147,9 +170,13 @@ class Manager:
                         error=_describe(first))
         return 1
 
-    async def _graceful_stop(self, holder: asyncio.Task[Any] | None) -> None:
+    async def _graceful_stop(self, holder: asyncio.Task[Any] | None,
+                             runnables: Iterable[asyncio.Task[Any]] = ()) -> None:
         self._log.info("shutting down controllers", timeout=self._shutdown_timeout)
         await asyncio.gather(*(c.shutdown(timeout=self._shutdown_timeout) for c in self._controllers))
+        if self._runnables:
+            await self._cancel(runnables)
+            await self._stop_runnables()
         if holder is not None and self._leader is not None:
             await self._cancel({holder})
             await self._release()
@@ -159,6 +186,12 @@ class Manager:
         release = self._spawn(self._leader.release(), "leader-release")
         if not await wait_all(self._clock, [release], self._shutdown_timeout):
             self._log.warning("lease release timed out")  # an error of release() is logged by _cancel
+
+    async def _stop_runnables(self) -> None:
+        stops = [self._spawn(r.stop(), f"runnable-{name}-stop") for name, r in self._runnables]
+        if not await wait_all(self._clock, stops, self._shutdown_timeout):
+            self._log.warning("runnables did not stop in time")
+        await self._cancel(stops)   # logs (and so retrieves) an error a stop() ended with
 
     async def _wait_synced(self) -> None:
         for watcher in self._watchers:
