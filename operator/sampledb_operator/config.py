@@ -82,6 +82,7 @@ class Settings(BaseModel):
     lease_duration: float = Field(default=15.0, ge=1)
     renew_deadline: float = Field(default=10.0, ge=1)
     retry_period: float = Field(default=2.0, ge=1)
+    shards: int = Field(default=1, ge=1, le=128)
     field_manager: str = Field(default="sampledb-operator", min_length=1)
     recheck_period: float = Field(default=60.0, ge=1)
     exec_plugin_timeout: float = Field(default=30.0, gt=0)
@@ -188,6 +189,9 @@ OPTIONS: tuple[Option, ...] = (
            _SECONDS + " (lease_duration > renew_deadline > 1.2 * retry_period)", "float"),
     Option("retry_period", "seconds between leader-election attempts",
            _SECONDS + " (lease_duration > renew_deadline > 1.2 * retry_period)", "float"),
+    Option("shards", "number of shards of the SampleDBs; above 1 every replica reconciles a fair share of "
+           "them, one Lease <lease-name>-shard-<i> per shard, and the leader election is not used",
+           "an integer from 1 to 128", "int"),
     Option("field_manager", "field manager name of server-side apply", "a non-empty name"),
     Option("recheck_period", "seconds between looks at references nothing watches (the migrations "
            "ConfigMap) while a database waits on them", _SECONDS, "float"),

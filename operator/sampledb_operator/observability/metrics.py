@@ -178,6 +178,28 @@ event_loop_lag_seconds = Gauge(
     registry=REGISTRY,
 )
 
+# sharding (--shards > 1; runtime/shards.py)
+shards_owned = Gauge(
+    "sampledb_shards_owned",
+    "Shards of the SampleDBs this replica owns (reconciles) now; 0 without sharding (--shards 1)",
+    registry=REGISTRY,
+)
+shard_owned = Gauge(
+    "sampledb_shard_owned", "1 for each shard this replica owns, 0 for the others (only with --shards > 1)",
+    ["shard"], registry=REGISTRY,
+)
+shard_members = Gauge(
+    "sampledb_shard_members", "Live replicas this one sees in the shard members Lease (itself included)",
+    registry=REGISTRY,
+)
+shard_transitions_total = Counter(
+    "sampledb_shard_transitions_total",
+    "Shard ownership changes of this replica: acquired, released (above its fair share, or on shutdown),"
+    " lost (not renewed within the renew deadline, or another holder)",
+    ["event"], registry=REGISTRY,
+)
+SHARD_EVENTS = ("acquired", "released", "lost")
+
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 PHASES = ("Pending", "Provisioning", "Initializing", "Restoring", "Running", "Upgrading", "Migrating", "Degraded",
           "Paused", "Deleting", "Failed")
@@ -219,6 +241,15 @@ def init_controller(controller: str, workers: int) -> None:
     reconcile_time_seconds.labels(controller=controller)
     max_concurrent_reconciles.labels(controller=controller).set(workers)
     active_workers.labels(controller=controller).set(0)
+
+
+def init_shards(shards: int) -> None:
+    """Pre-initialise the sharding series: every shard not owned, no transition yet."""
+    shards_owned.set(0)
+    for shard in range(shards):
+        shard_owned.labels(shard=str(shard)).set(0)
+    for event in SHARD_EVENTS:
+        shard_transitions_total.labels(event=event)
 
 
 def init_queue(name: str, controller: str) -> None:

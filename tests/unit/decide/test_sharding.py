@@ -1,4 +1,4 @@
-"""decide/sharding.py: the shard of a key, membership heartbeats, and the rebalancing decision.
+"""decide/sharding.py: the shard of a key and the rebalancing decision.
 
 The decision is also checked in a simulation of several members sharing one set of shard Leases
 (sequentially consistent, as the API server's resourceVersion checks make it): at most one live
@@ -15,23 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sampledb_operator.decide.sharding import (
-    MEMBER_ANNOTATION_PREFIX,
-    MemberSeen,
-    ShardPlan,
-    ShardRecord,
-    ShardView,
-    fair_share,
-    heartbeat_annotations,
-    live_members,
-    member_key,
-    members_lease_name,
-    observe_members,
-    plan_shards,
-    shard_lease_name,
-    shard_of,
-    without_member,
-)
+from sampledb_operator.decide.sharding import fair_share, plan_shards, shard_of
+from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 
 D = 15.0  # lease duration
 
@@ -89,11 +74,6 @@ def test_shard_of_spreads_keys_over_the_shards() -> None:
 def test_shard_of_refuses_zero_shards() -> None:
     with pytest.raises(ValueError):
         shard_of("a", "b", 0)
-
-
-def test_lease_names() -> None:
-    assert shard_lease_name("sampledb-operator", 3) == "sampledb-operator-shard-3"
-    assert members_lease_name("sampledb-operator") == "sampledb-operator-members"
 
 
 # -- fair share and the plan -----------------------------------------------------------------
@@ -303,40 +283,3 @@ def test_three_members_end_with_two_shards_each_and_a_dead_ones_shards_move_afte
         world.round(rng)
     assert sorted(len(world.beliefs[m]) for m in world.alive) == [3, 3]
     assert all(world.leases[s].holder in ("a", "b") for s in lost)
-
-
-# -- membership --------------------------------------------------------------------------------
-
-
-def test_member_key_is_the_identity_when_valid_else_a_readable_hash() -> None:
-    assert member_key("pod-abc_1234") == MEMBER_ANNOTATION_PREFIX + "pod-abc_1234"
-    long = "sampledb-operator-7d9f8c6b5d-abcde_1a2b3c4d" + "x" * 30
-    key = member_key(long)
-    name = key.removeprefix(MEMBER_ANNOTATION_PREFIX)
-    assert len(name) <= 63 and name.startswith("sampledb-operator-")
-    assert member_key(long) == key and member_key(long + "y") != key
-    odd = member_key("host:1/2")
-    assert odd.startswith(MEMBER_ANNOTATION_PREFIX) and ":" not in odd and "/" not in odd.removeprefix(
-        MEMBER_ANNOTATION_PREFIX)
-
-
-def test_observe_members_restarts_a_members_clock_only_when_its_counter_changes() -> None:
-    a, b = MEMBER_ANNOTATION_PREFIX + "a", MEMBER_ANNOTATION_PREFIX + "b"
-    seen = observe_members({}, {a: "1", b: "7", "other": "x"}, now=10.0)
-    assert seen == {a: MemberSeen("1", 10.0), b: MemberSeen("7", 10.0)}
-    seen = observe_members(seen, {a: "2", b: "7"}, now=12.0)
-    assert seen == {a: MemberSeen("2", 12.0), b: MemberSeen("7", 10.0)}
-    assert live_members(seen, now=24.9, lease_duration=D) == {a, b}
-    assert live_members(seen, now=25.0, lease_duration=D) == {a}
-    assert observe_members(seen, {a: "2"}, now=13.0) == {a: MemberSeen("2", 12.0)}
-
-
-def test_heartbeat_bumps_ours_removes_the_dead_and_keeps_the_rest() -> None:
-    me, a, dead = (MEMBER_ANNOTATION_PREFIX + n for n in ("me", "a", "dead"))
-    annotations = {me: "4", a: "9", dead: "3", "note": "kept"}
-    seen = {me: MemberSeen("4", 20.0), a: MemberSeen("9", 19.0), dead: MemberSeen("3", 0.0)}
-    out = heartbeat_annotations(annotations, me, 5, seen, now=20.0, lease_duration=D)
-    assert out == {me: "5", a: "9", "note": "kept"}
-    assert without_member(out, me) == {a: "9", "note": "kept"}
-    # first heartbeat: the annotation is added
-    assert heartbeat_annotations({}, me, 1, {}, now=0.0, lease_duration=D) == {me: "1"}

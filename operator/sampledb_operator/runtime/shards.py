@@ -1,0 +1,598 @@
+"""Shard ownership on coordination.k8s.io/v1 Leases: several replicas each reconcile a fair share of the keys.
+
+The Leases, all in the lease namespace (RBAC: leases get, create, update; no list):
+- "<lease_name>-shard-<i>", i in 0 .. shards-1: the lock of shard i, a record as leader.py writes it
+  (holderIdentity, leaseDurationSeconds, acquireTime, renewTime, leaseTransitions).
+- "<lease_name>-members": its annotations map each member (member_key(identity)) to a counter the
+  member bumps every retry_period; who is alive, hence the fair share, is read from it.
+
+Invariants:
+- As leader.py: a record (a shard's, or a member's counter) is judged only on our own monotonic clock
+  from the moment we saw it change, never by its wall-clock times; every write is a create or a PUT
+  with the resourceVersion read, so of two members taking one shard exactly one wins.
+- owns(shard) is true only while the shard is held (not being released) and our last successful write
+  of its Lease was sent less than renew_deadline ago. A shard whose renewal is late stops being
+  admitted at once, by time, even while the loop still waits on the API; since renew_deadline <
+  lease_duration it stops before another member may take it. A member is dead (removed from the
+  members Lease by the next heartbeat) once its counter has not changed for lease_duration.
+- Every period (retry_period): heartbeat and read every shard Lease we do not hold (together, each
+  bounded by retry_period, so a hanging read cannot delay the renewals much); ask the planner
+  (decide.sharding.plan_shards) which shards to take, renew, release or drop; drop lost shards; stop
+  admitting a shard to release, keep renewing it until none of its keys is in flight (`busy`) or
+  release_wait has passed, then empty its holderIdentity; renew the held ones; take free or expired
+  ones, except in the very first period (the others' heartbeats are seen first, so a starting member
+  does not grab every shard only to give most back).
+- on_acquired(shard) is called whenever a shard becomes admitted (acquired, kept after all while being
+  released, or renewed again after a key was refused during a late renewal), so its keys are enqueued.
+- stop() (after the controllers stopped) admits nothing more, releases every shard Lease naming us
+  (best effort, as leader.py's release) and removes our member annotation, so the others rebalance
+  at once. run() and stop() are called one at a time by one owner (the manager).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import enum
+import hashlib
+import math
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+
+from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
+from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
+from sampledb_operator.observability import metrics
+from sampledb_operator.runtime.clock import Clock, sleep_until
+from sampledb_operator.runtime.leader import JITTER_FACTOR, RELEASE_ATTEMPTS, LeaseApi, micro_time
+
+log = structlog.stdlib.get_logger(__name__)
+
+T = TypeVar("T")
+Planner = Callable[[ShardView], ShardPlan]
+SHARD_LEASE_INFIX = "-shard-"
+MEMBERS_LEASE_SUFFIX = "-members"
+MEMBER_ANNOTATION_PREFIX = "members.sampledb.io/"
+HEARTBEAT_ATTEMPTS = 3           # a heartbeat PUT that conflicts is re-read and retried this often per period
+RELEASE_WAIT = 10.0              # seconds a shard being released waits for its in-flight keys
+_KEY_NAME_MAX = 63               # the name part of an annotation key
+_KEY_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def shard_lease_name(lease_name: str, shard: int) -> str:
+    """The Lease that is the lock of one shard: "<lease_name>-shard-<i>"."""
+    return f"{lease_name}{SHARD_LEASE_INFIX}{shard}"
+
+
+def members_lease_name(lease_name: str) -> str:
+    """The Lease whose annotations are the members' heartbeats: "<lease_name>-members"."""
+    return f"{lease_name}{MEMBERS_LEASE_SUFFIX}"
+
+
+# -- membership (pure helpers) ---------------------------------------------------------------
+
+
+def member_key(identity: str) -> str:
+    """The annotation key of a member: the prefix + its identity when that is a valid key name, else a
+    readable part of it + a hash (annotation key names are at most 63 characters of [-A-Za-z0-9_.])."""
+    if len(identity) <= _KEY_NAME_MAX and _KEY_NAME_RE.match(identity):
+        return MEMBER_ANNOTATION_PREFIX + identity
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    readable = re.sub(r"[^-A-Za-z0-9_.]+", "-", identity)[: _KEY_NAME_MAX - 17].strip("-_.")
+    return MEMBER_ANNOTATION_PREFIX + (f"{readable}-{digest}" if readable else digest)
+
+
+@dataclass(frozen=True)
+class MemberSeen:
+    """What an observer last saw of one member's heartbeat."""
+
+    counter: str     # the annotation's value
+    since: float     # observer's monotonic time when the value last changed (or was first seen)
+
+
+def observe_members(seen: Mapping[str, MemberSeen], annotations: Mapping[str, str],
+                    now: float) -> dict[str, MemberSeen]:
+    """The members' heartbeats as of `annotations` (read at `now`): a changed or new counter restarts its
+    clock; members no longer annotated are forgotten; other annotations are ignored."""
+    out: dict[str, MemberSeen] = {}
+    for key, value in annotations.items():
+        if not key.startswith(MEMBER_ANNOTATION_PREFIX):
+            continue
+        before = seen.get(key)
+        out[key] = before if before is not None and before.counter == value else MemberSeen(value, now)
+    return out
+
+
+def live_members(seen: Mapping[str, MemberSeen], now: float, lease_duration: float) -> frozenset[str]:
+    """The member keys whose counter changed less than lease_duration ago."""
+    return frozenset(key for key, m in seen.items() if now - m.since < lease_duration)
+
+
+def heartbeat_annotations(annotations: Mapping[str, str], me: str, counter: int, seen: Mapping[str, MemberSeen],
+                          *, now: float, lease_duration: float) -> dict[str, str]:
+    """The members Lease's annotations to write: ours set to `counter`, dead members removed, the rest kept.
+
+    A member annotated but not in `seen` (not observed yet) is kept: it is not known to be dead.
+    """
+    live = live_members(seen, now, lease_duration)
+    out = {key: value for key, value in annotations.items()
+           if not key.startswith(MEMBER_ANNOTATION_PREFIX) or key in live or key not in seen}
+    out[me] = str(counter)
+    return out
+
+
+def without_member(annotations: Mapping[str, str], me: str) -> dict[str, str]:
+    """The annotations with our heartbeat removed (a clean shutdown: the others rebalance at once)."""
+    return {key: value for key, value in annotations.items() if key != me}
+
+
+# -- the owner -------------------------------------------------------------------------------
+
+
+class _State(enum.Enum):
+    FREE = "free"             # not ours (as far as we act)
+    HELD = "held"             # ours and admitted while renewed in time
+    RELEASING = "releasing"   # ours, no longer admitted, renewed until its in-flight keys are done
+
+
+class _Attempt(enum.Enum):
+    HELD = "held"
+    OTHER = "other"           # another holder's record is still valid
+    FAILED = "failed"         # an API error, a conflict or a timeout: try again next period
+
+
+@dataclass
+class _Shard:
+    index: int
+    name: str
+    state: _State = _State.FREE
+    lease: dict[str, Any] | None = None        # the last record read or written (None: no Lease)
+    known: bool = False                         # lease is this period's read (or our own write)
+    observed_spec: dict[str, Any] | None = None
+    observed_at: float = 0.0                    # our monotonic time when the spec last changed
+    renewed_at: float = -math.inf               # when our last successful write of it was sent
+    releasing_since: float = 0.0
+    missed: bool = False                        # a key was refused while we still held it
+
+    @property
+    def holder(self) -> str:
+        return str((self.observed_spec or {}).get("holderIdentity") or "")
+
+
+class ShardOwner:
+    """One member of a sharded operator: holds a fair share of the shard Leases."""
+
+    def __init__(
+        self,
+        api: LeaseApi,
+        *,
+        lease_name: str,
+        namespace: str,
+        identity: str,
+        shards: int,
+        clock: Clock,
+        planner: Planner,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        release_wait: float = RELEASE_WAIT,
+        on_acquired: Callable[[int], None] | None = None,
+        busy: Callable[[int], bool] | None = None,
+    ) -> None:
+        if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period or retry_period < 1:
+            raise ValueError("need lease_duration > renew_deadline > 1.2 * retry_period, retry_period >= 1")
+        if not identity:
+            raise ValueError("identity must not be empty")
+        if shards < 1:
+            raise ValueError("shards must be >= 1")
+        self._api = api
+        self.namespace = namespace
+        self.identity = identity
+        self.shards = shards
+        self._clock = clock
+        self._planner = planner
+        self._lease_duration = lease_duration
+        self._renew_deadline = renew_deadline
+        self._retry_period = retry_period
+        self._release_wait = release_wait
+        self._on_acquired = on_acquired
+        self._busy = busy
+        self._shards = [_Shard(i, shard_lease_name(lease_name, i)) for i in range(shards)]
+        self.members_lease = members_lease_name(lease_name)
+        self._me = member_key(identity)
+        self._counter = 0
+        self._seen: dict[str, MemberSeen] = {}
+        self._share = shards
+        self._log = log.bind(lease_namespace=namespace, identity=identity)
+        metrics.init_shards(shards)
+
+    # -- what the controllers and the metrics ask ---------------------------------------------
+
+    def owns(self, shard: int) -> bool:
+        """Keys of `shard` may be reconciled now (see the module's invariants)."""
+        s = self._shards[shard]
+        return s.state is _State.HELD and self._clock.monotonic() - s.renewed_at < self._renew_deadline
+
+    def admits(self, shard: int) -> bool:
+        """owns(shard), for a key about to be reconciled: a key refused while the shard is still ours
+        (a late renewal) is remembered, and the shard's keys are enqueued again once it is renewed."""
+        if self.owns(shard):
+            return True
+        s = self._shards[shard]
+        if s.state is _State.HELD:
+            s.missed = True
+        return False
+
+    @property
+    def owned(self) -> frozenset[int]:
+        return frozenset(s.index for s in self._shards if self.owns(s.index))
+
+    @property
+    def members(self) -> int:
+        """Live members we see, us included."""
+        return len(live_members(self._seen, self._clock.monotonic(), self._lease_duration) | {self._me})
+
+    @property
+    def share(self) -> int:
+        """The fair share computed in the last period."""
+        return self._share
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Heartbeat and rebalance every retry_period until cancelled."""
+        self._log.info("shard owner starting", shards=self.shards, members_lease=self.members_lease)
+        first = True
+        while True:
+            started = self._clock.monotonic()
+            await self.period(take=not first)
+            first = False
+            await sleep_until(self._clock, started + self._retry_period)
+
+    async def period(self, *, take: bool = True) -> ShardPlan:
+        """One heartbeat-and-rebalance pass (public for tests); the plan it followed."""
+        self._expire()
+        await asyncio.gather(self._heartbeat(), self._read_unheld())
+        plan = self._planner(self._view())
+        self._share = plan.share
+        for index in plan.drop:
+            self._lose(self._shards[index], f"lease held by {self._shards[index].holder}")
+        now = self._clock.monotonic()
+        for index in plan.release:
+            s = self._shards[index]
+            if s.state is _State.HELD:
+                s.state, s.releasing_since = _State.RELEASING, now
+                self._log.info("releasing shard", shard=index, share=plan.share, members=self.members)
+        to_release = [self._shards[i] for i in plan.release
+                      if self._shards[i].state is _State.RELEASING and self._may_release(self._shards[i], now)]
+        to_renew = [self._shards[i] for i in plan.renew] + [
+            self._shards[i] for i in plan.release if self._shards[i].state is _State.RELEASING
+            and self._shards[i] not in to_release]
+        to_take = [self._shards[i] for i in plan.take] if take else []
+        for s in to_release:
+            s.state = _State.FREE
+        _, outcomes = await asyncio.gather(asyncio.gather(*(self._release(s) for s in to_release)),
+                                           asyncio.gather(*(self._bounded_hold(s) for s in to_renew + to_take)))
+        keep = set(plan.renew) | set(plan.take)
+        for s, outcome in zip(to_renew + to_take, outcomes, strict=True):
+            self._after_hold(s, outcome, keep=s.index in keep, share=plan.share)
+        self._expire()
+        self._publish()
+        return plan
+
+    async def stop(self) -> None:
+        """Admit nothing more; release every shard Lease naming us and leave the members Lease."""
+        ours = [s for s in self._shards if s.state is not _State.FREE or (s.lease is not None and s.holder ==
+                                                                           self.identity)]
+        for s in ours:
+            s.state = _State.FREE
+        self._publish()
+        await asyncio.gather(*(self._release(s) for s in ours), self._leave())
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def _view(self) -> ShardView:
+        now = self._clock.monotonic()
+        records: dict[int, ShardRecord] = {}
+        for s in self._shards:
+            if s.state is not _State.FREE or s.known:
+                duration = float((s.observed_spec or {}).get("leaseDurationSeconds") or self._lease_duration)
+                records[s.index] = ShardRecord(s.holder, now - s.observed_at, duration)
+        held = frozenset(s.index for s in self._shards if s.state is not _State.FREE)
+        return ShardView(shards=self.shards, me=self.identity, members=self.members, records=records, held=held)
+
+    def _may_release(self, s: _Shard, now: float) -> bool:
+        if now - s.releasing_since >= self._release_wait:
+            return True
+        if self._busy is None:
+            return True
+        try:
+            return not self._busy(s.index)
+        except Exception as err:
+            self._log.error("busy check failed; waiting for the release timeout", shard=s.index, error=repr(err))
+            return False
+
+    def _after_hold(self, s: _Shard, outcome: _Attempt, *, keep: bool, share: int) -> None:
+        """State after a write that renews or takes `s`; keep is False for a shard renewed only so that it
+        stays ours while its in-flight keys finish before its release."""
+        if outcome is _Attempt.OTHER:
+            self._lose(s, f"lease held by {s.holder}")
+            return
+        if outcome is not _Attempt.HELD or not keep:
+            return
+        previous, s.state = s.state, _State.HELD
+        if previous is _State.FREE:
+            metrics.shard_transitions_total.labels(event="acquired").inc()
+            self._log.info("acquired shard", shard=s.index, lease=s.name, share=share, members=self.members,
+                           transitions=(s.observed_spec or {}).get("leaseTransitions", 0))
+            self._acquired(s)
+        elif previous is _State.RELEASING:
+            self._log.info("keeping shard after all", shard=s.index, share=share)
+            self._acquired(s)
+        elif s.missed:
+            self._acquired(s)
+
+    def _acquired(self, s: _Shard) -> None:
+        s.missed = False
+        if self._on_acquired is None:
+            return
+        try:
+            self._on_acquired(s.index)
+        except Exception as err:
+            self._log.error("on_acquired hook failed", shard=s.index, error=repr(err), exc_info=err)
+
+    def _lose(self, s: _Shard, reason: str) -> None:
+        if s.state is _State.FREE:
+            return
+        s.state = _State.FREE
+        metrics.shard_transitions_total.labels(event="lost").inc()
+        self._log.error("lost shard", shard=s.index, lease=s.name, reason=reason)
+
+    def _expire(self) -> None:
+        """Held shards not renewed within renew_deadline are lost (they stopped being admitted already)."""
+        now = self._clock.monotonic()
+        for s in self._shards:
+            if s.state is not _State.FREE and now - s.renewed_at >= self._renew_deadline:
+                self._lose(s, "renew deadline exceeded")
+
+    def _publish(self) -> None:
+        owned = self.owned
+        metrics.shards_owned.set(len(owned))
+        for s in self._shards:
+            metrics.shard_owned.labels(shard=str(s.index)).set(1 if s.index in owned else 0)
+        metrics.shard_members.set(self.members)
+
+    # -- the members Lease ------------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        """Bump our counter (and drop dead members) with GET + PUT, retried on a conflict."""
+        self._counter += 1
+        for _ in range(HEARTBEAT_ATTEMPTS):
+            try:
+                done = await self._within(self._write_heartbeat(), self._retry_period)
+            except Conflict:
+                continue
+            except KubeError as err:
+                self._log.debug("heartbeat failed", error=str(err))
+                return
+            if done is None:
+                self._log.debug("heartbeat timed out")
+            return
+        self._log.debug("heartbeat kept conflicting", attempts=HEARTBEAT_ATTEMPTS)
+
+    async def _write_heartbeat(self) -> bool:
+        try:
+            lease = await self._api.get(self.members_lease, self.namespace)
+        except NotFound:
+            written = await self._api.create(self._new_members_lease(), self.namespace)
+            self._observe_members(written)
+            return True
+        self._observe_members(lease)
+        updated = copy.deepcopy(lease)
+        metadata = updated.setdefault("metadata", {})
+        metadata["annotations"] = heartbeat_annotations(
+            metadata.get("annotations") or {}, self._me, self._counter, self._seen,
+            now=self._clock.monotonic(), lease_duration=self._lease_duration)
+        self._observe_members(await self._api.replace(updated))
+        return True
+
+    async def _leave(self) -> None:
+        """Remove our annotation (best effort, bounded)."""
+        for _ in range(HEARTBEAT_ATTEMPTS):
+            try:
+                done = await self._within(self._write_leave(), self._renew_deadline)
+            except Conflict:
+                continue
+            except KubeError as err:
+                self._log.warning("could not leave the members lease", error=str(err))
+                return
+            if done is None:
+                self._log.warning("could not leave the members lease", error="timed out")
+            return
+
+    async def _write_leave(self) -> bool:
+        try:
+            lease = await self._api.get(self.members_lease, self.namespace)
+        except NotFound:
+            return True
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        if self._me not in annotations:
+            return True
+        updated = copy.deepcopy(lease)
+        updated["metadata"]["annotations"] = without_member(annotations, self._me)
+        await self._api.replace(updated)
+        return True
+
+    def _observe_members(self, lease: dict[str, Any]) -> None:
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        self._seen = observe_members(self._seen, annotations, self._clock.monotonic())
+
+    def _new_members_lease(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.members_lease, "namespace": self.namespace,
+                         "annotations": {self._me: str(self._counter)}},
+            "spec": {},
+        }
+
+    # -- the shard Leases -------------------------------------------------------------------------
+
+    async def _read_unheld(self) -> None:
+        unheld = [s for s in self._shards if s.state is _State.FREE]
+        for s in unheld:
+            s.known = False
+        await asyncio.gather(*(self._read(s) for s in unheld))
+
+    async def _read(self, s: _Shard) -> None:
+        try:
+            lease = await self._within(self._api.get(s.name, self.namespace), self._retry_period)
+        except NotFound:
+            s.lease, s.known = None, True
+            self._observe(s, {})
+            return
+        except KubeError as err:
+            self._log.debug("shard lease read failed", shard=s.index, error=str(err))
+            return
+        if lease is not None:
+            self._observe(s, lease)
+            s.known = True
+
+    async def _bounded_hold(self, s: _Shard) -> _Attempt:
+        try:
+            outcome = await self._within(self._hold(s), self._renew_deadline)
+        except KubeError as err:
+            self._log.debug("shard lease write failed", shard=s.index, error=str(err))
+            return _Attempt.FAILED
+        return _Attempt.FAILED if outcome is None else outcome
+
+    async def _hold(self, s: _Shard) -> _Attempt:
+        """Acquire or renew from the record we have; after a conflict read it again and decide."""
+        if s.lease is None:
+            sent = self._clock.monotonic()
+            try:
+                written = await self._api.create(self._new_lease(s), self.namespace)
+            except Conflict:
+                return _Attempt.FAILED       # another member created it first: read it next period
+            return self._held(s, written, sent)
+        sent = self._clock.monotonic()
+        try:
+            return self._held(s, await self._api.replace(self._next_lease(s.lease)), sent)
+        except (Conflict, NotFound):
+            pass
+        try:
+            lease = await self._api.get(s.name, self.namespace)
+        except NotFound:
+            s.lease = None
+            return _Attempt.FAILED
+        self._observe(s, lease)
+        if s.holder not in ("", self.identity) and not self._expired(s):
+            return _Attempt.OTHER
+        sent = self._clock.monotonic()
+        try:
+            return self._held(s, await self._api.replace(self._next_lease(lease)), sent)
+        except (Conflict, NotFound):
+            return _Attempt.FAILED
+
+    def _held(self, s: _Shard, written: dict[str, Any], sent: float) -> _Attempt:
+        self._observe(s, written)
+        s.renewed_at = sent
+        return _Attempt.HELD
+
+    async def _release(self, s: _Shard) -> None:
+        """Empty holderIdentity (duration 1 s) so another member takes the shard at once; best effort."""
+        if s.lease is None:
+            return
+        try:
+            released = await self._within(self._write_release(s), self._renew_deadline)
+        except KubeError as err:
+            self._log.warning("could not release shard", shard=s.index, error=str(err))
+            return
+        if released is None:
+            self._log.warning("could not release shard", shard=s.index, error="timed out")
+        elif released:
+            metrics.shard_transitions_total.labels(event="released").inc()
+            self._log.info("released shard", shard=s.index, lease=s.name)
+
+    async def _write_release(self, s: _Shard) -> bool:
+        """As leader.py's release: on a conflict re-read and retry while the Lease names us."""
+        lease = s.lease
+        assert lease is not None
+        for _ in range(RELEASE_ATTEMPTS):
+            now = micro_time(self._clock.now())
+            released = copy.deepcopy(lease)
+            released["spec"] = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now,
+                                "renewTime": now,
+                                "leaseTransitions": (lease.get("spec") or {}).get("leaseTransitions", 0)}
+            try:
+                written = await self._api.replace(released)
+            except Conflict:
+                lease = await self._api.get(s.name, self.namespace)
+                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                    self._observe(s, lease)
+                    return False
+                continue
+            self._observe(s, written)
+            return True
+        raise Conflict(409, "Conflict", f"lease kept changing during {RELEASE_ATTEMPTS} release attempts")
+
+    # -- records ----------------------------------------------------------------------------------
+
+    def _observe(self, s: _Shard, lease: dict[str, Any]) -> None:
+        """Remember the record; restart its expiry clock when its spec changed."""
+        spec = dict(lease.get("spec") or {})
+        if spec != s.observed_spec:
+            s.observed_spec = spec
+            s.observed_at = self._clock.monotonic()
+        s.lease = lease or None
+
+    def _expired(self, s: _Shard) -> bool:
+        duration = (s.observed_spec or {}).get("leaseDurationSeconds") or self._lease_duration
+        return self._clock.monotonic() - s.observed_at >= float(duration)
+
+    def _new_lease(self, s: _Shard) -> dict[str, Any]:
+        now = micro_time(self._clock.now())
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": s.name, "namespace": self.namespace},
+            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
+                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+        }
+
+    def _next_lease(self, current: dict[str, Any]) -> dict[str, Any]:
+        """`current` (its resourceVersion kept) with us as holder and a fresh renewTime."""
+        old = current.get("spec") or {}
+        now = micro_time(self._clock.now())
+        ours = old.get("holderIdentity") == self.identity
+        lease = copy.deepcopy(current)
+        lease["spec"] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self._duration_seconds(),
+            "acquireTime": (old.get("acquireTime") or now) if ours else now,
+            "renewTime": now,
+            "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if ours else 1),
+        }
+        return lease
+
+    def _duration_seconds(self) -> int:
+        return max(1, math.ceil(self._lease_duration))
+
+    async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
+        """The result of `awaitable`, or None if `seconds` of our clock pass first (it is cancelled)."""
+        task = asyncio.ensure_future(awaitable)
+        timer = asyncio.ensure_future(self._clock.sleep(seconds))
+        try:
+            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return task.result()
+            return None
+        finally:
+            task.cancel()
+            timer.cancel()
+            await asyncio.wait({task, timer})
+            if not task.cancelled():
+                task.exception()
