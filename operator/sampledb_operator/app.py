@@ -5,6 +5,12 @@ The only place that knows every part. Order on start: metrics pre-initialised, h
 leader election is on), workers started. On SIGTERM/SIGINT: intake stops, in-flight reconciles
 finish within the shutdown timeout, the lease is released, the process exits 0. Losing the lease
 stops work at once and exits 1 so the Deployment restarts the process as a standby.
+
+With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
+beside the controllers and reconciles only the keys of the shards it owns (decide.sharding.shard_of
+of the SampleDB's namespace/name; a SampleDBBackup goes with its spec.database, and one not in the
+cache is admitted). Every replica still watches and caches every object. The per-database metrics
+and sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache
 from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.sharding import plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -34,6 +42,7 @@ from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
+from sampledb_operator.runtime.shards import ShardOwner
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.runtime.triggers import (
@@ -74,6 +83,82 @@ def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
     return [ObjectRef(meta.get("namespace") or "", str(name))] if name else []
 
 
+def _backup_database(obj: dict[str, Any]) -> ObjectRef | None:
+    """The SampleDB a SampleDBBackup is of (spec.database, same namespace); None when it names none."""
+    name = (obj.get("spec") or {}).get("database")
+    return ObjectRef((obj.get("metadata") or {}).get("namespace") or "", str(name)) if name else None
+
+
+class Sharding:
+    """Which shard a key belongs to, for the ShardOwner and the controllers' admission.
+
+    A SampleDB's shard is shard_of(namespace, name); a SampleDBBackup's is its database's (so a
+    database and its backups are reconciled by one replica); a backup not in the cache, or naming no
+    database, is admitted everywhere (its reconcile finds it gone, or reports the missing field).
+    """
+
+    def __init__(self, shards: int, caches: Caches) -> None:
+        self.shards = shards
+        self.caches = caches
+        self.owner: ShardOwner | None = None
+        self.databases: Controller | None = None
+        self.backups: Controller | None = None
+
+    def attach(self, settings: Settings, client: KubeClient, clock: Clock, databases: Controller,
+               backups: Controller) -> ShardOwner:
+        """Create the ShardOwner (the same Lease namespace and timings as leader election) for the two
+        controllers."""
+        self.databases, self.backups = databases, backups
+        self.owner = ShardOwner(
+            ResourceApi(client, LEASE), lease_name=settings.lease_name, namespace=settings.lease_namespace,
+            identity=settings.identity, shards=self.shards, clock=clock, planner=plan_shards,
+            lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period, on_acquired=self.on_acquired, busy=self.busy,
+        )
+        return self.owner
+
+    def of_database(self, ref: ObjectRef) -> int:
+        return shard_of(ref.namespace, ref.name, self.shards)
+
+    def of_backup(self, ref: ObjectRef) -> int | None:
+        obj = self.caches.backups.get(ref)
+        database = _backup_database(obj) if obj is not None else None
+        return self.of_database(database) if database is not None else None
+
+    def admit_database(self, ref: ObjectRef) -> bool:
+        return self.owner is not None and self.owner.admits(self.of_database(ref))
+
+    def admit_backup(self, ref: ObjectRef) -> bool:
+        shard = self.of_backup(ref)
+        return shard is None or (self.owner is not None and self.owner.admits(shard))
+
+    def owned_databases(self) -> list[dict[str, Any]]:
+        owner = self.owner
+        return [o for o in self.caches.sampledbs.list()
+                if owner is not None and owner.owns(self.of_database(ObjectRef.of(o)))]
+
+    def busy(self, shard: int) -> bool:
+        """A key of `shard` is being reconciled."""
+        dbs = self.databases.in_flight if self.databases is not None else frozenset()
+        backups = self.backups.in_flight if self.backups is not None else frozenset()
+        return any(self.of_database(ref) == shard for ref in dbs) or any(
+            self.of_backup(ref) == shard for ref in backups)
+
+    def on_acquired(self, shard: int) -> None:
+        """Enqueue every cached SampleDB of `shard` and every backup of those databases."""
+        databases = [ref for o in self.caches.sampledbs.list()
+                     if self.of_database(ref := ObjectRef.of(o)) == shard]
+        backups = [ObjectRef.of(o) for o in self.caches.backups.list()
+                   if (db := _backup_database(o)) is not None and self.of_database(db) == shard]
+        if self.databases is not None:
+            for ref in databases:
+                self.databases.enqueue(ref)
+        if self.backups is not None:
+            for ref in backups:
+                self.backups.enqueue(ref)
+        log.info("shard's objects enqueued", shard=shard, databases=len(databases), backups=len(backups))
+
+
 def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
     """Which controllers an event of this kind wakes up. The SampleDB controller is not woken by the events
     that only deliver its own writes to a SampleDB or a child (it read them back already); SampleDBBackups
@@ -107,8 +192,11 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
         )
-        metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in caches.sampledbs.list()])
-        database_metrics.set_database_source(caches.sampledbs.list)
+        sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
+        databases: Callable[[], list[dict[str, Any]]] = \
+            caches.sampledbs.list if sharding is None else sharding.owned_databases
+        metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in databases()])
+        database_metrics.set_database_source(databases)
         recorder = EventRecorder(client, background=True)  # a pass never waits for an Event round trip
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period)
@@ -122,11 +210,15 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             await report_reconcile_error(ctx, ref, err, failures)
 
         controller = Controller(CONTROLLER, SampleDBReconciler(ctx), clock=clock, workers=settings.workers,
-                                on_terminal=on_terminal, on_error=on_error)
+                                on_terminal=on_terminal, on_error=on_error,
+                                admit=sharding.admit_database if sharding is not None else None)
         backup_controller = Controller(BACKUP_CONTROLLER, BackupReconciler(ctx), clock=clock,
-                                       workers=max(1, settings.workers // 2))
+                                       workers=max(1, settings.workers // 2),
+                                       admit=sharding.admit_backup if sharding is not None else None)
+        if sharding is not None:
+            sharding.attach(settings, client, clock, controller, backup_controller)
         leader = None
-        if settings.leader_elect:
+        if settings.leader_elect and sharding is None:   # with shards, the shard Leases are the locks
             leader = LeaderElector(
                 ResourceApi(client, LEASE), name=settings.lease_name, namespace=settings.lease_namespace,
                 identity=settings.identity, clock=clock, lease_duration=settings.lease_duration,
@@ -140,13 +232,16 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             manager.add_watcher(watcher)
         manager.add_controller(controller)
         manager.add_controller(backup_controller)
+        if sharding is not None and sharding.owner is not None:
+            manager.add_runnable("shards", sharding.owner)
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,
                               metrics_address=settings.metrics_address)
         await health.start()
         _install_signal_handlers(stop)
         log.info("operator starting", identity=settings.identity, namespaces=settings.namespaces or "all",
-                 leader_election=settings.leader_elect, workers=settings.workers,
+                 leader_election=settings.leader_elect and sharding is None, shards=settings.shards,
+                 workers=settings.workers,
                  metrics_port=health.metrics_port, health_port=health.health_port)
         rc = await manager.run(stop)
         log.info("operator stopped", exit_code=rc)
