@@ -159,6 +159,15 @@ class Sharding:
         log.info("shard's objects enqueued", shard=shard, databases=len(databases), backups=len(backups))
 
 
+def _set_metric_sources(caches: Caches, sharding: Sharding | None) -> None:
+    """sampledb_databases and the per-database metrics count the cached SampleDBs (the owned shards' only,
+    when sharded: each database is then exported by one replica)."""
+    databases: Callable[[], list[dict[str, Any]]] = \
+        caches.sampledbs.list if sharding is None else sharding.owned_databases
+    metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in databases()])
+    database_metrics.set_database_source(databases)
+
+
 def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
     """Which controllers an event of this kind wakes up. The SampleDB controller is not woken by the events
     that only deliver its own writes to a SampleDB or a child (it read them back already); SampleDBBackups
@@ -193,10 +202,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
         )
         sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
-        databases: Callable[[], list[dict[str, Any]]] = \
-            caches.sampledbs.list if sharding is None else sharding.owned_databases
-        metrics.set_phase_source(lambda: [(o.get("status") or {}).get("phase") for o in databases()])
-        database_metrics.set_database_source(databases)
+        _set_metric_sources(caches, sharding)
         recorder = EventRecorder(client, background=True)  # a pass never waits for an Event round trip
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period)

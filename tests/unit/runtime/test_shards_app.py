@@ -1,0 +1,115 @@
+"""app.Sharding: which shard a SampleDB and a SampleDBBackup belong to, admission, enqueue on acquire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sampledb_operator.app import Sharding
+from sampledb_operator.decide.sharding import shard_of
+from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.reconcilers.context import Caches
+from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.storeset import StoreSet
+
+SHARDS = 4
+
+
+class StubOwner:
+    def __init__(self, owned: set[int]) -> None:
+        self.owned = owned
+
+    def owns(self, shard: int) -> bool:
+        return shard in self.owned
+
+    def admits(self, shard: int) -> bool:
+        return shard in self.owned
+
+
+class StubController:
+    def __init__(self) -> None:
+        self.enqueued: list[ObjectRef] = []
+        self.in_flight: frozenset[ObjectRef] = frozenset()
+
+    def enqueue(self, ref: ObjectRef) -> None:
+        self.enqueued.append(ref)
+
+
+def sampledb(ns: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+            "metadata": {"namespace": ns, "name": name, "resourceVersion": "1"}, "spec": {}}
+
+
+def backup(ns: str, name: str, database: str | None, phase: str = "Pending") -> dict[str, Any]:
+    spec = {"database": database} if database else {}
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+            "metadata": {"namespace": ns, "name": name, "resourceVersion": "1"}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def caches(objs: list[dict[str, Any]]) -> Caches:
+    stores = {kind: Store(kind) for kind in ("sampledbs", "backups", "statefulsets", "pvcs", "jobs", "services",
+                                             "configmaps", "secrets")}
+    for obj in objs:
+        stores["sampledbs" if obj["kind"] == "SampleDB" else "backups"].upsert(obj)
+    return Caches(**{kind: StoreSet({None: store}) for kind, store in stores.items()})
+
+
+def names_in(shard: int, count: int, ns: str = "ns") -> list[str]:
+    found: list[str] = []
+    i = 0
+    while len(found) < count:
+        if shard_of(ns, f"db{i}", SHARDS) == shard:
+            found.append(f"db{i}")
+        i += 1
+    return found
+
+
+def setup(objs: list[dict[str, Any]], owned: set[int]) -> tuple[Sharding, StubController, StubController]:
+    sharding = Sharding(SHARDS, caches(objs))
+    dbs, backups = StubController(), StubController()
+    sharding.owner = StubOwner(owned)   # type: ignore[assignment]
+    sharding.databases, sharding.backups = dbs, backups   # type: ignore[assignment]
+    return sharding, dbs, backups
+
+
+def test_a_database_is_admitted_only_when_its_shard_is_owned() -> None:
+    (mine,), (other,) = names_in(0, 1), names_in(1, 1)
+    sharding, _, _ = setup([], owned={0})
+    assert sharding.admit_database(ObjectRef("ns", mine))
+    assert not sharding.admit_database(ObjectRef("ns", other))
+
+
+def test_a_backup_goes_with_its_database_and_one_not_cached_or_without_database_is_admitted() -> None:
+    (mine,), (other,) = names_in(0, 1), names_in(1, 1)
+    objs = [backup("ns", "b-mine", mine), backup("ns", "b-other", other), backup("ns", "b-none", None)]
+    sharding, _, _ = setup(objs, owned={0})
+    assert sharding.admit_backup(ObjectRef("ns", "b-mine"))
+    assert not sharding.admit_backup(ObjectRef("ns", "b-other"))
+    assert sharding.admit_backup(ObjectRef("ns", "b-none"))
+    assert sharding.admit_backup(ObjectRef("ns", "b-gone"))
+
+
+def test_acquiring_a_shard_enqueues_its_databases_and_their_backups() -> None:
+    mine, other = names_in(2, 3), names_in(3, 2)
+    objs = [sampledb("ns", n) for n in mine + other] + [
+        backup("ns", "b1", mine[0]), backup("ns", "b2", mine[1], phase="Succeeded"), backup("ns", "b3", other[0])]
+    sharding, dbs, backups = setup(objs, owned=set())
+    sharding.on_acquired(2)
+    assert sorted(dbs.enqueued) == sorted(ObjectRef("ns", n) for n in mine)
+    assert sorted(backups.enqueued) == [ObjectRef("ns", "b1"), ObjectRef("ns", "b2")]
+
+
+def test_busy_looks_at_the_keys_in_flight_of_both_controllers() -> None:
+    (db,), (other,) = names_in(1, 1), names_in(2, 1)
+    sharding, dbs, backups = setup([backup("ns", "b", other)], owned={1, 2})
+    assert not sharding.busy(1) and not sharding.busy(2)
+    dbs.in_flight = frozenset({ObjectRef("ns", db)})
+    assert sharding.busy(1) and not sharding.busy(2)
+    backups.in_flight = frozenset({ObjectRef("ns", "b")})
+    assert sharding.busy(2)
+
+
+def test_only_the_owned_databases_are_counted_by_the_metrics() -> None:
+    mine, other = names_in(0, 2), names_in(1, 2)
+    sharding, _, _ = setup([sampledb("ns", n) for n in mine + other], owned={0})
+    assert sorted(o["metadata"]["name"] for o in sharding.owned_databases()) == sorted(mine)
