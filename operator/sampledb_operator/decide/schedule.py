@@ -7,19 +7,26 @@ backup, not a burst. No new backup is due while an earlier scheduled one is unfi
 one runs at a time). Retention never touches manual or pre-delete backups, backups the operator
 did not create for this incarnation, unfinished ones, the newest `retention` Succeeded ones of each
 kind it counts (scheduled, pre-upgrade, pre-migration: each kind apart), or the newest Failed ones
-after them.
+after them. `incarnation_backups` picks this incarnation's cached SampleDBBackups (the verification
+step's too) and `backup_facts` reads them as the facts all of this works on; decide/schedule_plan.py
+makes a pass's plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from croniter import CroniterError, croniter
 
+from sampledb_operator.decide.backups import DATABASE_UID_LABEL, SCHEDULED_FOR_ANNOTATION
+from sampledb_operator.decide.desired import MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.model import timestamps
 from sampledb_operator.model.backup import BackupPhase, BackupReason
 from sampledb_operator.model.conditions import Condition, ConditionType
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import SampleDB
 
 MAX_REQUEUE = 3600.0  # an idle operator still looks at least hourly
 MIN_REQUEUE = 1.0
@@ -59,6 +66,47 @@ class ScheduleDecision:
     requeue_after: float | None  # seconds until next_slot, within [MIN_REQUEUE, MAX_REQUEUE]
     prune: tuple[BackupFact, ...]  # scheduled backups retention removes
     problem: str | None = None  # why the schedule cannot be followed
+
+
+def incarnation_backups(backups: Iterable[Obj], db: SampleDB) -> list[Obj]:
+    """The SampleDBBackups of this SampleDB incarnation among `backups` (the cached ones of its
+    namespace), in their order; those being deleted are left out.
+
+    A backup counts when its database-uid label names this SampleDB, or, without that label, when
+    it was created after the SampleDB.
+    """
+    name, uid, created = db.metadata.name, db.metadata.uid or "", db.metadata.creation_timestamp
+    out = []
+    for obj in backups:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        if spec.get("database") != name or meta.get("deletionTimestamp"):
+            continue
+        owner_uid = (meta.get("labels") or {}).get(DATABASE_UID_LABEL)
+        if owner_uid is not None and owner_uid != uid:
+            continue
+        made = timestamps.parse(meta.get("creationTimestamp")) or created
+        if owner_uid is None and created is not None and made is not None and made < created:
+            continue
+        out.append(obj)
+    return out
+
+
+def backup_facts(backups: Iterable[Obj], db: SampleDB) -> list[BackupFact]:
+    """The facts of this incarnation's backups (`incarnation_backups`); only the operator's own
+    scheduled backups (its labels for this uid) carry a slot, and only its own are `owned`."""
+    uid = db.metadata.uid or ""
+    out = []
+    for obj in incarnation_backups(backups, db):
+        meta, status = obj["metadata"], obj.get("status") or {}
+        labels = meta.get("labels") or {}
+        mine = labels.get(DATABASE_UID_LABEL) == uid and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        reason = str((obj.get("spec") or {}).get("reason") or BackupReason.MANUAL.value)
+        slot_annotation = (meta.get("annotations") or {}).get(SCHEDULED_FOR_ANNOTATION)
+        slot = parse_slot(slot_annotation) if mine and reason == BackupReason.SCHEDULED.value else None
+        out.append(BackupFact(name=meta["name"], reason=reason, phase=status.get("phase"), slot=slot,
+                              completed_at=timestamps.parse(status.get("completedAt")),
+                              message=str(status.get("message") or ""), owned=mine))
+    return out
 
 
 def slot_text(slot: datetime) -> str:

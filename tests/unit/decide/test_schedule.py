@@ -1,21 +1,27 @@
-"""decide/schedule.py: due slots, no backfill or burst, next-slot delay, retention, BackupHealthy."""
+"""decide/schedule.py and decide/schedule_plan.py: due slots, no backfill or burst, next-slot delay,
+retention, BackupHealthy; the cached backups as facts; one pass of the schedule step as a plan."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sampledb_operator.decide.effects import Create, Delete, Emit
+from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.schedule import (
     FAILED_HISTORY,
     MAX_REQUEUE,
     MIN_REQUEUE,
     BackupFact,
     awaiting_first,
+    backup_facts,
     decide,
     health,
+    incarnation_backups,
     latest_slot,
     newest_succeeded,
     next_slot,
@@ -24,6 +30,11 @@ from sampledb_operator.decide.schedule import (
     slot_text,
     to_prune,
 )
+from sampledb_operator.decide.schedule_plan import ScheduleInputs, SchedulePlan, health_event, plan_schedule
+from sampledb_operator.model.conditions import Condition
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
+from sampledb_operator.model.sampledb import SampleDB
 
 NOW = datetime(2026, 3, 10, 14, 37, 25, tzinfo=UTC)
 LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
@@ -253,3 +264,215 @@ def test_retention_keeps_the_newest_pre_work_backups_of_each_reason_the_operator
     # the two newest Succeeded of each reason stay, the failure after them (its attempt's record), the
     # unfinished one, a user's and pre-delete ones; an older failure goes with the old successes
     assert pruned == ["u1", "m2-failed"]
+
+
+# ---------------------------------------------------------------- the cached objects as facts
+
+DB_CREATED = "2026-03-01T00:00:00Z"
+
+
+def database(schedule: str | None = "@hourly", *, retention: int = 2, conditions: list[dict[str, Any]] | None = None,
+             last_backup: dict[str, Any] | None = None) -> SampleDB:
+    backup: dict[str, Any] = {"retention": retention, **({"schedule": schedule} if schedule else {})}
+    status: dict[str, Any] = {"conditions": conditions or []}
+    if last_backup:
+        status["lastBackup"] = last_backup
+    return SampleDB.model_validate({
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "db", "namespace": "shop", "uid": "uid-db", "generation": 2,
+                     "creationTimestamp": DB_CREATED},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "backup": backup}, "status": status})
+
+
+def backup_obj(name: str, *, reason: str = "scheduled", slot: datetime | None = None, phase: str | None = None,
+               completed: datetime | None = None, uid: str | None = "uid-db", managed: bool = True,
+               created: str = "2026-03-02T00:00:00Z", database_name: str = "db", deleting: bool = False,
+               message: str = "") -> Obj:
+    labels = {"sampledb.io/database": database_name}
+    if uid is not None:
+        labels["sampledb.io/database-uid"] = uid
+    if managed:
+        labels["app.kubernetes.io/managed-by"] = "sampledb-operator"
+    meta: Obj = {"name": name, "namespace": "shop", "labels": labels, "creationTimestamp": created}
+    if slot is not None:
+        meta["annotations"] = {"sampledb.io/scheduled-for": slot_text(slot)}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-03-10T00:00:00Z"
+    status: Obj = {}
+    if phase:
+        status["phase"] = phase
+    if completed:
+        status["completedAt"] = slot_text(completed)
+    if message:
+        status["message"] = message
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup", "metadata": meta,
+            "spec": {"database": database_name, "reason": reason}, "status": status}
+
+
+def scheduled_obj(slot: datetime, phase: str | None = "Succeeded", **kw: Any) -> Obj:
+    done = phase in ("Succeeded", "Failed")
+    return backup_obj(f"db-scheduled-{slot:%Y%m%d%H%M%S}", slot=slot, phase=phase,
+                      completed=slot + timedelta(seconds=30) if done else None, **kw)
+
+
+def test_backup_facts_count_this_incarnations_backups_only() -> None:
+    slot = datetime(2026, 3, 10, 13, 0, tzinfo=UTC)
+    objs = [
+        scheduled_obj(slot),  # ours: a scheduled backup with its slot
+        backup_obj("other-incarnation", uid="uid-old"),
+        backup_obj("unlabelled-older", uid=None, managed=False, reason="manual", created="2026-02-01T00:00:00Z"),
+        backup_obj("unlabelled-newer", uid=None, managed=False, reason="manual"),
+        backup_obj("going", deleting=True),
+        backup_obj("other-db", database_name="other"),
+        backup_obj("users-scheduled", slot=slot, managed=False),  # a user's object carrying our annotation
+    ]
+    facts = {f.name: f for f in backup_facts(objs, database())}
+    assert sorted(facts) == ["db-scheduled-20260310130000", "unlabelled-newer", "users-scheduled"]
+    ours = facts["db-scheduled-20260310130000"]
+    assert (ours.slot, ours.owned, ours.phase, ours.completed_at) == (slot, True, "Succeeded",
+                                                                      slot + timedelta(seconds=30))
+    assert (facts["users-scheduled"].slot, facts["users-scheduled"].owned) == (None, False)
+    assert facts["unlabelled-newer"].reason == "manual"
+    assert [o["metadata"]["name"] for o in incarnation_backups(objs, database())] == [
+        "db-scheduled-20260310130000", "unlabelled-newer", "users-scheduled"]
+
+
+# ---------------------------------------------------------------- one pass as a plan
+
+
+def plan(db: SampleDB | None = None, backups: tuple[Obj, ...] = (), *, ready: bool = True, busy: bool = False,
+         verification: Condition | None = None, now: datetime = NOW) -> SchedulePlan:
+    return plan_schedule(ScheduleInputs(db=db or database(), backups=backups, now=now, db_ready=ready, busy=busy,
+                                        verification=verification))
+
+
+def emitted(p: SchedulePlan) -> list[EventSpec]:
+    return [e.event for e in p.plan.effects if isinstance(e, Emit)]
+
+
+def test_the_due_slot_creates_exactly_one_backup_with_its_slot_annotation() -> None:
+    p = plan(backups=(scheduled_obj(datetime(2026, 3, 10, 13, 0, tzinfo=UTC)),))
+    creates = [e for e in p.plan.effects if isinstance(e, Create)]
+    assert len(creates) == 1
+    [create] = creates
+    meta = create.obj["metadata"]
+    assert meta["name"] == "db-scheduled-20260310140000"
+    assert meta["annotations"] == {"sampledb.io/scheduled-for": "2026-03-10T14:00:00Z"}
+    assert meta["labels"]["sampledb.io/database-uid"] == "uid-db"
+    assert create.obj["spec"]["reason"] == "scheduled"
+    assert create.announce == EventSpec(
+        "Normal", "BackupScheduled", "scheduled backup db-scheduled-20260310140000 for 2026-03-10T14:00:00Z requested")
+    assert p.slot == datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+    assert p.requeue_after == pytest.approx(22 * 60 + 35.0)  # until 15:00
+    assert p.plan.result == Result(requeue_after=p.requeue_after)
+
+
+@pytest.mark.parametrize(("ready", "busy"), [(False, False), (True, True)])
+def test_no_backup_while_the_database_is_not_ready_or_busy(ready: bool, busy: bool) -> None:
+    p = plan(ready=ready, busy=busy)
+    assert not any(isinstance(e, Create) for e in p.plan.effects)
+    assert p.slot is None
+    assert p.plan.result == Result(requeue_after=22 * 60 + 35.0)  # still comes back at the next slot
+
+
+def test_a_slot_whose_backup_exists_is_counted_once() -> None:
+    """An earlier pass created the slot's backup (whether its create answered or was refused as
+    AlreadyExists): once it is in the cache, nothing is created again and it is not a second slot."""
+    taken = scheduled_obj(datetime(2026, 3, 10, 14, 0, tzinfo=UTC), phase=None)
+    p = plan(backups=(taken,))
+    assert p.plan.effects == ()
+    assert p.plan.result == Result(requeue_after=22 * 60 + 35.0)
+    cond = p.condition
+    assert cond is not None and cond.reason == "AwaitingFirstBackup"
+
+
+def test_an_object_of_the_slots_name_that_is_not_ours_is_never_overwritten() -> None:
+    foreign = backup_obj("db-scheduled-20260310140000", uid="uid-old")  # another incarnation's
+    p = plan(backups=(foreign,))
+    assert not any(isinstance(e, Create) for e in p.plan.effects)
+
+
+def test_retention_prunes_only_owned_scheduled_backups_oldest_first_with_events() -> None:
+    slots = [datetime(2026, 3, 10, h, 0, tzinfo=UTC) for h in (10, 11, 12, 13)]
+    users = backup_obj("users-scheduled", slot=slots[0], phase="Succeeded", completed=slots[0], managed=False)
+    manual = backup_obj("db-manual", reason="manual", phase="Succeeded", completed=slots[0])
+    p = plan(database(retention=2), backups=(*(scheduled_obj(s) for s in reversed(slots)), users, manual))
+    kinds = [type(e).__name__ for e in p.plan.effects]
+    assert kinds == ["Create", "Delete", "Delete"]  # the slot's backup first, then the prunes
+    deletes = [e for e in p.plan.effects if isinstance(e, Delete)]
+    assert [(d.kind, d.name) for d in deletes] == [("SampleDBBackup", "db-scheduled-20260310100000"),
+                                                   ("SampleDBBackup", "db-scheduled-20260310110000")]
+    assert deletes[0].announce == EventSpec(
+        "Normal", "BackupPruned", "deleted Succeeded scheduled backup db-scheduled-20260310100000 (retention 2)")
+
+
+def test_without_a_schedule_retention_still_prunes_and_the_pass_does_not_come_back() -> None:
+    old = backup_obj("db-pre-upgrade-a", reason="pre-upgrade", phase="Succeeded",
+                     completed=datetime(2026, 3, 9, tzinfo=UTC))
+    new = backup_obj("db-pre-upgrade-b", reason="pre-upgrade", phase="Succeeded",
+                     completed=datetime(2026, 3, 10, tzinfo=UTC))
+    p = plan(database(None, retention=1), backups=(old, new))
+    assert [(type(e).__name__, getattr(e, "name", None)) for e in p.plan.effects] == [("Delete", "db-pre-upgrade-a")]
+    assert (p.requeue_after, p.plan.result, p.slot) == (None, None, None)
+    assert p.last_snapshot is not None and p.last_snapshot.name == "db-pre-upgrade-b"
+    assert p.condition is not None and p.condition.reason == "BackupSucceeded"
+
+
+def test_last_backup_is_reported_only_when_the_status_says_otherwise() -> None:
+    done = scheduled_obj(datetime(2026, 3, 10, 14, 0, tzinfo=UTC))
+    p = plan(backups=(done,))
+    assert p.last_backup is not None
+    assert (p.last_backup.name, p.last_backup.completed_at) == ("db-scheduled-20260310140000",
+                                                                datetime(2026, 3, 10, 14, 0, 30, tzinfo=UTC))
+    same = database(last_backup={"name": "db-scheduled-20260310140000", "completedAt": "2026-03-10T14:00:30Z"})
+    assert plan(same, backups=(done,)).last_backup is None
+
+
+def _cond(status: str, reason: str, message: str = "m") -> Condition:
+    return Condition.model_validate({"type": "BackupHealthy", "status": status, "reason": reason, "message": message})
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    (None, None, None),
+    (None, _cond("Unknown", "AwaitingFirstBackup"), None),
+    (None, _cond("True", "BackupSucceeded"), None),
+    (None, _cond("False", "BackupFailed", "boom"), EventSpec("Warning", "BackupFailed", "boom")),
+    (_cond("True", "BackupSucceeded"), _cond("False", "VerificationFailed", "bad"),
+     EventSpec("Warning", "VerificationFailed", "bad")),
+    (_cond("False", "BackupFailed", "a failed"), _cond("False", "BackupFailed", "b failed"),
+     EventSpec("Warning", "BackupFailed", "b failed")),  # another failed backup is announced too
+    (_cond("False", "BackupFailed", "boom"), _cond("False", "BackupFailed", "boom"), None),  # said already
+    (_cond("False", "BackupFailed"), _cond("True", "BackupSucceeded", "ok"),
+     EventSpec("Normal", "BackupRecovered", "ok")),
+    (_cond("Unknown", "AwaitingFirstBackup"), _cond("True", "BackupSucceeded", "ok"), None),
+    (_cond("True", "BackupSucceeded", "ok"), _cond("True", "BackupSucceeded", "newer ok"), None),
+    (_cond("False", "BackupFailed"), _cond("Unknown", "AwaitingFirstBackup"), None),
+])
+def test_health_transitions_and_their_events(old: Condition | None, new: Condition | None,
+                                             expected: EventSpec | None) -> None:
+    assert health_event(old, new) == expected
+
+
+def test_a_failed_backup_is_announced_once_the_status_holds_it_nothing_more() -> None:
+    failed = scheduled_obj(datetime(2026, 3, 10, 14, 0, tzinfo=UTC), "Failed", message="pg_dump: disk full")
+    p = plan(backups=(failed,))
+    assert p.condition is not None and (p.condition.status, p.condition.reason) == ("False", "BackupFailed")
+    assert emitted(p) == [EventSpec("Warning", "BackupFailed", p.condition.message)]
+    assert isinstance(p.plan.effects[-1], Emit)  # after the writes
+    held = database(conditions=[p.condition.model_dump(by_alias=True, mode="json", exclude_none=True)])
+    assert emitted(plan(held, backups=(failed,))) == []
+
+
+def test_a_failed_verification_is_merged_into_backup_healthy() -> None:
+    ok = scheduled_obj(datetime(2026, 3, 10, 14, 0, tzinfo=UTC))
+    failed_verification = _cond("False", "VerificationFailed", "backup x failed verification")
+    p = plan(backups=(ok,), verification=failed_verification)
+    assert p.condition == failed_verification
+    assert emitted(p) == [EventSpec("Warning", "VerificationFailed", "backup x failed verification")]
+
+
+def test_a_schedule_that_never_fires_says_so_and_creates_nothing() -> None:
+    p = plan(database("0 0 30 2 *"))
+    assert p.condition is not None and (p.condition.status, p.condition.reason) == ("False", "InvalidSchedule")
+    assert [type(e).__name__ for e in p.plan.effects] == ["Emit"]
+    assert (p.requeue_after, p.plan.result) == (None, None)

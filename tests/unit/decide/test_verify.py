@@ -1,4 +1,5 @@
-"""decide/verify.py: which backup is verified next, the verify Job, outcomes, statuses and BackupHealthy."""
+"""decide/verify.py: which backup is verified next, the verify Job, outcomes, statuses and BackupHealthy;
+decide/verify_plan.py: one pass of the verification step as a plan."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sampledb_operator.decide import verify
+from sampledb_operator.decide import verify, verify_plan
+from sampledb_operator.decide.effects import Create, Emit, Patch
+from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
@@ -312,3 +315,120 @@ def test_verify_job_reads_the_file_name_from_the_location() -> None:
     env = {e["name"]: e.get("value") for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["BACKUP_NAME"] == "renamed"
     assert body["spec"]["template"]["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"] == "elsewhere"
+
+
+# ---------------------------------------------------------------- one pass as a plan (decide/verify_plan.py)
+
+
+def labelled(name: str, *, completed: str, uid: str = "u-db", rv: str = "7", **status: Any) -> Obj:
+    obj = backup_obj(name, completedAt=completed, **status)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion=rv,
+                           labels={"sampledb.io/database": "orders", "sampledb.io/database-uid": uid})
+    return obj
+
+
+A = labelled("orders-manual-a", completed="2026-03-10T12:00:00Z")
+B = labelled("orders-manual-b", completed="2026-03-10T13:00:00Z")
+COMPLETE: Obj = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+FAILED_JOB: Obj = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+
+
+def inputs(database: SampleDB, backups: tuple[Obj, ...], jobs: dict[str, Obj | None] | None = None,
+           results: dict[str, Obj] | None = None) -> verify_plan.VerificationInputs:
+    return verify_plan.VerificationInputs(db=database, backups=backups, jobs=jobs or {}, results=results or {},
+                                          now=NOW)
+
+
+def job_of(backup: Obj, request: str = "") -> str:
+    return names.verify_job_name("orders", backup["metadata"]["uid"], request)
+
+
+def test_a_pass_starts_the_newest_backups_job_and_marks_it_verifying() -> None:
+    database = db(backup={"verify": True})
+    assert verify_plan.jobs_to_read(database, (A, B)) == (job_of(B), job_of(A))
+
+    planned = verify_plan.plan_verification(inputs(database, (A, B)))
+
+    [writes] = planned.writes
+    assert writes.subject == {"name": "orders-manual-b", "namespace": "shop", "uid": "uid-orders-manual-b",
+                              "resourceVersion": "7"}
+    create, mark = writes.plan.effects
+    assert isinstance(create, Create) and create.obj["metadata"]["name"] == job_of(B)
+    assert create.obj["metadata"]["ownerReferences"][0]["name"] == "orders-manual-b"
+    assert create.announce == EventSpec("Normal", "VerificationStarted",
+                                        f"verifying with Job {job_of(B)} (spec.backup.verify)")
+    assert isinstance(mark, Patch) and (mark.kind, mark.name, mark.subresource) == (
+        "SampleDBBackup", "orders-manual-b", "status")
+    assert mark.patch["metadata"] == {"resourceVersion": "7"}
+    assert mark.patch["status"]["conditions"][0]["reason"] == "Verifying"
+    assert (writes.verdict, writes.retry_if_stale) == (None, False)
+    assert planned.init_metrics and planned.condition is None
+
+
+def test_a_running_job_marks_its_backup_verifying_once_and_starts_no_other() -> None:
+    database = db(backup={"verify": True})
+    running = verify_plan.plan_verification(inputs(database, (A, B), jobs={job_of(B): {"status": {}}}))
+    [writes] = running.writes
+    assert [type(e).__name__ for e in writes.plan.effects] == ["Patch"]
+    assert verify_plan.results_to_read(inputs(database, (A, B), jobs={job_of(B): {"status": {}}})) == ()
+
+    marked = labelled("orders-manual-b", completed="2026-03-10T13:00:00Z",
+                      conditions=writes.plan.effects[0].patch["status"]["conditions"])  # type: ignore[union-attr]
+    assert verify_plan.plan_verification(inputs(database, (A, marked), jobs={job_of(B): {"status": {}}})).writes == ()
+
+
+def test_a_finished_job_is_recorded_with_a_precondition_then_announced_and_the_next_one_starts() -> None:
+    database = db(backup={"verify": True})
+    base = inputs(database, (A, B), jobs={job_of(B): COMPLETE})
+    assert verify_plan.results_to_read(base) == (job_of(B),)
+
+    planned = verify_plan.plan_verification(inputs(database, (A, B), jobs={job_of(B): COMPLETE}, results={
+        job_of(B): {"code": 0, "compared": True, "tables": 3, "rows": 10, "message": "verified"}}))
+
+    record, start = planned.writes
+    patch, emit = record.plan.effects
+    assert isinstance(patch, Patch) and patch.patch["metadata"] == {"resourceVersion": "7"}
+    assert patch.patch["status"]["verified"] is True
+    assert patch.patch["status"]["verification"] == {"jobName": job_of(B), "dataCompared": True, "tables": 3,
+                                                     "rows": 10}
+    assert emit == Emit(EventSpec("Normal", "BackupVerified", "Verified: verified"))
+    assert (record.subject["name"], record.verdict, record.retry_if_stale) == ("orders-manual-b", True, True)
+    assert start.subject["name"] == "orders-manual-a"
+    assert isinstance(start.plan.effects[0], Create)
+    assert planned.condition is None
+
+
+def test_a_failed_verification_is_announced_as_a_warning_and_makes_backups_unhealthy() -> None:
+    database = db(backup={"verify": True})
+    planned = verify_plan.plan_verification(inputs(
+        database, (B,), jobs={job_of(B): FAILED_JOB}, results={job_of(B): {"code": 4, "message": "bad sum"}}))
+
+    [record] = planned.writes
+    assert record.verdict is False
+    assert record.plan.effects[-1] == Emit(EventSpec("Warning", "BackupVerificationFailed",
+                                                     f"ChecksumMismatch: verify Job {job_of(B)} failed: bad sum"))
+    cond = planned.condition  # counts the outcome this pass records, as if written
+    assert cond is not None and (cond.status, cond.reason) == ("False", "VerificationFailed")
+    assert "orders-manual-b" in cond.message
+
+
+def test_an_explicit_request_for_a_backup_without_location_is_recorded_not_verifiable() -> None:
+    nowhere = labelled("orders-manual-c", completed="2026-03-10T13:00:00Z")
+    del nowhere["status"]["location"]
+    nowhere["metadata"]["annotations"] = {VERIFY_ANNOTATION: "now"}
+
+    planned = verify_plan.plan_verification(inputs(db(), (nowhere,)))
+
+    [record] = planned.writes
+    assert not any(isinstance(e, Create) for e in record.plan.effects)
+    patch = record.plan.effects[0]
+    assert isinstance(patch, Patch) and patch.patch["status"]["verification"]["request"] == "now"
+    assert record.plan.effects[-1].event.reason == "BackupVerificationFailed"  # type: ignore[union-attr]
+    assert record.verdict is False and planned.init_metrics
+
+
+def test_nothing_to_do_without_spec_verify_or_requests_nor_for_another_incarnations_backups() -> None:
+    assert verify_plan.plan_verification(inputs(db(), (A, B))) == verify_plan.VerificationPlan((), None, False)
+    old = labelled("orders-manual-old", completed="2026-03-10T13:00:00Z", uid="u-older")
+    planned = verify_plan.plan_verification(inputs(db(backup={"verify": True}), (old,)))
+    assert (planned.writes, verify_plan.jobs_to_read(db(backup={"verify": True}), (old,))) == ((), ())
