@@ -11,9 +11,9 @@ How each effect treats the API server's answers (the step's idempotence rests on
   created it.
 - `Delete`: NotFound means it is gone already; `announce` only when this pass deleted it.
 - `Patch`: NotFound is ignored (the object went away), unless the patched object is the subject itself:
-  then the plan ends there (its Events and writes are about an object that no longer exists). A Conflict on a patch that carries a
-  resourceVersion precondition ends the plan: the effects after it are not applied, and the
-  outcome says `stale` (a newer object exists, and its pass decides again).
+  then the plan ends there (its Events and writes are about an object that no longer exists). A
+  Conflict on a patch that carries a resourceVersion precondition ends the plan: the effects after it
+  are not applied, and the outcome says `stale` (a newer object exists, and its pass decides again).
 - `Emit`: an Event about the subject; never fails the pass.
 """
 
