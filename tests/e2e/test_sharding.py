@@ -1,0 +1,147 @@
+"""Sharding with three real operator processes (--shards 6) on the real control plane.
+
+The shard Leases end up held by three identities, two each; ~24 SampleDBs across two namespaces all
+become Ready, each reconciled only by the process that owns its shard (from the processes' debug
+logs); a SIGKILLed process's shards are taken by the others within the lease duration plus a few
+retry periods, and a new SampleDB in one of those shards becomes Ready. kwok namespaces: the pods
+"run" without PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from tests.e2e.conftest import apply, sampledb, wait_ready
+from tests.support import kube
+from tests.support.kube import kubectl, wait_until
+from tests.support.operator import OperatorProcess
+
+from sampledb_operator.decide.sharding import shard_of
+
+pytestmark = pytest.mark.cluster
+
+LEASE = "sdb-shard-test"
+SHARDS = 6
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 1.0
+# After the kill each survivor sees the victim's Leases and heartbeat counter change for the last time
+# up to one period late, waits lease_duration on its own clock, and takes the shards in its next
+# period: lease_duration + 2 periods, plus API time.
+TAKEOVER_BOUND = LEASE_DURATION + 3 * RETRY_PERIOD + 2.0
+IDENTITIES = ("r1", "r2", "r3")
+RECONCILE_EVENTS = ("reconcile done", "reconcile done, requeue after", "reconcile done, rate-limited requeue",
+                    "reconcile failed")
+
+
+@pytest.fixture
+def other_namespace(cluster: object) -> Iterator[str]:
+    """A second kwok namespace for the test (the `namespace` fixture is the first)."""
+    name = f"t-sharding-b-{secrets.token_hex(3)}"
+    kube.create_namespace(name, kwok=True)
+    try:
+        yield name
+    finally:
+        kube.release_finalizers(name)
+        kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def replica(kubeconfig: str, namespaces: tuple[str, str], identity: str) -> OperatorProcess:
+    return OperatorProcess(
+        kubeconfig, "--namespaces", ",".join(namespaces), "--workers", "4", "--shards", str(SHARDS),
+        "--lease-namespace", namespaces[0], "--lease-name", LEASE, "--identity", identity,
+        "--lease-duration", f"{LEASE_DURATION:g}", "--renew-deadline", f"{RENEW_DEADLINE:g}",
+        "--retry-period", f"{RETRY_PERIOD:g}", "--recheck-period", "2", "--log-level", "debug",
+    )
+
+
+@contextlib.contextmanager
+def replicas(kubeconfig: str, namespaces: tuple[str, str]) -> Iterator[dict[str, OperatorProcess]]:
+    """The three processes (not started); killed on the way out, their logs printed if the test failed."""
+    ops = {identity: replica(kubeconfig, namespaces, identity) for identity in IDENTITIES}
+    try:
+        yield ops
+    except BaseException:
+        for identity, op in ops.items():
+            lines = [ln for ln in op.log_text().splitlines() if '"level": "debug"' not in ln]
+            print(f"---- log of {identity} (without debug lines) ----\n" + "\n".join(lines[-80:]))
+        raise
+    finally:
+        for op in ops.values():
+            if op.running:
+                op.kill()
+
+
+def holders(ns: str) -> list[str]:
+    """holderIdentity of every shard Lease ("" when free or absent)."""
+    out = []
+    for shard in range(SHARDS):
+        got = kubectl("get", "lease", f"{LEASE}-shard-{shard}", "-n", ns, "--ignore-not-found", "-o",
+                      "jsonpath={.spec.holderIdentity}", check=False).stdout.strip()
+        out.append(got)
+    return out
+
+
+def balanced(ns: str) -> list[str] | None:
+    """The holders when three identities hold two shards each, else None."""
+    held = holders(ns)
+    return held if sorted(Counter(held).values()) == [2, 2, 2] and "" not in held else None
+
+
+def reconciled(op: OperatorProcess) -> set[tuple[str, str]]:
+    """(namespace, name) of every SampleDB the process reconciled, from its debug log."""
+    return {(ln["namespace"], ln["name"]) for ln in op.log_lines()
+            if ln.get("controller") == "sampledb" and ln.get("event") in RECONCILE_EVENTS}
+
+
+def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfig: str, namespace: str,
+                                                                     other_namespace: str) -> None:
+    namespaces = (namespace, other_namespace)
+    with replicas(kubeconfig, namespaces) as ops:
+        for op in ops.values():
+            op.start()
+        stable = wait_until(lambda: balanced(namespace), timeout=60, interval=0.5,
+                            what="three replicas holding two shards each")
+        for op in ops.values():
+            assert op.metric("sampledb_shards_owned") == 2
+            assert op.metric("sampledb_shard_members") == 3
+            assert op.metric("leader_election_master_status") == 0     # no leader election with shards
+
+        names = [(ns, f"db-{i:02d}") for ns in namespaces for i in range(12)]
+        apply([sampledb(name, ns) for ns, name in names])
+        for ns, name in names:
+            wait_ready(name, ns, timeout=180)
+        assert holders(namespace) == stable, "a shard moved while the databases were made"
+
+        owned = {identity: {s for s, h in enumerate(stable) if h == identity} for identity in IDENTITIES}
+        seen: set[tuple[str, str]] = set()
+        for identity, op in ops.items():
+            done = reconciled(op)
+            strays = {(ns, n) for ns, n in done if shard_of(ns, n, SHARDS) not in owned[identity]}
+            assert not strays, f"{identity} (shards {sorted(owned[identity])}) reconciled {sorted(strays)}"
+            seen |= done
+        assert seen >= set(names)
+
+        victim = "r3"
+        orphans = owned[victim]
+        killed = time.monotonic()
+        assert ops[victim].kill() == -9
+        wait_until(lambda: all(holders(namespace)[s] in ("r1", "r2") for s in orphans),
+                   timeout=TAKEOVER_BOUND + 20, interval=0.2, what=f"the shards {sorted(orphans)} taken over")
+        took = time.monotonic() - killed
+        assert took <= TAKEOVER_BOUND, f"takeover {took:.1f}s after the kill (bound {TAKEOVER_BOUND:g}s)"
+        after = holders(namespace)
+        assert sorted(Counter(after).values()) == [3, 3]
+        wait_until(lambda: [ops[i].metric("sampledb_shards_owned") for i in ("r1", "r2")] == [3, 3],
+                   timeout=10, what="r1 and r2 owning 3 shards each")
+
+        late = next(f"late-{i}" for i in range(1000) if shard_of(namespace, f"late-{i}", SHARDS) in orphans)
+        new_owner = after[shard_of(namespace, late, SHARDS)]
+        apply(sampledb(late, namespace))
+        wait_ready(late, namespace, timeout=120)
+        assert (namespace, late) in reconciled(ops[new_owner])
+        other = "r1" if new_owner == "r2" else "r2"
+        assert (namespace, late) not in reconciled(ops[other])
