@@ -68,7 +68,8 @@ def build_caches(client: KubeClient, settings: Settings,
     for resource, selector in watched_resources():
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
-            store = Store(resource.plural, transform=cache.compact)  # large unread fields dropped
+            # large unread fields dropped; the database label indexed (every pass lists its database's objects)
+            store = Store(resource.plural, transform=cache.compact, index_labels=(DATABASE_LABEL,))
             stores[ns] = store
             watchers.append((resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
                                                     namespace=ns, label_selector=selector)))

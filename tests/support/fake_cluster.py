@@ -27,7 +27,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sampledb_operator.decide.desired import MANAGED_BY
+from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY
 from sampledb_operator.kube.api import ListResult
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import ApiError, Conflict, Invalid, NotFound
@@ -174,7 +174,7 @@ class FakeCluster:
 
     def __init__(self, *, now: datetime = START) -> None:
         self.objects: dict[Key, Obj] = {}
-        self.stores = {kind: Store(kind) for kind in CACHED}
+        self.stores = {kind: Store(kind, index_labels=(DATABASE_LABEL,)) for kind in CACHED}
         self.writes: list[tuple[str, str, str]] = []
         self.lists: list[tuple[str, str]] = []
         self.failures: dict[tuple[str, str], ApiError] = {}

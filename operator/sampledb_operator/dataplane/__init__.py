@@ -51,5 +51,5 @@ def script(name: str) -> str:
 
 
 def all_scripts() -> dict[str, str]:
-    """Return every script by name: the data of the ConfigMap mounted at ``MOUNT_DIR``."""
-    return {name: script(name) for name in SCRIPT_NAMES}
+    """Return every script by name, in name order: the data of the ConfigMap mounted at ``MOUNT_DIR``."""
+    return {name: script(name) for name in sorted(SCRIPT_NAMES)}

@@ -22,10 +22,27 @@ DATA_DIGEST = "sampledb.io/dataDigest"
 COMPACTED_COMPONENTS = frozenset({"scripts"})
 
 
+_DIGESTS: dict[int, tuple[Mapping[str, Any], str]] = {}  # id -> (the very mapping, its digest)
+_DIGESTS_KEPT = 8
+
+
 def data_digest(data: Mapping[str, Any]) -> str:
-    """SHA-256 of a ConfigMap's data, independent of key order."""
+    """SHA-256 of a ConfigMap's data, independent of key order.
+
+    The digests of the last few mappings are kept by identity: the desired scripts (one mapping, the same
+    every pass) are digested once, not on every pass. The entry holds the mapping itself, so its id cannot be
+    reused by another object while it is kept; a mapping is never changed after it is built (the caches' and
+    decide/'s objects are read-only), so its digest stays right.
+    """
+    kept = _DIGESTS.get(id(data))
+    if kept is not None and kept[0] is data:
+        return kept[1]
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    if len(_DIGESTS) >= _DIGESTS_KEPT:
+        _DIGESTS.pop(next(iter(_DIGESTS)))
+    _DIGESTS[id(data)] = (data, digest)
+    return digest
 
 
 def compact(obj: Obj) -> Obj:

@@ -173,7 +173,7 @@ def scripts_configmap(inputs: Inputs) -> Obj:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta(db, scripts_configmap_name(db), "scripts", owned=False),
-        "data": dict(sorted(inputs.scripts.items())),
+        "data": inputs.scripts,  # the same mapping every pass (its digest is computed once, decide/cache.py)
     }
 
 

@@ -156,3 +156,30 @@ def test_a_transform_applies_to_every_object_held_and_to_the_events_of_replace()
     events = store.replace([{**obj("a", "2"), "data": {"k": "v"}}, {**obj("b"), "data": {"k": "v"}}])
     assert [(t, o["data"]) for t, o in events] == [("MODIFIED", None), ("ADDED", None)]
     assert all(o["data"] is None for o in store.list())
+
+
+def test_a_list_by_an_indexed_label_matches_a_full_scan_through_every_change() -> None:
+    indexed = Store("pvcs", index_labels=("db",))
+    plain = Store("pvcs")
+
+    def obj(name: str, db: str, ns: str = "ns", **extra: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": ns, "labels": {"db": db, **extra}}}
+
+    def same(selector: dict[str, str], namespace: str | None = "ns") -> None:
+        got = indexed.list(namespace, selector)
+        assert sorted(map(str, map(ObjectRef.of, got))) == sorted(map(str, map(ObjectRef.of, plain.list(namespace,
+                                                                                                         selector))))
+
+    for store in (indexed, plain):
+        store.replace([obj("a", "one"), obj("b", "two"), obj("c", "one", role="x"), obj("d", "one", ns="other")])
+    same({"db": "one"})
+    same({"db": "one"}, None)
+    same({"db": "one", "role": "x"})
+    for store in (indexed, plain):
+        store.upsert(obj("a", "two"))  # relabelled: leaves the index entry of "one"
+        store.delete(ObjectRef("ns", "c"))
+        store.upsert(obj("e", "one"))
+    same({"db": "one"})
+    same({"db": "two"})
+    same({"db": "three"})
+    assert [o["metadata"]["name"] for o in indexed.list("ns", {"db": "two"})] == ["a", "b"]
