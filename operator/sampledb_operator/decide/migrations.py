@@ -16,12 +16,13 @@ import binascii
 import hashlib
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sampledb_operator.decide.desired import meta
+from sampledb_operator.decide.desired import COMPONENT_LABEL, DATABASE_LABEL, meta
+from sampledb_operator.decide.status import job_state
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
@@ -30,6 +31,7 @@ FIELD = "spec.migrations"
 # The names dataplane/migrate.sh accepts (4 to 18 digits: its versions are bigints).
 NAME_RE = re.compile(r"^([0-9]{4,18})_[A-Za-z0-9][A-Za-z0-9_-]*\.sql$")
 SNAPSHOT_COMPONENT = "migrations"
+JOB_COMPONENT = "migrate"  # the component label of the migrate Jobs
 LISTED = 5  # file names quoted in one message at most
 
 
@@ -183,3 +185,48 @@ def snapshot_configmap(db: SampleDB, files: Sequence[MigrationFile], source: Map
 def stale_snapshots(snapshots: Sequence[str], in_use: set[str]) -> list[str]:
     """Snapshot ConfigMaps no unfinished Job mounts and no Job is about to: they can go."""
     return sorted(name for name in snapshots if name not in in_use)
+
+
+# ---------------------------------------------------------------- the database's migrate Jobs (as cached)
+
+
+def job_selector(db: SampleDB) -> dict[str, str]:
+    """The labels of the database's migrate Jobs."""
+    return {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: JOB_COMPONENT}
+
+
+def snapshot_selector(db: SampleDB) -> dict[str, str]:
+    """The labels of the database's snapshot ConfigMaps."""
+    return {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: SNAPSHOT_COMPONENT}
+
+
+def owned(obj: Obj, db: SampleDB) -> bool:
+    """`obj` belongs to this incarnation (uid) of the database."""
+    return any(ref.get("uid") == db.metadata.uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
+
+
+def unfinished_jobs(jobs: Iterable[Obj], db: SampleDB) -> list[str]:
+    """The names of the database's migrate Jobs (among `jobs`) that have not finished, sorted."""
+    out = []
+    for job in jobs:
+        state = job_state(job)
+        if owned(job, db) and state is not None and not state.finished:
+            out.append(str(job["metadata"]["name"]))
+    return sorted(out)
+
+
+def in_progress(jobs: Iterable[Obj], db: SampleDB) -> bool:
+    """A migrate Job of this database runs (an upgrade waits for it)."""
+    return bool(unfinished_jobs(jobs, db))
+
+
+def mounted_snapshots(jobs: Iterable[Obj], db: SampleDB) -> set[str]:
+    """The snapshot ConfigMaps the database's unfinished migrate Jobs mount."""
+    in_use: set[str] = set()
+    for job in jobs:
+        state = job_state(job)
+        if not owned(job, db) or state is None or state.finished:
+            continue
+        volumes = job.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+        in_use |= {str(v["configMap"]["name"]) for v in volumes if v.get("name") == "migrations" and v.get("configMap")}
+    return in_use

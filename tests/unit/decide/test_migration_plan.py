@@ -238,3 +238,23 @@ def test_the_migration_job_mounts_the_snapshot_and_fails_fast_on_errors_a_retry_
 def test_the_job_name_is_per_pending_set_and_per_database_incarnation() -> None:
     assert mig.job_token("uid-1", "abc") != mig.job_token("uid-2", "abc")
     assert mig.job_token("uid-1", "abc") == mig.job_token("uid-1", "abc")
+
+
+# ---------------------------------------------------------------- the database's migrate Jobs, as cached
+
+
+def migrate_job(name: str, *, owner: str = "uid-1", finished: bool = False, snapshot: str = "") -> dict[str, Any]:
+    conditions = [{"type": "Complete", "status": "True"}] if finished else []
+    volumes = [{"name": "migrations", "configMap": {"name": snapshot}}] if snapshot else []
+    return {"metadata": {"name": name, "ownerReferences": [{"uid": owner}]},
+            "spec": {"template": {"spec": {"volumes": volumes}}}, "status": {"conditions": conditions}}
+
+
+def test_a_migration_is_in_progress_while_an_owned_job_is_unfinished() -> None:
+    db = make_db()
+    running, done, foreign = migrate_job("b", snapshot="s1"), migrate_job("a", finished=True, snapshot="s0"), \
+        migrate_job("c", owner="uid-2", snapshot="s2")
+    assert mig.unfinished_jobs([running, done, foreign], db) == ["b"]
+    assert mig.in_progress([running], db) and not mig.in_progress([done, foreign], db)
+    assert mig.mounted_snapshots([running, done, foreign], db) == {"s1"}
+    assert mig.stale_snapshots(["s0", "s1"], mig.mounted_snapshots([running, done], db)) == ["s0"]

@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from tests.support.fake_cluster import NS, FakeCluster
+from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
@@ -253,3 +253,46 @@ async def test_files_the_database_already_recorded_are_not_claimed_as_applied_by
     status, reason, message = migrated(outcome)
     assert (status, reason) == ("True", "MigrationsApplied")
     assert message.startswith("applied 1 migration(s): 0003_more.sql; 2 already recorded in the database")
+
+
+async def test_the_sampledb_pass_runs_the_step_backup_then_snapshot_and_job_then_the_records() -> None:
+    """Through cluster.reconcile: the step's API calls and Events, and what the status records."""
+    cluster = FakeCluster()
+    cluster.put("ConfigMap", source({"0001_init.sql": INIT, "0002_index.sql": INDEX}))
+    await running_database(cluster, migrations={"configMapName": "orders-sql"})
+    cluster.writes.clear()
+    await cluster.reconcile("orders")
+    [backup] = cluster.of_kind("SampleDBBackup")
+    backup_name = backup["metadata"]["name"]
+    assert cluster.written("create") == [("create", "SampleDBBackup", backup_name)]
+    assert "BackupRequested" in cluster.recorder.reasons()
+    db = cluster.get("SampleDB", "orders")
+    assert (db or {})["status"]["phase"] == "Migrating"
+    assert condition(db, "Migrated")["reason"] == "BackingUp"
+
+    cluster.set_status("SampleDBBackup", backup_name, {"phase": "Succeeded"})
+    await cluster.reconcile("orders")
+    [job] = cluster.of_kind("Job")
+    [snapshot] = [c["metadata"]["name"] for c in cluster.of_kind("ConfigMap")
+                  if c["metadata"]["name"].startswith("orders-migrations-")]
+    assert cluster.written("create")[1:] == [("create", "ConfigMap", snapshot),
+                                             ("create", "Job", job["metadata"]["name"])]
+    assert cluster.recorder.events[-1][:2] == ("Normal", "MigrationStarted")
+    assert condition(cluster.get("SampleDB", "orders"), "Migrated")["reason"] == "Migrating"
+    writes = len(cluster.written("create"))
+    await cluster.reconcile("orders")
+    assert len(cluster.written("create")) == writes  # the running Job: nothing more
+
+    cluster.finish_job(job["metadata"]["name"])
+    await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    assert [a["name"] for a in (db or {})["status"]["appliedMigrations"]] == ["0001_init.sql", "0002_index.sql"]
+    assert condition(db, "Migrated")["reason"] == "MigrationsApplied"
+    assert cluster.written("delete", "ConfigMap") == [("delete", "ConfigMap", snapshot)]
+    assert "MigrationsApplied" in cluster.recorder.reasons()
+    assert ("Pod", f"job-name={job['metadata']['name']}") in cluster.lists  # the result line, read once done
+
+    writes = len(cluster.written("create")) + len(cluster.written("delete"))
+    await cluster.reconcile("orders")
+    assert len(cluster.written("create")) + len(cluster.written("delete")) == writes
+    assert cluster.recorder.reasons().count("MigrationsApplied") == 1
