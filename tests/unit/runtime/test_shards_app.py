@@ -1,10 +1,13 @@
-"""app.Sharding: which shard a SampleDB and a SampleDBBackup belong to, admission, enqueue on acquire."""
+"""app.Sharding: which shard a SampleDB and a SampleDBBackup belong to, admission, enqueue on acquire; --shards."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sampledb_operator.app import Sharding
+from sampledb_operator.config import ConfigError, load_settings
 from sampledb_operator.decide.sharding import shard_of
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import Caches
@@ -113,3 +116,12 @@ def test_only_the_owned_databases_are_counted_by_the_metrics() -> None:
     mine, other = names_in(0, 2), names_in(1, 2)
     sharding, _, _ = setup([sampledb("ns", n) for n in mine + other], owned={0})
     assert sorted(o["metadata"]["name"] for o in sharding.owned_databases()) == sorted(mine)
+
+
+def test_the_shards_setting_defaults_to_1_and_comes_from_the_flag_or_the_environment() -> None:
+    assert load_settings({}, environ={}).shards == 1
+    assert load_settings({}, environ={"SAMPLEDB_SHARDS": "6"}).shards == 6
+    assert load_settings({"shards": "8"}, environ={"SAMPLEDB_SHARDS": "6"}).shards == 8
+    for bad in ("0", "129", "two"):
+        with pytest.raises(ConfigError, match="--shards"):
+            load_settings({"shards": bad}, environ={})
