@@ -5,12 +5,21 @@ run again while it exists) and deleting it is how a user asks for a retry, so it
 itself. A Job may go once the SampleDB's status, as read, holds its outcome; the operator then sets
 ttlSecondsAfterFinished and Kubernetes' TTL controller deletes it FINISHED_JOB_TTL_SECONDS after it
 finished (at once when that was longer ago).
+
+One pass is a plan (`plan_expiry`): one merge patch of spec.ttlSecondsAfterFinished per finished Job
+that has none yet and whose outcome the status holds (so each Job is patched once: a Job with the
+field is left alone). The status is the one the pass wrote (or read, when unchanged), so a status
+not yet written keeps the Job.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sampledb_operator.decide.desired import COMPONENT_LABEL, synchronous
+from sampledb_operator.decide.effects import Patch, Plan
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
+from sampledb_operator.decide.status import job_state
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
 
@@ -48,3 +57,26 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return ran == status.applied_parameters or ran != parameters_hash(db.spec.parameters,
                                                                           synchronous=synchronous(db))
     return False
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryFacts:
+    """Everything one pass of the expiry reads."""
+
+    db: SampleDB  # with the status the pass wrote (the proof that an outcome is recorded)
+    jobs: tuple[Obj, ...]  # the database's Jobs (owned by it), from the cache
+
+
+def expires(db: SampleDB, job: Obj) -> bool:
+    """`job` is finished, has no TTL yet, and the status holds its outcome: it may go."""
+    state = job_state(job)
+    if state is None or not state.finished or "ttlSecondsAfterFinished" in (job.get("spec") or {}):
+        return False
+    return outcome_recorded(db, job)
+
+
+def plan_expiry(facts: ExpiryFacts) -> Plan:
+    """The TTL patches of this pass, one per expiring Job, in the order of `facts.jobs`."""
+    ttl = {"spec": {"ttlSecondsAfterFinished": FINISHED_JOB_TTL_SECONDS}}
+    return Plan(tuple(Patch("Job", str(job["metadata"]["name"]), ttl) for job in facts.jobs
+                      if expires(facts.db, job)))

@@ -157,11 +157,17 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
     }
 
 
+def init_job_name(db: SampleDB) -> str | None:
+    """The name of the one-time init Job (keyed by the SampleDB's uid), or None when there is no init SQL."""
+    return names.init_job_name(db_name(db), db.metadata.uid or "") if init_source(db) is not None else None
+
+
 def init_job(db: SampleDB) -> Obj | None:
     """The one-time init Job running spec.init's SQL, or None when there is no init SQL."""
     init = db.spec.init
     source = init_source(db)
-    if init is None or source is None:
+    name = init_job_name(db)
+    if init is None or source is None or name is None:
         return None
     if init.config_map_key_ref is not None:
         ref = init.config_map_key_ref
@@ -174,7 +180,7 @@ def init_job(db: SampleDB) -> Obj | None:
                                                  "items": [{"key": ref.key, "path": "init.sql"}]}}
     return job(
         db,
-        name=names.init_job_name(db_name(db), db.metadata.uid or ""),
+        name=name,
         component="init",
         script="init.sh",
         env=[{"name": "INIT_SQL_FILE", "value": INIT_SQL_FILE}, {"name": "WAIT_TIMEOUT", "value": "300"}],

@@ -12,6 +12,12 @@ A new database needs no Job: when the StatefulSet does not exist yet, the pod it
 file at least as new as these parameters (the ConfigMap is applied first), so their hash is recorded
 at once; edits made after that differ from it and are reloaded.
 
+One pass of the step is a plan (`plan_reload`): the reconciler (reconcilers/reload.py) gathers
+`ReloadFacts` (the Job from the cache; its result line, live, only when `result_read_needed`: it has
+finished), and the plan creates the Job (announced ReloadingParameters only when this pass made it)
+or announces ParametersReloaded; the outcome hands the hash to record (status.appliedParameters) and
+the problem to report (Degraded, ParametersNotApplied) to the SampleDB reconciler, which writes the status.
+
 Invariants: a Job is never re-created for the same hash while it exists, so a failed one (an
 invalid value, reported in Degraded) is the record; a new edit (a new hash) or deleting the Job
 retries. Nothing here runs while the database is not ready.
@@ -19,21 +25,26 @@ retries. Nothing here runs while the database is not ready.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from sampledb_operator.decide import pgconfig
-from sampledb_operator.decide.desired import db_name
+from sampledb_operator.decide.desired import db_name, synchronous
+from sampledb_operator.decide.effects import Create, Emit, Plan
+from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import job
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb import Problem, SampleDB
 
 COMPONENT = "reload"
 RELOAD_TIMEOUT_SECONDS = 300
 # reload.sh's exit codes a retry cannot fix: config (2: an invalid value or a missing file).
 RELOAD_FATAL_EXIT_CODES = (2,)
+MESSAGE_LIMIT = 900  # of the failed Job's detail in the ParametersNotApplied problem
 
 
 class Step(StrEnum):
@@ -103,3 +114,81 @@ def reload_job(db: SampleDB, parameters_hash: str) -> Obj:
          "onExitCodes": {"containerName": COMPONENT, "operator": "In", "values": list(RELOAD_FATAL_EXIT_CODES)}},
     ]}
     return body
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadOutcome:
+    """What the reload step hands the status: the hash to record, the problem to report."""
+
+    applied: str | None = None  # the new status.appliedParameters, None = unchanged
+    degraded: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadFacts:
+    """Everything one pass of the reload step reads."""
+
+    db: SampleDB
+    db_ready: bool  # the database pod is ready and runs the current template
+    busy: bool  # an upgrade is in progress
+    statefulset_existed: bool  # the StatefulSet was in the cache before this pass applied the children
+    job: JobState | None  # the reload Job of the wanted hash (job_name), from the cache
+    job_result: Mapping[str, Any] = field(default_factory=dict)  # the finished Job's result line, read
+    # (live) only when result_read_needed; {} when it has none
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadPlan:
+    """The pass: the step decided (for tests and logs), its plan, and the outcome for the status."""
+
+    decision: ReloadDecision
+    plan: Plan
+    outcome: ReloadOutcome
+
+
+def wanted_hash(db: SampleDB) -> str:
+    """The hash of spec.parameters as the server's file holds them (pgconfig.parameters_hash)."""
+    return pgconfig.parameters_hash(db.spec.parameters, synchronous=synchronous(db))
+
+
+def job_name(db: SampleDB) -> str:
+    """The name of the reload Job of the wanted parameters (keyed by the uid and the hash)."""
+    return names.reload_job_name(db.metadata.name, db.metadata.uid or "", wanted_hash(db))
+
+
+def reload_input(facts: ReloadFacts) -> ReloadInput:
+    """The decision's view of the facts."""
+    return ReloadInput(wanted=wanted_hash(facts.db), applied=facts.db.status.applied_parameters,
+                       db_ready=facts.db_ready, busy=facts.busy, job=facts.job,
+                       statefulset_exists=facts.statefulset_existed)
+
+
+def result_read_needed(facts: ReloadFacts) -> bool:
+    """The pass records the finished Job's end: its result line names the settings pending a restart, or
+    why it failed."""
+    return decide(reload_input(facts)).step in (Step.RECORD, Step.FAILED)
+
+
+def plan_reload(facts: ReloadFacts) -> ReloadPlan:
+    """The plan of this pass of the reload step (see the module docstring)."""
+    decision = decide(reload_input(facts))
+    db, wanted, name = facts.db, wanted_hash(facts.db), job_name(facts.db)
+    if decision.step is Step.RECORD_NEW:
+        return ReloadPlan(decision, Plan(), ReloadOutcome(applied=wanted))
+    if decision.step is Step.CREATE_JOB:
+        announce = EventSpec("Normal", "ReloadingParameters", f"reloading spec.parameters with Job {name}")
+        return ReloadPlan(decision, Plan((Create(reload_job(db, wanted), announce),)), ReloadOutcome())
+    if decision.step is Step.RECORD:
+        pending = [str(p) for p in facts.job_result.get("pending_restart") or []]
+        message = "spec.parameters reloaded"
+        if pending:
+            message += f"; {', '.join(pending)} take effect when the pod restarts"
+        return ReloadPlan(decision, Plan((Emit(EventSpec("Normal", "ParametersReloaded", message)),)),
+                          ReloadOutcome(applied=wanted))
+    if decision.step is Step.FAILED:
+        detail = str(facts.job_result.get("message") or decision.reason)[:MESSAGE_LIMIT]
+        return ReloadPlan(decision, Plan(), ReloadOutcome(degraded=(Problem(
+            "ParametersNotApplied",
+            f"reload Job {name} failed: {detail}; fix spec.parameters (or delete the Job to retry)",
+            "spec.parameters"),)))
+    return ReloadPlan(decision, Plan(), ReloadOutcome())

@@ -6,19 +6,25 @@ decision: when it is being deleted (Terminating: the API server keeps it while a
 gone, the volume is reported (a Degraded problem naming it) and not written; only the annotation
 `sampledb.io/accept-empty-volume` listing its role ("data", "backups") lets the operator create an
 empty one. An acceptance is for the current loss only: once the volume exists again, its role is
-dropped from the annotation, so a later loss stops again.
+dropped from the annotation, so a later loss stops again: `plan_release` is that pass's plan, a merge
+patch of the SampleDB's annotation with the resourceVersion the pass's status write left (a stale
+pass's patch is refused and changes nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from sampledb_operator.decide.effects import Patch, Plan
+from sampledb_operator.decide.plan import Key
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 
 ACCEPT_EMPTY_ANNOTATION = "sampledb.io/accept-empty-volume"
 DATA, BACKUPS = "data", "backups"
+PVC = "PersistentVolumeClaim"
 ROLES = (DATA, BACKUPS)
 
 
@@ -88,6 +94,61 @@ def remaining_acceptance(accept: frozenset[str], live: frozenset[str]) -> str | 
     """The annotation's value once the roles whose volume exists again (`live`) are dropped; None: remove it."""
     left = sorted(accept - live)
     return ",".join(left) if left else None
+
+
+def backups_written(db: SampleDB, backups: Iterable[Obj], claim: str) -> bool:
+    """A Succeeded SampleDBBackup of this database (any incarnation) recorded its files on `claim`."""
+    for backup in backups:
+        status = backup.get("status") or {}
+        if (backup.get("spec") or {}).get("database") == db.metadata.name and status.get("phase") == "Succeeded" \
+                and (status.get("location") or {}).get("pvcName") == claim:
+            return True
+    return False
+
+
+def volume_states(db: SampleDB, observed: Mapping[Key, Obj], backups: Iterable[Obj]) -> dict[Key, VolumeState]:
+    """The two volumes as observed (`observed`: the children by (kind, name); `backups`: the namespace's
+    SampleDBBackups), by (kind, name)."""
+    backups = tuple(backups)
+    out: dict[Key, VolumeState] = {}
+    roles = ((DATA, names.data_pvc_name(db.metadata.name)), (BACKUPS, names.backup_pvc_name(db.metadata.name)))
+    for role, name in roles:
+        pvc = observed.get((PVC, name))
+        holds = db.status.current_version is not None if role == DATA else backups_written(db, backups, name)
+        out[(PVC, name)] = VolumeState(
+            role=role, name=name, present=pvc is not None,
+            terminating=bool(pvc is not None and pvc.get("metadata", {}).get("deletionTimestamp")),
+            holds_data=holds)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceFacts:
+    """What the acceptance's release reads, after the pass's status write."""
+
+    db: SampleDB  # as the pass read it (its annotations)
+    live: frozenset[str]  # the roles whose volume exists (after this pass's writes)
+    resource_version: str | None  # the SampleDB's resourceVersion after the status write; None: gone or stale
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptancePlan:
+    """The pass's plan, and the roles it drops from the annotation (for the log)."""
+
+    plan: Plan
+    released: tuple[str, ...] = ()
+
+
+def plan_release(facts: AcceptanceFacts) -> AcceptancePlan:
+    """Drop from the accept-empty-volume annotation the roles whose volume exists again (nothing when none
+    does, or when the SampleDB's version after the status write is unknown)."""
+    accept = accepted(facts.db.metadata.annotations)
+    if not accept & facts.live or facts.resource_version is None:
+        return AcceptancePlan(Plan())
+    value = remaining_acceptance(accept, facts.live)
+    patch = {"metadata": {"annotations": {ACCEPT_EMPTY_ANNOTATION: value}, "resourceVersion": facts.resource_version}}
+    return AcceptancePlan(Plan((Patch("SampleDB", facts.db.metadata.name, patch),)),
+                          released=tuple(sorted(accept & facts.live)))
 
 
 def sizes_kept(db: SampleDB) -> frozenset[tuple[str, str]]:

@@ -1,11 +1,13 @@
-"""The one-off fault of a `sampledb.io/chaos: <fault>` annotation (chaos/faults.py says which faults).
+"""The one-off fault of a `sampledb.io/chaos: <fault>` annotation (chaos/faults.py says which faults):
+read the request, plan (decide/chaos.py), apply, inject, report.
 
 Invariants: the annotation is removed before the fault is injected, by a merge patch conditional
 on the SampleDB's resourceVersion, so a fault runs at most once per annotation even across
 operator restarts (a stale pass's removal is refused and injects nothing); the fault touches only
 the annotated database's objects, and the operator's children are read from the informer caches
 (no get on Services, ConfigMaps, StatefulSets); the outcome is an Event on the SampleDB (ChaosInjected,
-ChaosSkipped, or a Warning ChaosRefused/ChaosFailed); nothing waits for recovery.
+ChaosSkipped, or a Warning ChaosRefused/ChaosFailed); nothing waits for recovery. What to do, the
+removal and the Events are the plans of decide/chaos.py; the fault's own I/O is done here.
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from sampledb_operator.chaos.faults import ANNOTATION, annotation_request
+from sampledb_operator.chaos.faults import Fault, annotation_request
 from sampledb_operator.chaos.inject import Api, Executor, Injector
 from sampledb_operator.chaos.plan import Target
-from sampledb_operator.chaos.report import INJECTED, SKIPPED
-from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.decide import chaos as dc
+from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.exec import exec_in_pod
 from sampledb_operator.model.sampledb import SampleDB
-from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.effects import apply_plan, subject_of
 
 log = get_logger(__name__)
 EXEC_TIMEOUT = 30.0
@@ -51,32 +53,27 @@ class _CachedGet:
                                      grace_period_seconds=grace_period_seconds)
 
 
-async def reconcile_chaos(ctx: Context, db: SampleDB, *, executor: Executor | None = None) -> None:
-    """Inject the fault the annotation asks for, once; record it as an Event."""
+def read_facts(db: SampleDB) -> dc.ChaosFacts:
+    """What the pass reads: the request of the SampleDB's chaos annotation (None: there is none)."""
     request = annotation_request(db.metadata.annotations)
     if request is None:
-        return
-    namespace, name = db.metadata.namespace or "", db.metadata.name
-    patch = {"metadata": {"resourceVersion": db.metadata.resource_version, "annotations": {ANNOTATION: None}}}
-    try:
-        await ctx.apis["SampleDB"].patch(name, patch, namespace=namespace)
-    except (Conflict, NotFound):
-        return  # a newer object (its pass decides) or none at all
-    if request.fault is None:
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "ChaosRefused",
-                        f"annotation {ANNOTATION}={request.value}: {request.refusal}")
-        return
-    target = Target(namespace, name)
+        return dc.ChaosFacts(db=db, request=None)
+    fault = request.fault.value if request.fault is not None else None
+    return dc.ChaosFacts(db=db, request=dc.ChaosRequest(request.value, fault, request.refusal))
+
+
+async def reconcile_chaos(ctx: Context, db: SampleDB, *, executor: Executor | None = None) -> None:
+    """Inject the fault the annotation asks for, once; record it as an Event."""
+    planned = dc.plan_chaos(read_facts(db))
+    subject = subject_of(db)
+    applied = await apply_plan(ctx, subject, planned.plan)
+    if planned.inject is None or ("SampleDB", db.metadata.name) not in applied.patched:
+        return  # refused, or not removed by this pass (a newer object's pass decides, or it is gone)
+    target = Target(db.metadata.namespace or "", db.metadata.name)
     run = executor if executor is not None else partial(exec_in_pod, ctx.client, timeout=EXEC_TIMEOUT)
     apis: dict[str, Api] = {**ctx.apis, **{kind: _CachedGet(ctx, kind) for kind in CACHED_KINDS}}
-    injection = await Injector(apis, run, [target]).inject(request.fault, target)
-    log.info("chaos annotation", sampledb=str(target), fault=request.fault.value, outcome=injection.outcome,
+    injection = await Injector(apis, run, [target]).inject(Fault(planned.inject), target)
+    log.info("chaos annotation", sampledb=str(target), fault=planned.inject, outcome=injection.outcome,
              target=injection.target, detail=injection.detail)
-    what = f"{request.fault.value}: {injection.outcome}" + (f" {injection.target}" if injection.target else "") + \
-        (f" ({injection.detail})" if injection.detail else "")
-    if injection.outcome == INJECTED:
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "ChaosInjected", what)
-    elif injection.outcome == SKIPPED:
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "ChaosSkipped", what)
-    else:
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "ChaosFailed", what)
+    await apply_plan(ctx, subject, dc.plan_report(dc.Injection(planned.inject, injection.outcome, injection.target,
+                                                               injection.detail)))

@@ -1,74 +1,43 @@
-"""Applying spec.parameters edits by a reload (decide/reload.py decides; this module acts).
+"""Applying spec.parameters edits by a reload: read the facts, plan the pass (decide/reload.py), apply it.
 
-One pass reads the reload Job of the wanted parameters from the cache, asks decide/reload.py for
-the step and takes it: create the Job, or hand the hash to record (status.appliedParameters) and
-the problem to report (Degraded) back to the SampleDB reconciler, which writes the status. The Job's
-result line names the settings that still wait for a restart; an event says so.
+One pass reads the reload Job of the wanted parameters from the cache (and, live, its result line
+once it has finished), and applies the plan: the Job with its Event, or the ParametersReloaded
+Event. The outcome hands the hash to record (status.appliedParameters) and the problem to report
+(Degraded) back to the SampleDB reconciler, which writes the status. Nothing is decided here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide import reload as rl
-from sampledb_operator.decide.events import EventType
+from sampledb_operator.decide.reload import ReloadOutcome
 from sampledb_operator.decide.status import job_state
-from sampledb_operator.kube.errors import Conflict
-from sampledb_operator.model import names
-from sampledb_operator.model.sampledb import Problem, SampleDB
-from sampledb_operator.model.schema import API_VERSION
-from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.effects import apply_plan, subject_of
 from sampledb_operator.reconcilers.job_result import job_result
 
-log = get_logger(__name__)
-MESSAGE_LIMIT = 900
+__all__ = ["ReloadOutcome", "read_facts", "reconcile_reload"]
 
 
-@dataclass(frozen=True, slots=True)
-class ReloadOutcome:
-    applied: str | None = None  # the new status.appliedParameters, None = unchanged
-    degraded: tuple[Problem, ...] = ()
+async def read_facts(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
+                     statefulset_existed: bool) -> rl.ReloadFacts:
+    """What one pass of the reload step reads: the Job from the cache, and its result line (live) only
+    once it has finished."""
+    ns, name = db.metadata.namespace or "", rl.job_name(db)
+    facts = rl.ReloadFacts(db=db, db_ready=db_ready, busy=busy, statefulset_existed=statefulset_existed,
+                           job=job_state(ctx.cached("Job", ns, name)))
+    if rl.result_read_needed(facts):
+        facts = replace(facts, job_result=await job_result(ctx, ns, name))
+    return facts
 
 
 async def reconcile_reload(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
                            statefulset_existed: bool) -> ReloadOutcome:
     """One pass of the reload step (`busy`: an upgrade is in progress; `statefulset_existed`: the
     StatefulSet was in the cache before this pass applied the children)."""
-    wanted = pgconfig.parameters_hash(db.spec.parameters, synchronous=d.synchronous(db))
-    ns = db.metadata.namespace or ""
-    job_name = names.reload_job_name(db.metadata.name, db.metadata.uid or "", wanted)
-    job = ctx.cached("Job", ns, job_name)
-    decision = rl.decide(rl.ReloadInput(wanted=wanted, applied=db.status.applied_parameters, db_ready=db_ready,
-                                        busy=busy, job=job_state(job), statefulset_exists=statefulset_existed))
-    if decision.step is rl.Step.RECORD_NEW:
-        return ReloadOutcome(applied=wanted)
-    if decision.step is rl.Step.CREATE_JOB:
-        try:
-            await ctx.apis["Job"].create(rl.reload_job(db, wanted))
-            await _event(ctx, db, "Normal", "ReloadingParameters", f"reloading spec.parameters with Job {job_name}")
-        except Conflict:
-            pass  # created by an earlier pass whose watch event has not arrived yet
-        return ReloadOutcome()
-    if decision.step is rl.Step.RECORD:
-        result = await job_result(ctx, ns, job_name)
-        pending = [str(p) for p in result.get("pending_restart") or []]
-        message = "spec.parameters reloaded"
-        if pending:
-            message += f"; {', '.join(pending)} take effect when the pod restarts"
-        await _event(ctx, db, "Normal", "ParametersReloaded", message)
-        return ReloadOutcome(applied=wanted)
-    if decision.step is rl.Step.FAILED:
-        result = await job_result(ctx, ns, job_name)
-        detail = str(result.get("message") or decision.reason)[:MESSAGE_LIMIT]
-        return ReloadOutcome(degraded=(Problem(
-            "ParametersNotApplied",
-            f"reload Job {job_name} failed: {detail}; fix spec.parameters (or delete the Job to retry)",
-            "spec.parameters"),))
-    return ReloadOutcome()
-
-
-async def _event(ctx: Context, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
-    await ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)
+    facts = await read_facts(ctx, db, db_ready=db_ready, busy=busy, statefulset_existed=statefulset_existed)
+    planned = rl.plan_reload(facts)
+    await apply_plan(ctx, subject_of(db), planned.plan)
+    return planned.outcome

@@ -82,3 +82,20 @@ async def test_the_children_are_read_from_the_caches_not_the_api() -> None:
     await reconcile_chaos(cluster.ctx, db, executor=executor)
     assert cluster.get("Service", "orders") is None
     assert cluster.recorder.reasons() == ["ChaosInjected"]
+
+
+async def test_a_stale_pass_neither_refuses_nor_injects() -> None:
+    for value in ("fill-volume", "delete-pod"):
+        cluster, executor, db = await _annotated(value)
+        cluster.patch("SampleDB", "orders", {"metadata": {"labels": {"x": "y"}}})  # a newer object
+        await reconcile_chaos(cluster.ctx, db, executor=executor)
+        assert cluster.recorder.events == [] and _annotations(cluster) == {ANNOTATION: value}
+        assert cluster.get("Pod", "orders-0") is not None and not executor.calls
+
+
+async def test_a_database_gone_before_the_removal_gets_no_fault_and_no_event() -> None:
+    cluster, executor, db = await _annotated("delete-service")
+    cluster.remove(("SampleDB", "shop", "orders"))  # its finalizer done: the removal's patch finds nothing
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    assert cluster.written("patch", "SampleDB")[-1] == ("patch", "SampleDB", "orders")
+    assert cluster.get("Service", "orders") is not None and cluster.recorder.events == []

@@ -1,12 +1,18 @@
 """reconcilers/init.py and reconcilers/children.py's Secret: each step returns what it found (the Job,
-whether spec.init changed, the blockers, the problems) instead of appending to a list it was given."""
+whether spec.init changed, the blockers, the problems) instead of appending to a list it was given.
+
+On the fake cluster, through the step: which Job is created (once, announced once), and that the init
+SQL's source is read live only when the Job could start (decide/init_plan.py plans; these check the I/O).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tests.support.fake_cluster import FakeCluster, sampledb
 
+from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.sampledb import SampleDB
@@ -51,8 +57,9 @@ async def test_the_init_job_waits_for_a_ready_database_then_is_created_once() ->
     assert init_jobs(cluster) == []
     created = await reconcile_init(cluster.ctx, db, db_ready=True)  # the status says it runs in this pass already
     assert created.job is not None and created.job["metadata"]["name"] == init_jobs(cluster)[0]
+    assert created.job == cluster.get("Job", init_jobs(cluster)[0])  # the stored Job, its resourceVersion too
     assert len(init_jobs(cluster)) == 1
-    assert "CreatedInitJob" in cluster.recorder.reasons()
+    assert cluster.recorder.events == [("Normal", "CreatedInitJob", f"created init Job {init_jobs(cluster)[0]}")]
     cluster.sync_cache()
     outcome = await reconcile_init(cluster.ctx, db, db_ready=True)
     assert outcome.job is not None and outcome.job["metadata"]["name"] == init_jobs(cluster)[0]
@@ -92,6 +99,51 @@ async def test_a_restored_database_starts_no_restore_job() -> None:
     db = initialized(stored(cluster, restore={"backupName": "nightly"}), "Restored")
     assert await reconcile_init(cluster.ctx, db, db_ready=True) == InitOutcome()
     assert init_jobs(cluster) == []
+
+
+async def test_the_init_sql_source_is_read_live_only_when_the_job_could_start() -> None:
+    cluster = FakeCluster()
+    cluster.put("ConfigMap", {"metadata": {"name": "orders-sql"}, "data": {"init.sql": "SELECT 1;"}})
+    cluster.fail("ConfigMap", "get", Forbidden(403, "Forbidden", "no get"))  # any live read would raise
+    db = stored(cluster, init=CM_INIT)
+    assert await reconcile_init(cluster.ctx, db, db_ready=False) == InitOutcome()
+    assert await reconcile_init(cluster.ctx, initialized(db, "InitSucceeded"), db_ready=True) == InitOutcome()
+    with pytest.raises(Forbidden):  # ready, no Job, not done: now the source is read
+        await reconcile_init(cluster.ctx, db, db_ready=True)
+    cluster.fail("ConfigMap", "get", None)
+    await reconcile_init(cluster.ctx, db, db_ready=True)
+    cluster.fail("ConfigMap", "get", Forbidden(403, "Forbidden", "no get"))
+    outcome = await reconcile_init(cluster.ctx, db, db_ready=True)  # the Job exists: no read
+    assert outcome.job is not None and len(init_jobs(cluster)) == 1
+
+
+async def test_a_pass_on_a_stale_cache_neither_creates_nor_announces_a_second_job() -> None:
+    cluster = FakeCluster()
+    cluster.put("ConfigMap", {"metadata": {"name": "orders-sql"}, "data": {"init.sql": "SELECT 1;"}})
+    db = stored(cluster, init=CM_INIT)
+    cluster.freeze_cache()  # the Job's watch event is late
+    await reconcile_init(cluster.ctx, db, db_ready=True)
+    again = await reconcile_init(cluster.ctx, db, db_ready=True)  # AlreadyExists: an earlier pass's Job
+    assert again == InitOutcome()
+    assert len(init_jobs(cluster)) == 2 and len(cluster.of_kind("Job")) == 1  # two requests, one Job
+    assert cluster.recorder.reasons() == ["CreatedInitJob"]
+
+
+async def test_a_restore_job_is_created_once_the_database_is_ready_and_announced() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDBBackup", {"metadata": {"name": "nightly"}, "spec": {"database": "orders"},
+                                   "status": {"phase": "Succeeded", "location": {
+                                       "pvcName": names.backup_pvc_name("orders"), "path": "/b/nightly.dump"}}})
+    db = stored(cluster, restore={"backupName": "nightly"}, init=CM_INIT)
+    assert await reconcile_init(cluster.ctx, db, db_ready=False) == InitOutcome()
+    outcome = await reconcile_init(cluster.ctx, db, db_ready=True)
+    name = names.restore_job_name("orders", f"{db.metadata.uid}/nightly")
+    assert init_jobs(cluster) == [name] and outcome.job == cluster.get("Job", name)
+    assert outcome.job is not None and outcome.job["metadata"]["labels"]["app.kubernetes.io/component"] == "restore"
+    assert cluster.recorder.events == [("Normal", "CreatedRestoreJob",
+                                        f"restoring SampleDBBackup nightly with Job {name}")]
+    again = await reconcile_init(cluster.ctx, db, db_ready=True)
+    assert again == InitOutcome(job=cluster.get("Job", name)) and len(init_jobs(cluster)) == 1
 
 
 async def test_the_secret_is_created_once_and_its_loss_after_the_data_volume_is_a_problem() -> None:

@@ -7,10 +7,15 @@ Pre-upgrade and pre-migration backups fall under spec.backup.retention like sche
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.support.fake_cluster import FakeCluster, condition, running_database, sampledb
 
+from sampledb_operator.decide.desired import MANAGED_BY
 from sampledb_operator.decide.job_ttl import FINISHED_JOB_TTL_SECONDS
 from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 
 
 def init_jobs(cluster: FakeCluster) -> list[dict[str, object]]:
@@ -59,3 +64,36 @@ async def test_pre_work_backups_beyond_retention_are_deleted() -> None:
     await cluster.reconcile("orders")
     assert [b["metadata"]["name"] for b in cluster.of_kind("SampleDBBackup")] == ["orders-pre-upgrade-c"]
     assert "BackupPruned" in cluster.recorder.reasons()
+
+
+def owned_job(cluster: FakeCluster, name: str, component: str, uid: str, *, finished: bool = True) -> None:
+    cluster.put("Job", {"metadata": {"name": name, "ownerReferences": [{"uid": uid, "kind": "SampleDB"}],
+                                     "labels": {"app.kubernetes.io/managed-by": MANAGED_BY,
+                                                "app.kubernetes.io/component": component}},
+                        "spec": {}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}
+                        if finished else {}})
+
+
+async def test_expire_patches_each_recorded_finished_job_once_and_skips_one_gone_meanwhile() -> None:
+    cluster = FakeCluster()
+    status: dict[str, Any] = {"conditions": [{"type": "Initialized", "status": "True", "reason": "InitSucceeded"},
+                                             {"type": "Migrated", "status": "True", "reason": "MigrationsApplied"}]}
+    obj = cluster.put("SampleDB", {**sampledb(), "status": status})
+    uid = obj["metadata"]["uid"]
+    owned_job(cluster, "a-init", "init", uid)
+    owned_job(cluster, "b-migrate", "migrate", uid)
+    owned_job(cluster, "c-migrate-running", "migrate", uid, finished=False)
+    owned_job(cluster, "d-backup", "backup", uid)
+    owned_job(cluster, "e-other-db", "init", "uid-other")
+    cluster.freeze_cache()
+    await cluster.ctx.apis["Job"].delete("a-init", "shop")  # gone, and the cache does not know yet
+    db = SampleDB.model_validate(obj)
+
+    await expire_finished_jobs(cluster.ctx, db)
+    assert cluster.written("patch", "Job") == [("patch", "Job", "a-init"), ("patch", "Job", "b-migrate")]
+    assert cluster.get("Job", "b-migrate")["spec"] == {"ttlSecondsAfterFinished": FINISHED_JOB_TTL_SECONDS}  # type: ignore[index]
+    assert cluster.recorder.events == []
+
+    cluster.sync_cache()
+    await expire_finished_jobs(cluster.ctx, db)  # the TTL is set: never patched again
+    assert len(cluster.written("patch", "Job")) == 2

@@ -1,4 +1,5 @@
-"""The reload step in the SampleDB reconciler, against the in-memory cluster: which Jobs, which status."""
+"""The reload step in the SampleDB reconciler, against the in-memory cluster: which Jobs, which status,
+which Events; the Job's result line is read (a Pod list) only once it has finished."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from tests.support.fake_cluster import FakeCluster, condition, running_database
 
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.reload import ReloadOutcome, reconcile_reload
 
 
 def reload_jobs(cluster: FakeCluster) -> list[str]:
@@ -59,14 +62,21 @@ async def test_an_edit_is_reloaded_by_a_job_and_recorded_without_touching_the_po
     assert reload_jobs(cluster) == [job]
     assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
 
+    assert cluster.recorder.events[-1] == ("Normal", "ReloadingParameters",
+                                           f"reloading spec.parameters with Job {job}")
+    await cluster.reconcile("orders")  # the Job runs: its result line is not read
+    assert ("Pod", f"job-name={job}") not in cluster.lists
+
     cluster.finish_job(job)
     cluster.put("Pod", {"metadata": {"name": f"{job}-x", "labels": {"job-name": job},
                                      "creationTimestamp": "2026-11-30T09:01:00Z"},
                         "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": json.dumps(
-                            {"script": "reload", "ok": True, "code": 0, "pending_restart": []})}}}]}})
+                            {"script": "reload", "ok": True, "code": 0, "pending_restart": ["shared_buffers"]})}}}]}})
     await cluster.reconcile("orders")
+    assert ("Pod", f"job-name={job}") in cluster.lists
     assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "64MB"})
-    assert "ParametersReloaded" in cluster.recorder.reasons()
+    assert ("Normal", "ParametersReloaded",
+            "spec.parameters reloaded; shared_buffers take effect when the pod restarts") in cluster.recorder.events
     await cluster.reconcile("orders")
     assert reload_jobs(cluster) == [job]
 
@@ -93,3 +103,30 @@ async def test_a_failed_reload_job_is_reported_as_degraded_and_not_run_again() -
     assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
     await cluster.reconcile("orders")
     assert reload_jobs(cluster) == [job]
+
+
+async def test_a_pass_on_a_stale_cache_neither_creates_nor_announces_a_second_job() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    edit(cluster, {"work_mem": "64MB"})
+    db = SampleDB.model_validate(cluster.get("SampleDB", "orders"))
+    cluster.recorder.events.clear()
+    cluster.freeze_cache()  # the Job's watch event is late
+    for _ in range(2):
+        outcome = await reconcile_reload(cluster.ctx, db, db_ready=True, busy=False, statefulset_existed=True)
+        assert outcome == ReloadOutcome()
+    job = job_name(cluster, {"work_mem": "64MB"})
+    assert cluster.written("create", "Job") == [("create", "Job", job)] * 2 and reload_jobs(cluster) == [job]
+    assert cluster.recorder.reasons() == ["ReloadingParameters"]
+
+
+async def test_no_job_while_an_upgrade_runs_or_the_database_is_not_ready() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    edit(cluster, {"work_mem": "64MB"})
+    db = SampleDB.model_validate(cluster.get("SampleDB", "orders"))
+    writes = len(cluster.writes)
+    for ready, busy in ((True, True), (False, False)):
+        outcome = await reconcile_reload(cluster.ctx, db, db_ready=ready, busy=busy, statefulset_existed=True)
+        assert outcome == ReloadOutcome()
+    assert cluster.writes[writes:] == [] and reload_jobs(cluster) == []

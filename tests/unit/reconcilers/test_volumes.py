@@ -12,6 +12,8 @@ from tests.support.fake_cluster import FakeCluster, condition, running_database
 
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.reconcilers.volumes import release_acceptance
 
 PVC = "PersistentVolumeClaim"
 DATA = names.data_pvc_name("orders")
@@ -135,3 +137,30 @@ async def test_growing_the_data_volume_leaves_a_backups_volume_without_its_own_s
     degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "StorageExpansionUnsupported")
     assert degraded["message"] == f"the backups volume {BACKUPS} has no StorageClass; it cannot be expanded"
+
+
+async def test_release_acceptance_drops_only_the_live_roles_and_only_on_the_written_version() -> None:
+    cluster = FakeCluster()
+    obj = cluster.put("SampleDB", {"metadata": {"name": "orders", "annotations": {
+        vol.ACCEPT_EMPTY_ANNOTATION: "data,backups"}}, "spec": {"version": "16.4", "storage": {"size": "1Gi"}}})
+    db = SampleDB.model_validate(obj)
+    version = obj["metadata"]["resourceVersion"]
+
+    await release_acceptance(cluster.ctx, db, frozenset({vol.DATA}), resource_version=None)  # gone or stale
+    await release_acceptance(cluster.ctx, db, frozenset(), resource_version=version)  # nothing exists again
+    assert cluster.written("patch", "SampleDB") == []
+
+    cluster.patch("SampleDB", "orders", {"metadata": {"labels": {"x": "y"}}})  # a newer object
+    await release_acceptance(cluster.ctx, db, frozenset({vol.DATA}), resource_version=version)  # refused, no raise
+    assert cluster.written("patch", "SampleDB") == [("patch", "SampleDB", "orders")]
+    assert cluster.get("SampleDB", "orders")["metadata"]["annotations"] == {  # type: ignore[index]
+        vol.ACCEPT_EMPTY_ANNOTATION: "data,backups"}
+
+    newer = cluster.get("SampleDB", "orders")["metadata"]["resourceVersion"]  # type: ignore[index]
+    await release_acceptance(cluster.ctx, db, frozenset({vol.DATA}), resource_version=newer)
+    assert cluster.get("SampleDB", "orders")["metadata"]["annotations"] == {  # type: ignore[index]
+        vol.ACCEPT_EMPTY_ANNOTATION: "backups"}
+    assert cluster.recorder.events == []
+
+    await cluster.ctx.apis["SampleDB"].delete("orders", "shop")
+    await release_acceptance(cluster.ctx, db, frozenset({vol.BACKUPS}), resource_version=newer)  # gone: no raise

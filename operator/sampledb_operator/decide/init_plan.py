@@ -1,0 +1,144 @@
+"""One pass of the init step as a plan: the init Job of spec.init's SQL, or the restore Job of spec.restore.
+
+Pure: no I/O. The reconciler (reconcilers/init.py) gathers `InitFacts`: from the caches the step's
+Job (`job_name`) and, for a restore, the SampleDBBackup it names; live, the init SQL's ConfigMap or
+Secret (`source_ref`), and only when `source_read_needed` says the plan depends on it (the database
+is ready, no Job exists, the init has not run: the operator does not watch that object).
+`plan_init` returns the pass:
+
+| the database                                   | plan                           | outcome             |
+|------------------------------------------------|--------------------------------|---------------------|
+| neither spec.init nor spec.restore             | nothing                        | nothing             |
+| its Job exists                                 | nothing                        | the Job (1)         |
+| Initialized says done (its Job was removed)    | nothing: never run again       | nothing             |
+| restore: the backup missing or not Succeeded   | a rate-limited requeue         | the blocker         |
+| not ready                                      | nothing                        | nothing             |
+| init: its SQL's source missing or not usable   | a rate-limited requeue         | the blocker         |
+| ready, source usable                           | create the Job, announced (2)  | the created Job (3) |
+
+(1) for the init Job, also whether spec.init changed since it ran; (2) CreatedInitJob or
+CreatedRestoreJob; (3) when this pass created it (`InitPlan.creates`): the status says it runs now.
+
+Invariants: one Job per database (its name derives from the uid, and the restore's from the backup
+too), created at most once: AlreadyExists is an earlier pass's Job, announced by that pass only; a
+restored database never runs the init SQL. The plan's Result is the outcome's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import jobs, restore
+from sampledb_operator.decide import status as st
+from sampledb_operator.decide.effects import Create, Plan
+from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result
+from sampledb_operator.model.sampledb import Problem, SampleDB
+
+
+@dataclass(frozen=True, slots=True)
+class InitOutcome:
+    """What the init step found, for the status (see decide/status.Observed)."""
+
+    job: Obj | None = None  # the init or restore Job, when it exists
+    changed: bool = False  # spec.init differs from what the init Job ran
+    blockers: tuple[Problem, ...] = ()  # why the Job cannot start (its source is missing or not ready)
+
+    @property
+    def result(self) -> Result | None:
+        """A blocked Job waits for a user object the operator does not watch: look again with backoff."""
+        return Result(requeue=True) if self.blockers else None
+
+
+@dataclass(frozen=True, slots=True)
+class InitFacts:
+    """Everything one pass of the init step reads."""
+
+    db: SampleDB
+    db_ready: bool  # the database pod is ready and runs the current template
+    job: Obj | None = None  # the step's Job (job_name), from the cache
+    backup: Obj | None = None  # spec.restore's SampleDBBackup, from the cache (restore only)
+    source: Obj | None = None  # spec.init's ConfigMap or Secret (source_ref), read live only when
+    # source_read_needed; None: it does not exist
+
+
+@dataclass(frozen=True, slots=True)
+class InitPlan:
+    """The pass: its plan, the outcome for the status, and the Job the plan creates (`creates`): when
+    this pass created it, the outcome's job is that Job (the status says it runs now, not a pass later)."""
+
+    plan: Plan
+    outcome: InitOutcome
+    creates: str | None = None
+
+
+def job_name(db: SampleDB) -> str | None:
+    """The name of the step's Job: the restore Job's for spec.restore, else the init Job's (None: no init SQL)."""
+    if db.spec.restore is not None:
+        return restore.restore_job_name(db)
+    return jobs.init_job_name(db)
+
+
+def source_ref(db: SampleDB) -> tuple[str, str] | None:
+    """The kind and name of the object holding spec.init's SQL (ConfigMap or Secret), or None."""
+    init = db.spec.init
+    if init is None:
+        return None
+    if init.config_map_key_ref is not None:
+        return "ConfigMap", init.config_map_key_ref.name
+    if init.secret_key_ref is not None:
+        return "Secret", init.secret_key_ref.name
+    return None
+
+
+def source_read_needed(facts: InitFacts) -> bool:
+    """The init Job could start in this pass: whether its SQL's source is usable decides it."""
+    db = facts.db
+    return (db.spec.restore is None and jobs.init_job_name(db) is not None and facts.job is None
+            and not st.init_done(db.status) and facts.db_ready and source_ref(db) is not None)
+
+
+def plan_init(facts: InitFacts) -> InitPlan:
+    """The plan of this pass of the init step (see the module docstring)."""
+    if facts.db.spec.restore is not None:
+        return _restore(facts)
+    db = facts.db
+    body = jobs.init_job(db)
+    if body is None:
+        return InitPlan(Plan(), InitOutcome())
+    if facts.job is not None:
+        ran = (facts.job.get("metadata", {}).get("annotations") or {}).get(d.INIT_SOURCE_ANNOTATION)
+        return InitPlan(Plan(), InitOutcome(job=facts.job, changed=ran != jobs.init_source(db)))
+    if st.init_done(db.status) or not facts.db_ready:
+        return InitPlan(Plan(), InitOutcome())  # done: never run again; not ready: the source is not read yet
+    problem = jobs.init_source_problem(db, facts.source)
+    if problem is not None:
+        return _blocked(problem)
+    name = str(body["metadata"]["name"])
+    return InitPlan(Plan((Create(body, EventSpec("Normal", "CreatedInitJob", f"created init Job {name}")),)),
+                    InitOutcome(), creates=name)
+
+
+def _restore(facts: InitFacts) -> InitPlan:
+    """The restore Job of spec.restore (created once the new database is ready and the backup is)."""
+    db = facts.db
+    if facts.job is not None or st.init_done(db.status):
+        return InitPlan(Plan(), InitOutcome(job=facts.job))
+    problem = restore.source_problem(db, facts.backup)
+    if problem is not None:
+        return _blocked(problem)
+    if not facts.db_ready or facts.backup is None:
+        return InitPlan(Plan(), InitOutcome())
+    assert db.spec.restore is not None
+    body = restore.restore_job(db, facts.backup)
+    name = str(body["metadata"]["name"])
+    announce = EventSpec("Normal", "CreatedRestoreJob",
+                         f"restoring SampleDBBackup {db.spec.restore.backup_name} with Job {name}")
+    return InitPlan(Plan((Create(body, announce),)), InitOutcome(), creates=name)
+
+
+def _blocked(problem: Problem) -> InitPlan:
+    outcome = InitOutcome(blockers=(problem,))
+    return InitPlan(Plan(result=outcome.result), outcome)
