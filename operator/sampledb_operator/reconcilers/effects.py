@@ -24,11 +24,12 @@ log = get_logger(__name__)
 
 @dataclass
 class Applied:
-    """What applying a plan did: the (kind, name) of the objects this pass created and deleted, the
+    """What applying a plan did: the objects this pass created (by kind and name, with the server's answer),
+    the (kind, name) of those it deleted, the
     server's answer to each patch, and whether a precondition failed or the subject was found gone (then the
     rest was not applied)."""
 
-    created: set[tuple[str, str]] = field(default_factory=set)
+    created: dict[tuple[str, str], Obj] = field(default_factory=dict)  # with the server's answer
     deleted: set[tuple[str, str]] = field(default_factory=set)
     patched: dict[tuple[str, str], Obj] = field(default_factory=dict)
     stale: bool = False
@@ -61,10 +62,10 @@ async def _apply(ctx: Context, subject: Obj, namespace: str | None, effect: Effe
     if isinstance(effect, Create):
         obj_kind, name = str(effect.obj["kind"]), str(effect.obj["metadata"]["name"])
         try:
-            await ctx.apis[obj_kind].create(effect.obj)
+            answer = await ctx.apis[obj_kind].create(effect.obj)
         except Conflict:
             return True  # made by an earlier pass: never a second one, never overwritten
-        applied.created.add((obj_kind, name))
+        applied.created[(obj_kind, name)] = answer
         log.info("created", kind=obj_kind, object=name, namespace=namespace, subject=subject.get("name"))
         announce = effect.announce
     elif isinstance(effect, Delete):

@@ -42,9 +42,9 @@ async def reconcile_init(ctx: Context, db: SampleDB, *, db_ready: bool) -> InitO
     created from a backup, the restore Job instead (the init SQL is not run then)."""
     planned = ip.plan_init(await read_facts(ctx, db, db_ready=db_ready))
     applied = await apply_plan(ctx, subject_of(db), planned.plan)
-    if planned.creates is not None and ("Job", planned.creates) in applied.created:
-        # created in this pass: the caches show the Context's own writes at once (read-your-writes)
-        return replace(planned.outcome, job=ctx.cached("Job", db.metadata.namespace, planned.creates))
+    created = applied.created.get(("Job", planned.creates)) if planned.creates is not None else None
+    if created is not None:  # made in this pass: the status says it runs now, not a pass later
+        return replace(planned.outcome, job=created)
     return planned.outcome
 
 

@@ -27,7 +27,8 @@ async def test_a_create_never_overwrites_and_announces_only_what_this_pass_made(
     plan = Plan((Create(config_map("old", "new"), EventSpec("Normal", "Made", "old")),
                  Create(config_map("fresh", "v"), EventSpec("Normal", "Made", "fresh"))))
     applied = await apply_plan(cluster.ctx, SUBJECT, plan)
-    assert applied.created == {("ConfigMap", "fresh")}
+    assert set(applied.created) == {("ConfigMap", "fresh")}
+    assert applied.created[("ConfigMap", "fresh")]["metadata"]["resourceVersion"]  # the server's answer
     assert cluster.get("ConfigMap", "old")["data"] == {"k": "kept"}  # type: ignore[index]
     assert [(e[1], e[2]) for e in cluster.recorder.events] == [("Made", "fresh")]
 
