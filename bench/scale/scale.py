@@ -12,7 +12,9 @@ and watches them until every one has Ready=True. Systems:
                    bodies from the checkout in DIR (give the floor the tree the operator runs from).
   operator         this operator (`sampledb-operator run`), options after a colon:
                    operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
-                   checkout made with `git archive`), operator:label=before.
+                   checkout made with `git archive`), operator:label=before,
+                   operator:replicas=3:shards=6 (three sharded processes; CPU is their sum, RSS the
+                   largest one's).
 
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
@@ -268,6 +270,8 @@ class System:
     kind: str  # floor | operator
     workers: int = 4
     src: str | None = None
+    replicas: int = 1  # operator processes, each with --shards `shards` (sharding when shards > 1)
+    shards: int = 1
 
     @classmethod
     def parse(cls, spec: str) -> System:
@@ -275,7 +279,7 @@ class System:
         opts = dict(p.split("=", 1) for p in rest.split(":") if p)
         workers = int(opts.get("workers", 4))
         label = opts.get("label") or (kind if kind == "floor" else f"operator w={workers}")
-        return cls(label, kind, workers, opts.get("src"))
+        return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)))
 
 
 def proc_stats(pid: int) -> tuple[float, float]:
@@ -312,8 +316,29 @@ def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
     return by_verb, reconciles, by_resource
 
 
+def start_fleet(system: System, env: dict[str, str], workdir: Path) -> list[tuple[subprocess.Popen[bytes], int | None]]:
+    """The system's processes: the floor, or `replicas` operator processes (sharded when shards > 1: each
+    replica its own identity, the shard Leases in the benchmark's namespace)."""
+    if system.kind == "floor" or (system.replicas == 1 and system.shards == 1):
+        return [start_system(system, env, workdir)]
+    fleet = []
+    for i in range(system.replicas):
+        extra = ["--shards", str(system.shards), "--lease-namespace", NAMESPACE, "--identity", f"bench-{i}"]
+        fleet.append(start_system(system, env, workdir, log_name=f"operator-{i}", extra=extra))
+    return fleet
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_system(system: System, env: dict[str, str], workdir: Path,
-                 log_name: str = "") -> tuple[subprocess.Popen[bytes], int | None]:
+                 log_name: str = "", extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], int | None]:
     log = (workdir / f"{log_name or system.kind}.log").open("wb")
     if system.kind == "floor":
         marker = workdir / "floor.ready"
@@ -330,7 +355,7 @@ def start_system(system: System, env: dict[str, str], workdir: Path,
     proc = subprocess.Popen(
         [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", env["KUBECONFIG"], "--no-leader-elect",
          "--namespaces", NAMESPACE, "--workers", str(system.workers), "--log-level", "warning",
-         "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}"],
+         "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}", *(extra or [])],
         env=penv, stdout=log, stderr=subprocess.STDOUT)
 
     def ready() -> bool:
@@ -363,12 +388,7 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple
         requests, _reconciles, _by_resource = scrape(port)
         _cpu, rss = proc_stats(proc.pid)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
@@ -456,27 +476,31 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
     try:
         env = cluster_env(cluster_dir, nodes)
         prepare(env)
-        proc, port = start_system(system, env, workdir)
+        fleet = start_fleet(system, env, workdir)
         try:
             load_before = os.getloadavg()
             created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout))
             load_after = os.getloadavg()
-            cpu, rss = proc_stats(proc.pid)
+            stats = [proc_stats(proc.pid) for proc, _port in fleet]
+            cpu, rss = sum(c for c, _r in stats), max(r for _c, r in stats)  # CPU of all; the largest replica
             reconciles = 0.0
+            requests: dict[str, float] = {}
             by_resource: dict[str, float] = {}
-            if port is not None:
-                requests, reconciles, by_resource = scrape(port)
+            for _proc, port in fleet:
+                if port is not None:
+                    got, got_reconciles, got_by_resource = scrape(port)
+                    reconciles += got_reconciles
+                    for k, v in got.items():
+                        requests[k] = requests.get(k, 0) + v
+                    for k, v in got_by_resource.items():
+                        by_resource[k] = by_resource.get(k, 0) + v
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            for proc, _port in fleet:
+                stop(proc)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
-        if port is None:
+        if system.kind == "floor":
             requests = json.loads((workdir / "floor.json").read_text())["requests"]
-        elif len(ready) == n:
+        elif len(ready) == n and len(fleet) == 1:
             restart = measure_restart(system, env, workdir)
     finally:
         cluster_down(cluster_dir)
