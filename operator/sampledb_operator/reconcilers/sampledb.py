@@ -57,6 +57,7 @@ from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 
 log = get_logger(__name__)
+STATUS_RECHECK_SECONDS = 0.05  # a pass that changed the status looks again this soon
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,7 @@ class StatusWrite:
     resource_version: str | None
     stale: bool = False
     status: SampleDBStatus | None = None  # the status the object has now (None: gone or stale)
+    changed: bool = False  # this pass wrote a new status
 
 
 class SampleDBReconciler:
@@ -152,7 +154,11 @@ class SampleDBReconciler:
         if written.status is not None:  # the Jobs whose outcome the status holds now, in this very pass
             await expire_finished_jobs(self.ctx, db.model_copy(update={"status": written.status}))
         await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
-        return combine(initialized.result, migration.result, verified.result, backups.result,
+        # The steps read the status (Initialized, currentVersion, appliedParameters, the primary...): a pass that
+        # changed it looks once more, so a step waiting for what this pass recorded goes on. (Its own status event
+        # does not wake the controller: see runtime/triggers.unless_own_write.)
+        recheck = Result(requeue_after=STATUS_RECHECK_SECONDS) if written.changed else None
+        return combine(recheck, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
 
     # ------------------------------------------------------------------ deletion
@@ -192,7 +198,8 @@ class SampleDBReconciler:
             return StatusWrite(None, stale=True)
         for event in events.transition_events(db.status, new):
             await self._event(db, event.type, event.reason, event.message)
-        return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None, status=new)
+        return StatusWrite(str((answer.get("metadata") or {}).get("resourceVersion") or "") or None, status=new,
+                           changed=True)
 
     async def _event(self, db: SampleDB, type_: EventType, reason: str, message: str) -> None:
         await self.ctx.event(db.metadata, API_VERSION, "SampleDB", type_, reason, message)

@@ -16,7 +16,7 @@ from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.reconcilers.context import Caches, Context
-from sampledb_operator.reconcilers.sampledb import SampleDBReconciler
+from sampledb_operator.reconcilers.sampledb import STATUS_RECHECK_SECONDS, SampleDBReconciler
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -25,7 +25,10 @@ KINDS = ("SampleDB", "SampleDBBackup", "StatefulSet", "PersistentVolumeClaim", "
 
 
 class Api:
-    """Accepts every write; nothing exists to GET (so the init SQL's ConfigMap is missing)."""
+    """Accepts every write; nothing exists to GET (so the init SQL's ConfigMap is missing). Keeps the last
+    status written."""
+
+    status: Obj | None = None
 
     async def get(self, name: str, namespace: str | None = None) -> Obj:
         raise NotFound(404, "NotFound", f"{name} not found")
@@ -35,7 +38,9 @@ class Api:
 
     create = apply = _accept
 
-    async def patch(self, name: str, body: Obj, **_options: Any) -> Obj:
+    async def patch(self, name: str, body: Obj, **options: Any) -> Obj:
+        if options.get("subresource") == "status":
+            Api.status = body["status"]
         return body
 
 
@@ -72,6 +77,16 @@ async def test_a_missing_reference_keeps_the_next_scheduled_backups_time() -> No
         "spec": {"replicas": 1},
         "status": {"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1, "currentRevision": "r",
                    "updateRevision": "r"}})
-    result = await reconciler._reconcile(db)
+    first = await reconciler._reconcile(db)
+    assert first is not None and first.requeue_after == STATUS_RECHECK_SECONDS  # it wrote a status: looks again
+    assert Api.status is not None
+    for pvc in ("data-db-0", "db-backups"):  # the volumes it applied exist (the database has run on them)
+        reconciler.ctx.caches.pvcs._stores[None].upsert({  # type: ignore[attr-defined]
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": pvc, "namespace": "ns", "labels": {"sampledb.io/database": "db"}},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}})
+    second = await reconciler._reconcile({**db, "status": Api.status})
+    assert second is not None and second.requeue_after == STATUS_RECHECK_SECONDS  # the volumes' news
+    result = await reconciler._reconcile({**db, "status": Api.status})  # the status it wrote: nothing changes
     # InitSourceMissing asks for a rate-limited requeue; the 01:00 backup slot is 600 s away
     assert result == Result(requeue_after=600.0, requeue=True)

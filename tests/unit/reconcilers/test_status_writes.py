@@ -14,6 +14,7 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers.backup import BackupReconciler
+from sampledb_operator.reconcilers.sampledb import STATUS_RECHECK_SECONDS
 
 STS = names.statefulset_name("orders")
 
@@ -69,3 +70,19 @@ async def test_a_stale_backup_pass_neither_counts_it_twice_nor_rewrites_started_
     assert cluster.recorder.reasons().count("BackupSucceeded") == 1
     status = cluster.get("SampleDBBackup", "b1")["status"]  # type: ignore[index]
     assert (status["phase"], status["startedAt"]) == ("Succeeded", started)
+
+
+async def test_a_pass_that_changed_the_status_looks_again_and_a_quiet_one_does_not() -> None:
+    """Its own status event does not wake the controller (triggers.unless_own_write), so the steps that read
+    the status (migrations wait for Initialized=True) get their next pass from the Result."""
+    cluster = FakeCluster()
+    await running_database(cluster)  # the pass that made it Ready wrote the status
+    assert cluster.written("patch/status", "SampleDB")
+    before = len(cluster.written("patch/status", "SampleDB"))
+    quiet = await cluster.reconcile("orders")
+    assert len(cluster.written("patch/status", "SampleDB")) == before
+    assert quiet is None or quiet.requeue_after != STATUS_RECHECK_SECONDS
+    cluster.patch("SampleDB", "orders", {"spec": {"storage": {"size": "2Gi"}}})  # a change the status reports
+    changed = await cluster.reconcile("orders")
+    assert len(cluster.written("patch/status", "SampleDB")) > before
+    assert changed is not None and changed.requeue_after == STATUS_RECHECK_SECONDS
