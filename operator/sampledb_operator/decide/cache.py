@@ -20,6 +20,7 @@ from sampledb_operator.model.objects import Obj
 
 DATA_DIGEST = "sampledb.io/dataDigest"
 COMPACTED_COMPONENTS = frozenset({"scripts"})
+POD_SPEC_KEPT = frozenset({"nodeName"})  # of a cached Pod's spec; the containers, volumes and env go
 
 
 _DIGESTS: dict[int, tuple[Mapping[str, Any], str]] = {}  # id -> (the very mapping, its digest)
@@ -46,7 +47,8 @@ def data_digest(data: Mapping[str, Any]) -> str:
 
 
 def compact(obj: Obj) -> Obj:
-    """The object as a cache keeps it: without managedFields; a scripts ConfigMap's data as its digest.
+    """The object as a cache keeps it: without managedFields; a scripts ConfigMap's data as its digest; a Pod
+    without its spec (but nodeName): the operator reads a database pod's labels, deletion and status only.
     The argument is not changed (a new dict when something is dropped)."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -54,6 +56,8 @@ def compact(obj: Obj) -> Obj:
         out = {k: v for k, v in obj.items() if k != "data"}
         out[DATA_DIGEST] = data_digest(obj["data"])
         obj = out
+    if obj.get("kind") == "Pod" and isinstance(obj.get("spec"), Mapping):  # its metadata and status are read
+        obj = {**obj, "spec": {k: v for k, v in obj["spec"].items() if k in POD_SPEC_KEPT}}
     if "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return obj

@@ -64,3 +64,15 @@ def test_a_matching_compacted_scripts_configmap_is_no_drift_and_an_edited_one_is
 @given(hs.dictionaries(hs.text(min_size=1, max_size=5), hs.text(max_size=20), max_size=5))
 def test_the_digest_ignores_key_order(data: dict[str, str]) -> None:
     assert cache.data_digest(dict(reversed(list(data.items())))) == cache.data_digest(data)
+
+
+def test_a_cached_pod_keeps_its_metadata_status_and_node_but_not_its_containers() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "db-0", "namespace": "ns", "labels": {"sampledb.io/role": "primary"}},
+           "spec": {"nodeName": "n1", "containers": [{"name": "postgres", "env": [{"name": "A", "value": "x" * 500}]}],
+                    "volumes": [{"name": "data"}]},
+           "status": {"podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]}}
+    kept = cache.compact(pod)
+    assert kept["spec"] == {"nodeName": "n1"}
+    assert kept["metadata"] == pod["metadata"] and kept["status"] == pod["status"]
+    assert pod["spec"]["containers"]  # the argument is not changed
