@@ -14,47 +14,27 @@ acquire(), hold() and release() are called one at a time by one owner (the manag
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import enum
-import math
 import random
 from collections.abc import Awaitable
-from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
 from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.observability import metrics
+from sampledb_operator.runtime import lease as lease_records
 from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
 
 log = structlog.stdlib.get_logger(__name__)
-
 T = TypeVar("T")
-JITTER_FACTOR = 1.2   # client-go: acquire retries wait retry_period * [1, 2.2)
-RELEASE_ATTEMPTS = 3
-
-
-class LeaseApi(Protocol):
-    """The verbs of kube.api.ResourceApi (for LEASE) that leader election uses."""
-
-    async def get(self, name: str, namespace: str | None = None) -> dict[str, Any]: ...
-
-    async def create(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]: ...
-
-    async def replace(self, obj: dict[str, Any], *, subresource: str | None = None) -> dict[str, Any]: ...
 
 
 class _Attempt(enum.Enum):
     HELD = "held"            # we hold the lease now (acquired or renewed)
     OTHER = "other"          # another holder's lease is still valid
     FAILED = "failed"        # an API error, a conflict or a timeout: try again later
-
-
-def micro_time(moment: datetime) -> str:
-    """metav1.MicroTime text: "2026-01-02T03:04:05.123456Z"."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -155,27 +135,9 @@ class LeaderElector:
         self._log.info("released leadership")
 
     async def _write_release(self, lease: dict[str, Any]) -> bool:
-        """Write the released record over `lease`; on a conflict re-read and retry while it names us.
-
-        False when the Lease names another holder (or none): it is left alone.
-        """
-        for _ in range(RELEASE_ATTEMPTS):
-            now = micro_time(self._clock.now())
-            released = copy.deepcopy(lease)
-            released["spec"] = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now,
-                                "renewTime": now,
-                                "leaseTransitions": (lease.get("spec") or {}).get("leaseTransitions", 0)}
-            try:
-                written = await self._api.replace(released)
-            except Conflict:
-                lease = await self._api.get(self.name, self.namespace)
-                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                    self._observe(lease)
-                    return False
-                continue
-            self._observe(written)
-            return True
-        raise Conflict(409, "Conflict", f"lease kept changing during {RELEASE_ATTEMPTS} release attempts")
+        """The released record over `lease` (runtime/lease.write_release); False when it names another holder."""
+        return await lease_records.write_release(self._api, lease, name=self.name, namespace=self.namespace,
+                                                 identity=self.identity, now=self._clock.now, observe=self._observe)
 
     # -- one attempt -------------------------------------------------------------------------
 
@@ -229,30 +191,11 @@ class LeaderElector:
     # -- records -----------------------------------------------------------------------------
 
     def _new_lease(self) -> dict[str, Any]:
-        now = micro_time(self._clock.now())
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
-                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
-        }
+        return lease_records.new_record(self.name, self.namespace, self.identity, self._lease_duration,
+                                        self._clock.now())
 
     def _next_lease(self, current: dict[str, Any]) -> dict[str, Any]:
-        """`current` (its resourceVersion kept) with us as holder and a fresh renewTime."""
-        old = current.get("spec") or {}
-        now = micro_time(self._clock.now())
-        ours = old.get("holderIdentity") == self.identity
-        spec = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": self._duration_seconds(),
-            "acquireTime": (old.get("acquireTime") or now) if ours else now,
-            "renewTime": now,
-            "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if ours else 1),
-        }
-        lease = copy.deepcopy(current)
-        lease["spec"] = spec
-        return lease
+        return lease_records.renewed(current, self.identity, self._lease_duration, self._clock.now())
 
     def _observe(self, lease: dict[str, Any]) -> None:
         """Remember the record; restart our expiry clock when its spec changed."""
@@ -272,25 +215,9 @@ class LeaderElector:
     def _spec(self) -> dict[str, Any]:
         return dict((self._lease or {}).get("spec") or {})
 
-    def _duration_seconds(self) -> int:
-        return max(1, math.ceil(self._lease_duration))
-
     def _set_leading(self, leading: bool) -> None:
         self._leading = leading
         metrics.leader_election_master_status.labels(name=self.name).set(1 if leading else 0)
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
-        """The result of `awaitable`, or None if `seconds` of our clock pass first (it is cancelled)."""
-        task = asyncio.ensure_future(awaitable)
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-            if task.done():
-                return task.result()
-            return None
-        finally:
-            task.cancel()
-            timer.cancel()
-            await asyncio.wait({task, timer})   # both end promptly; an outer cancel still propagates
-            if not task.cancelled():
-                task.exception()                # mark retrieved (it was raised above if it mattered)
+        return await lease_records.within(self._clock, awaitable, seconds)

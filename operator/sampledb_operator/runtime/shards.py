@@ -34,10 +34,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import enum
-import hashlib
 import math
-import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -46,87 +44,26 @@ import structlog
 from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 from sampledb_operator.observability import metrics
+from sampledb_operator.runtime import lease as lease_records
 from sampledb_operator.runtime.clock import Clock, sleep_until
-from sampledb_operator.runtime.leader import JITTER_FACTOR, RELEASE_ATTEMPTS, LeaseApi, micro_time
+from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
+from sampledb_operator.runtime.shard_members import (
+    MemberSeen,
+    heartbeat_annotations,
+    live_members,
+    member_key,
+    members_lease_name,
+    observe_members,
+    shard_lease_name,
+    without_member,
+)
 
 log = structlog.stdlib.get_logger(__name__)
 
 T = TypeVar("T")
 Planner = Callable[[ShardView], ShardPlan]
-SHARD_LEASE_INFIX = "-shard-"
-MEMBERS_LEASE_SUFFIX = "-members"
-MEMBER_ANNOTATION_PREFIX = "members.sampledb.io/"
 HEARTBEAT_ATTEMPTS = 3           # a heartbeat PUT that conflicts is re-read and retried this often per period
 RELEASE_WAIT = 10.0              # seconds a shard being released waits for its in-flight keys
-_KEY_NAME_MAX = 63               # the name part of an annotation key
-_KEY_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def shard_lease_name(lease_name: str, shard: int) -> str:
-    """The Lease that is the lock of one shard: "<lease_name>-shard-<i>"."""
-    return f"{lease_name}{SHARD_LEASE_INFIX}{shard}"
-
-
-def members_lease_name(lease_name: str) -> str:
-    """The Lease whose annotations are the members' heartbeats: "<lease_name>-members"."""
-    return f"{lease_name}{MEMBERS_LEASE_SUFFIX}"
-
-
-# -- membership (pure helpers) ---------------------------------------------------------------
-
-
-def member_key(identity: str) -> str:
-    """The annotation key of a member: the prefix + its identity when that is a valid key name, else a
-    readable part of it + a hash (annotation key names are at most 63 characters of [-A-Za-z0-9_.])."""
-    if len(identity) <= _KEY_NAME_MAX and _KEY_NAME_RE.match(identity):
-        return MEMBER_ANNOTATION_PREFIX + identity
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    readable = re.sub(r"[^-A-Za-z0-9_.]+", "-", identity)[: _KEY_NAME_MAX - 17].strip("-_.")
-    return MEMBER_ANNOTATION_PREFIX + (f"{readable}-{digest}" if readable else digest)
-
-
-@dataclass(frozen=True)
-class MemberSeen:
-    """What an observer last saw of one member's heartbeat."""
-
-    counter: str     # the annotation's value
-    since: float     # observer's monotonic time when the value last changed (or was first seen)
-
-
-def observe_members(seen: Mapping[str, MemberSeen], annotations: Mapping[str, str],
-                    now: float) -> dict[str, MemberSeen]:
-    """The members' heartbeats as of `annotations` (read at `now`): a changed or new counter restarts its
-    clock; members no longer annotated are forgotten; other annotations are ignored."""
-    out: dict[str, MemberSeen] = {}
-    for key, value in annotations.items():
-        if not key.startswith(MEMBER_ANNOTATION_PREFIX):
-            continue
-        before = seen.get(key)
-        out[key] = before if before is not None and before.counter == value else MemberSeen(value, now)
-    return out
-
-
-def live_members(seen: Mapping[str, MemberSeen], now: float, lease_duration: float) -> frozenset[str]:
-    """The member keys whose counter changed less than lease_duration ago."""
-    return frozenset(key for key, m in seen.items() if now - m.since < lease_duration)
-
-
-def heartbeat_annotations(annotations: Mapping[str, str], me: str, counter: int, seen: Mapping[str, MemberSeen],
-                          *, now: float, lease_duration: float) -> dict[str, str]:
-    """The members Lease's annotations to write: ours set to `counter`, dead members removed, the rest kept.
-
-    A member annotated but not in `seen` (not observed yet) is kept: it is not known to be dead.
-    """
-    live = live_members(seen, now, lease_duration)
-    out = {key: value for key, value in annotations.items()
-           if not key.startswith(MEMBER_ANNOTATION_PREFIX) or key in live or key not in seen}
-    out[me] = str(counter)
-    return out
-
-
-def without_member(annotations: Mapping[str, str], me: str) -> dict[str, str]:
-    """The annotations with our heartbeat removed (a clean shutdown: the others rebalance at once)."""
-    return {key: value for key, value in annotations.items() if key != me}
 
 
 # -- the owner -------------------------------------------------------------------------------
@@ -370,18 +307,24 @@ class ShardOwner:
     async def _heartbeat(self) -> None:
         """Bump our counter (and drop dead members) with GET + PUT, retried on a conflict."""
         self._counter += 1
+        await self._members_write(self._write_heartbeat, self._retry_period, "heartbeat failed", self._log.debug)
+
+    async def _members_write(self, write: Callable[[], Awaitable[bool]], limit: float, failed: str,
+                             report: Callable[..., Any]) -> None:
+        """One read-modify-write of the members Lease, each try bounded by `limit`, re-done on a conflict
+        (HEARTBEAT_ATTEMPTS tries); a failure is reported, never raised: the next period tries again."""
         for _ in range(HEARTBEAT_ATTEMPTS):
             try:
-                done = await self._within(self._write_heartbeat(), self._retry_period)
+                done = await self._within(write(), limit)
             except Conflict:
                 continue
             except KubeError as err:
-                self._log.debug("heartbeat failed", error=str(err))
+                report(failed, error=str(err))
                 return
             if done is None:
-                self._log.debug("heartbeat timed out")
+                report(failed, error="timed out")
             return
-        self._log.debug("heartbeat kept conflicting", attempts=HEARTBEAT_ATTEMPTS)
+        report(failed, error=f"conflicts on {HEARTBEAT_ATTEMPTS} attempts")
 
     async def _write_heartbeat(self) -> bool:
         try:
@@ -401,17 +344,8 @@ class ShardOwner:
 
     async def _leave(self) -> None:
         """Remove our annotation (best effort, bounded)."""
-        for _ in range(HEARTBEAT_ATTEMPTS):
-            try:
-                done = await self._within(self._write_leave(), self._renew_deadline)
-            except Conflict:
-                continue
-            except KubeError as err:
-                self._log.warning("could not leave the members lease", error=str(err))
-                return
-            if done is None:
-                self._log.warning("could not leave the members lease", error="timed out")
-            return
+        await self._members_write(self._write_leave, self._renew_deadline, "could not leave the members lease",
+                                  self._log.warning)
 
     async def _write_leave(self) -> bool:
         try:
@@ -518,26 +452,11 @@ class ShardOwner:
             self._log.info("released shard", shard=s.index, lease=s.name)
 
     async def _write_release(self, s: _Shard) -> bool:
-        """As leader.py's release: on a conflict re-read and retry while the Lease names us."""
-        lease = s.lease
-        assert lease is not None
-        for _ in range(RELEASE_ATTEMPTS):
-            now = micro_time(self._clock.now())
-            released = copy.deepcopy(lease)
-            released["spec"] = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now,
-                                "renewTime": now,
-                                "leaseTransitions": (lease.get("spec") or {}).get("leaseTransitions", 0)}
-            try:
-                written = await self._api.replace(released)
-            except Conflict:
-                lease = await self._api.get(s.name, self.namespace)
-                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                    self._observe(s, lease)
-                    return False
-                continue
-            self._observe(s, written)
-            return True
-        raise Conflict(409, "Conflict", f"lease kept changing during {RELEASE_ATTEMPTS} release attempts")
+        """As leader.py's release (runtime/lease.write_release): retried while the Lease names us."""
+        assert s.lease is not None
+        return await lease_records.write_release(self._api, s.lease, name=s.name, namespace=self.namespace,
+                                                 identity=self.identity, now=self._clock.now,
+                                                 observe=lambda lease: self._observe(s, lease))
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -554,45 +473,10 @@ class ShardOwner:
         return self._clock.monotonic() - s.observed_at >= float(duration)
 
     def _new_lease(self, s: _Shard) -> dict[str, Any]:
-        now = micro_time(self._clock.now())
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": s.name, "namespace": self.namespace},
-            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
-                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
-        }
+        return lease_records.new_record(s.name, self.namespace, self.identity, self._lease_duration, self._clock.now())
 
     def _next_lease(self, current: dict[str, Any]) -> dict[str, Any]:
-        """`current` (its resourceVersion kept) with us as holder and a fresh renewTime."""
-        old = current.get("spec") or {}
-        now = micro_time(self._clock.now())
-        ours = old.get("holderIdentity") == self.identity
-        lease = copy.deepcopy(current)
-        lease["spec"] = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": self._duration_seconds(),
-            "acquireTime": (old.get("acquireTime") or now) if ours else now,
-            "renewTime": now,
-            "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if ours else 1),
-        }
-        return lease
-
-    def _duration_seconds(self) -> int:
-        return max(1, math.ceil(self._lease_duration))
+        return lease_records.renewed(current, self.identity, self._lease_duration, self._clock.now())
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
-        """The result of `awaitable`, or None if `seconds` of our clock pass first (it is cancelled)."""
-        task = asyncio.ensure_future(awaitable)
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-            if task.done():
-                return task.result()
-            return None
-        finally:
-            task.cancel()
-            timer.cancel()
-            await asyncio.wait({task, timer})
-            if not task.cancelled():
-                task.exception()
+        return await lease_records.within(self._clock, awaitable, seconds)

@@ -15,7 +15,8 @@ import pytest
 from sampledb_operator.kube.errors import Conflict, NotFound, ServerError
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.leader import LeaderElector, micro_time
+from sampledb_operator.runtime.leader import LeaderElector
+from sampledb_operator.runtime.lease import micro_time
 
 NS = "sampledb-system"
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

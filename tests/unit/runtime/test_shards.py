@@ -17,10 +17,9 @@ from sampledb_operator.decide.sharding import plan_shards
 from sampledb_operator.kube.errors import Conflict, NotFound, ServerError
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.shards import (
+from sampledb_operator.runtime.shard_members import (
     MEMBER_ANNOTATION_PREFIX,
     MemberSeen,
-    ShardOwner,
     heartbeat_annotations,
     live_members,
     member_key,
@@ -29,6 +28,7 @@ from sampledb_operator.runtime.shards import (
     shard_lease_name,
     without_member,
 )
+from sampledb_operator.runtime.shards import ShardOwner
 
 NS = "sampledb-system"
 LEASE = "sdb"
