@@ -1,8 +1,10 @@
 """KubeClient: authenticated HTTP to the API server, JSON in and out, errors mapped.
 
-kubernetes_asyncio is used for configuration only (kubeconfig with client certificates, tokens
-and exec plugins; in-cluster service account). Requests go through one aiohttp.ClientSession
-built from that Configuration, not through ApiClient.call_api: call_api with
+The configuration (kubeconfig with client certificates, tokens and exec plugins; in-cluster
+service account) is read by kube.kubeconfig and kube.credentials without kubernetes_asyncio, whose
+import costs ~33 MiB (issue #18); only a kubeconfig user with a legacy auth-provider still goes
+through kubernetes_asyncio's loader. Requests go through one aiohttp.ClientSession, not through
+kubernetes_asyncio's ApiClient.call_api: call_api with
 _preload_content=False neither raises on non-2xx (in 36.1.0) nor lets a streaming read time out
 per line, and its model layer is unused anyway, so owning the session is simpler and makes
 every timeout, header and status explicit here.
@@ -23,7 +25,6 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import email.utils
 import json
@@ -43,9 +44,8 @@ from aiohttp.http_exceptions import LineTooLong
 from sampledb_operator.kube.credentials import (
     EXEC_PLUGIN_TIMEOUT_SECONDS,
     Authorization,
-    load_in_cluster,
-    load_kubeconfig,
-    tls_context,
+    in_cluster_endpoint,
+    kubeconfig_endpoint,
 )
 from sampledb_operator.kube.errors import ApiError, KubeError, KubeTransportError, error_for
 from sampledb_operator.kube.requestinfo import request_info
@@ -121,27 +121,22 @@ class KubeClient:
         is given, else `kubeconfig`, $KUBECONFIG or ~/.kube/config (current or given context).
         A kubeconfig's credential exec plugin gets `exec_plugin_timeout` seconds per run.
         """
-        from kubernetes_asyncio.client import Configuration
-
         if in_cluster is None:
             in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        configuration = Configuration()
-        authorization: Authorization
         try:
             if in_cluster:
-                authorization = await load_in_cluster(configuration)
+                endpoint = await in_cluster_endpoint()
             else:
-                authorization = await load_kubeconfig(configuration, kubeconfig, context, exec_plugin_timeout)
-            ssl_context = await asyncio.to_thread(tls_context, configuration)
+                endpoint = await kubeconfig_endpoint(kubeconfig, context, exec_plugin_timeout)
         except Exception as exc:  # config loading raises many kinds; none is actionable by type
             raise KubeError(f"cannot load Kubernetes client configuration: {exc}") from exc
-        log.info("kube client configured", host=configuration.host, in_cluster=in_cluster)
+        log.info("kube client configured", host=endpoint.host, in_cluster=in_cluster)
         return cls(
-            str(configuration.host),
-            ssl_context=ssl_context,
-            authorization=authorization,
-            server_hostname=configuration.tls_server_name,
-            proxy=configuration.proxy or env_proxy(str(configuration.host)),
+            endpoint.host,
+            ssl_context=endpoint.ssl_context,
+            authorization=endpoint.authorization,
+            server_hostname=endpoint.server_hostname,
+            proxy=endpoint.proxy or env_proxy(endpoint.host),
             trust_env=False,
         )
 

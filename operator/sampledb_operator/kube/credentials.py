@@ -1,26 +1,32 @@
-"""Credentials and TLS from kubernetes_asyncio's configuration loaders (kubeconfig, in-cluster).
+"""Connection settings and credentials: in-cluster, kubeconfig (kube.kubeconfig), and Authorization sources.
 
-kubernetes_asyncio is used here for configuration only; requests go through KubeClient.
+Role: from the pod's service account or a kubeconfig, the Endpoint KubeClient.connect needs (host,
+TLS context, Authorization source, TLS server name, proxy). kubernetes_asyncio is not imported on
+these paths (issue #18: memory); only a kubeconfig user with a legacy `auth-provider` (oidc, gcp, ...)
+is still loaded by kubernetes_asyncio (load_kubeconfig, imported lazily), so such users keep working.
 Invariants: an Authorization source returns the full header value or None and raises only
-KubeTransportError; the in-cluster token is re-read every 60 s off the event loop (projected
-service-account tokens rotate); an exec-plugin token with an expiry is renewed once expired (within
-5 minutes of it, as kubernetes_asyncio). A credential exec plugin runs at most `exec_timeout`
-seconds, at start-up and on renewal: then it is killed and the caller gets KubeTransportError, so
-the renewal lock is never held longer than that.
+KubeTransportError; a token file (the in-cluster token, a kubeconfig tokenFile) is re-read every
+60 s off the event loop (projected service-account tokens rotate); an exec-plugin token with an
+expiry is renewed once expired (within 5 minutes of it, as kubernetes_asyncio). A credential exec
+plugin runs at most `exec_timeout` seconds, at start-up and on renewal: then it is killed and the
+caller gets KubeTransportError, so the renewal lock is never held longer than that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sampledb_operator.kube import kubeconfig as kc
 from sampledb_operator.kube.errors import KubeTransportError
 from sampledb_operator.observability.logging import get_logger
 
@@ -33,6 +39,158 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_REFRESH_SECONDS = 60.0
 EXEC_PLUGIN_TIMEOUT_SECONDS = 30.0
 EXPIRY_SKEW = timedelta(minutes=5)  # kubernetes_asyncio's: a token this close to its expiry is renewed
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What a KubeClient needs: the API server, how to trust it, and how to authenticate."""
+
+    host: str
+    ssl_context: ssl.SSLContext | None
+    authorization: Authorization | None
+    server_hostname: str | None = None
+    proxy: str | None = None
+
+
+async def in_cluster_endpoint() -> Endpoint:
+    """The pod's service account: KUBERNETES_SERVICE_HOST/PORT, its token (re-read) and ca.crt."""
+    host = kc.in_cluster_host(os.environ)
+    token_file = os.path.join(SERVICE_ACCOUNT_DIR, "token")
+    ca_file = os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt")
+    authorization = TokenFile(token_file)
+    if await authorization() is None:
+        raise kc.KubeconfigError(f"in-cluster configuration: service account token {token_file} is empty")
+    if not await asyncio.to_thread(_nonempty, ca_file):
+        raise kc.KubeconfigError(f"in-cluster configuration: {ca_file} is missing or empty")
+    ca = kc.Material(f"in-cluster configuration: {ca_file}", path=ca_file)
+    context = await asyncio.to_thread(kc.tls_context, ca, None, None)
+    return Endpoint(host, context, authorization)
+
+
+async def kubeconfig_endpoint(
+    kubeconfig: str | None, context: str | None, exec_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS,
+) -> Endpoint:
+    """The kubeconfig's context (`kubeconfig`, else $KUBECONFIG, else ~/.kube/config; the current
+    context unless `context` is given): server, TLS and the user's credential.
+
+    The user's credential, in kubernetes_asyncio's order: exec plugin (its token, renewed on expiry,
+    or its client certificate), else token, else tokenFile (re-read), else username/password; a
+    client certificate/key is presented as well. A user with an auth-provider goes to kubernetes_asyncio.
+    """
+    selection = await asyncio.to_thread(kc.load, kubeconfig, context)
+    user, cluster = selection.user, selection.cluster
+    if user.auth_provider is not None:
+        return await _legacy_endpoint(selection, exec_timeout)
+    authorization: Authorization | None = None
+    if user.exec is not None:
+        authorization, user = await _from_exec_plugin(user, user.exec, exec_timeout)
+    elif user.token:
+        authorization = StaticAuthorization(f"Bearer {user.token}")
+    elif user.token_file:
+        authorization = TokenFile(user.token_file, label=f"user {user.name!r} tokenFile")
+        if await authorization() is None:
+            raise kc.KubeconfigError(f"kubeconfig user {user.name!r}: tokenFile {user.token_file} is empty")
+    elif user.username is not None and user.password is not None:
+        basic = base64.b64encode(f"{user.username}:{user.password}".encode()).decode()
+        authorization = StaticAuthorization(f"Basic {basic}")
+    ssl_context = None
+    if cluster.server.startswith("https"):
+        ssl_context = await asyncio.to_thread(
+            kc.tls_context, cluster.certificate_authority, user.client_certificate, user.client_key,
+            insecure=cluster.insecure_skip_tls_verify,
+        )
+    return Endpoint(cluster.server, ssl_context, authorization, cluster.tls_server_name, cluster.proxy_url)
+
+
+async def _from_exec_plugin(
+    user: kc.User, config: kc.ExecConfig, timeout: float,  # noqa: ASYNC109 - the plugin's, run_exec_plugin kills it
+) -> tuple[Authorization | None, kc.User]:
+    """Run the plugin once: its token (an ExecPluginToken) or its client certificate (in the user)."""
+    status = await run_exec_plugin(config, timeout)
+    if status.get("token"):
+        expiry = _expiry(status)
+        return ExecPluginToken(config, timeout, str(status["token"]), expiry), user
+    if status.get("clientCertificateData"):
+        if not status.get("clientKeyData"):
+            raise KubeTransportError("credential exec plugin answered clientCertificateData without clientKeyData")
+        label = f"user {user.name!r}: credential exec plugin"
+        return None, replace(
+            user, client_certificate=kc.Material(f"{label} clientCertificateData",
+                                                 data=str(status["clientCertificateData"]).encode()),
+            client_key=kc.Material(f"{label} clientKeyData", data=str(status["clientKeyData"]).encode()),
+        )
+    raise KubeTransportError("credential exec plugin answered neither a token nor clientCertificateData")
+
+
+def kubeconfig_namespace(kubeconfig: str | None, context: str | None = None) -> str | None:
+    """The namespace set on a kubeconfig context (the current one unless `context` is given), as
+    kubectl reads it (`kubeconfig`, else $KUBECONFIG, possibly several files, else ~/.kube/config);
+    None when it sets none or the kubeconfig cannot be read."""
+    try:
+        merged = kc.merge(kc.read_kubeconfigs(kc.default_paths(kubeconfig)))
+    except kc.KubeconfigError:  # a missing or malformed kubeconfig: connecting reports it properly
+        return None
+    return kc.context_namespace(merged, context)
+
+
+class StaticAuthorization:
+    """A fixed Authorization header value (a kubeconfig token, or username/password as Basic)."""
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    async def __call__(self) -> str | None:
+        return self._value
+
+
+class ExecPluginToken:
+    """A credential exec plugin's token; one that came with an expiry is renewed (the plugin run
+    again, at most `timeout` seconds) on the first call once expired."""
+
+    def __init__(self, config: kc.ExecConfig, timeout: float, token: str, expiry: datetime | None) -> None:
+        self._config = config
+        self._timeout = timeout
+        self._token = token
+        self._expiry = expiry
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> str | None:
+        if self._expiry is not None:
+            async with self._lock:
+                if _expired(self._expiry):
+                    await self._renew()
+        return f"Bearer {self._token}"
+
+    async def _renew(self) -> None:
+        status = await run_exec_plugin(self._config, self._timeout)
+        if status.get("expirationTimestamp"):
+            self._expiry = _expiry(status)
+        if status.get("token"):
+            self._token = str(status["token"])
+
+
+def _expiry(status: dict[str, Any]) -> datetime | None:
+    value = status.get("expirationTimestamp")
+    if not value:
+        return None
+    try:
+        return kc.parse_expiry(str(value))
+    except ValueError as exc:
+        raise KubeTransportError(f"credential exec plugin: bad expirationTimestamp {value!r}: {exc}") from exc
+
+
+# --- legacy: a user with an auth-provider, loaded by kubernetes_asyncio ------------------------------------
+
+async def _legacy_endpoint(selection: kc.Selection, exec_timeout: float) -> Endpoint:
+    """The kubernetes_asyncio path, for a user with a legacy auth-provider only (imported here, lazily)."""
+    from kubernetes_asyncio.client import Configuration
+
+    configuration = Configuration()
+    authorization = await load_kubeconfig(configuration, os.pathsep.join(selection.files), selection.context,
+                                          exec_timeout)
+    ssl_context = await asyncio.to_thread(tls_context, configuration)
+    return Endpoint(str(configuration.host), ssl_context, authorization, configuration.tls_server_name,
+                    configuration.proxy)
 
 
 def tls_context(configuration: Any) -> ssl.SSLContext | None:
@@ -48,26 +206,12 @@ def tls_context(configuration: Any) -> ssl.SSLContext | None:
     return context
 
 
-async def load_in_cluster(configuration: Any) -> Authorization:
-    """Fill `configuration` from the pod's service account and environment; its token source."""
-    from kubernetes_asyncio.config.incluster_config import load_incluster_config
-
-    token_file = os.path.join(SERVICE_ACCOUNT_DIR, "token")
-    await asyncio.to_thread(
-        load_incluster_config,
-        client_configuration=configuration,
-        try_refresh_token=False,
-        token_filename=token_file,
-        cert_filename=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
-    )
-    return TokenFile(token_file)
-
-
 async def load_kubeconfig(
     configuration: Any, kubeconfig: str | None, context: str | None,
     exec_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS,
 ) -> Authorization:
-    """Fill `configuration` from a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config).
+    """Fill a kubernetes_asyncio `configuration` from a kubeconfig (path, else $KUBECONFIG, else
+    ~/.kube/config). Only for users with an auth-provider (see _legacy_endpoint).
 
     kubernetes_asyncio runs the user's exec plugin here, out of reach: after `exec_timeout` the
     load fails (a plugin still running is left to the process's exit, which a failed start is).
@@ -86,33 +230,18 @@ async def load_kubeconfig(
     return KubeconfigAuthorization(configuration, loader, exec_timeout=exec_timeout)
 
 
-def kubeconfig_namespace(kubeconfig: str | None, context: str | None = None) -> str | None:
-    """The namespace set on a kubeconfig context (the current one unless `context` is given), as
-    kubectl reads it (`kubeconfig`, else $KUBECONFIG, possibly several files, else ~/.kube/config);
-    None when it sets none or the kubeconfig cannot be read."""
-    from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
-
-    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.join("~", ".kube", "config")
-    if not any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p):
-        return None
-    try:
-        contexts, current = list_kube_config_contexts(path)
-    except Exception:  # a missing or malformed kubeconfig: connecting reports it properly
-        return None
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else None
-
-
 class TokenFile:
     """A bearer token read from a file and re-read every `period` seconds, off the event loop.
 
-    If a re-read fails the previous token is kept (and the failure logged).
+    If a re-read fails the previous token is kept (and the failure logged); `label` names the
+    token in messages.
     """
 
-    def __init__(self, path: str, period: float = TOKEN_REFRESH_SECONDS) -> None:
+    def __init__(self, path: str, period: float = TOKEN_REFRESH_SECONDS, *,
+                 label: str = "service account token") -> None:
         self._path = path
         self._period = period
+        self._label = label
         self._token: str | None = None
         self._read_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -129,15 +258,16 @@ class TokenFile:
             text = await asyncio.to_thread(_read_text, self._path)
         except OSError as exc:
             if self._token is None:
-                raise KubeTransportError(f"cannot read service account token: {exc}") from exc
-            log.warning("service account token re-read failed; keeping the previous one", error=str(exc))
+                raise KubeTransportError(f"cannot read {self._label}: {exc}") from exc
+            log.warning("token file re-read failed; keeping the previous token", token=self._label, error=str(exc))
         else:
             self._token = text.strip() or self._token
         self._read_at = time.monotonic()
 
 
 class KubeconfigAuthorization:
-    """The kubeconfig user's credential; an expiring exec-plugin token is renewed when expired.
+    """The credential of a kubeconfig user loaded by kubernetes_asyncio (one with an auth-provider);
+    an expiring exec-plugin token is renewed when expired.
 
     The renewal runs the plugin itself (run_exec_plugin), not kubernetes_asyncio's ExecProvider,
     which cannot be stopped: a cancelled ExecProvider leaves a hung plugin running.
@@ -158,12 +288,11 @@ class KubeconfigAuthorization:
         return str(value) if value else None
 
     async def _renew(self) -> None:
-        from kubernetes_asyncio.config.dateutil import parse_rfc3339
-
         try:
-            status = await run_exec_plugin(self._loader._user["exec"], self._exec_timeout)
+            config = kc.parse_exec(dict(self._loader._user["exec"].value), "kubeconfig user", None)
+            status = await run_exec_plugin(config, self._exec_timeout)
             if status.get("expirationTimestamp"):
-                self._loader.exec_plugin_expiry = parse_rfc3339(status["expirationTimestamp"])
+                self._loader.exec_plugin_expiry = kc.parse_expiry(str(status["expirationTimestamp"]))
         except KubeTransportError:
             raise
         except Exception as exc:  # a malformed answer or configuration comes in many types
@@ -173,28 +302,28 @@ class KubeconfigAuthorization:
             self._configuration.api_key["BearerToken"] = self._loader.token
 
 
-async def run_exec_plugin(exec_config: Any, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109 - kills the plugin
+async def run_exec_plugin(config: kc.ExecConfig, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109 - kills the plugin
     """Run a kubeconfig `exec` credential plugin; the status of its ExecCredential answer.
 
-    The plugin is killed (and reaped) after `timeout` seconds or when the caller is cancelled;
-    a plugin that fails, hangs or answers something else raises KubeTransportError.
+    The plugin gets this process's environment plus the config's env, and KUBERNETES_EXEC_INFO
+    (non-interactive). It is killed (and reaped) after `timeout` seconds or when the caller is
+    cancelled; a plugin that fails, hangs or answers something else raises KubeTransportError.
     """
-    from kubernetes_asyncio.config.exec_provider import ExecProvider
-
-    provider = ExecProvider(exec_config)  # command, args and env as kubernetes_asyncio reads them
-    info = {"apiVersion": provider.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    api_version = config.api_version
+    info = {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    env = {**os.environ, **dict(config.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
     try:
         proc = await asyncio.create_subprocess_exec(
-            *provider.args, env={**provider.env, "KUBERNETES_EXEC_INFO": json.dumps(info)},
+            config.command, *config.args, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
     except OSError as exc:
-        raise KubeTransportError(f"credential exec plugin {provider.args[0]} cannot run: {exc}") from exc
+        raise KubeTransportError(f"credential exec plugin {config.command} cannot run: {exc}") from exc
     try:
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
         raise KubeTransportError(
-            f"credential exec plugin {provider.args[0]}: no answer in {timeout:g} s; killed"
+            f"credential exec plugin {config.command}: no answer in {timeout:g} s; killed"
         ) from None
     finally:
         if proc.returncode is None:
@@ -208,15 +337,19 @@ async def run_exec_plugin(exec_config: Any, timeout: float) -> dict[str, Any]:  
         answer = json.loads(stdout)
     except ValueError as exc:
         raise KubeTransportError(f"credential exec plugin answered no JSON: {exc}") from exc
-    if not (isinstance(answer, dict) and answer.get("apiVersion") == provider.api_version
+    if not (isinstance(answer, dict) and answer.get("apiVersion") == api_version
             and isinstance(answer.get("status"), dict)):
-        raise KubeTransportError(f"credential exec plugin answered no {provider.api_version} ExecCredential")
+        raise KubeTransportError(f"credential exec plugin answered no {api_version} ExecCredential")
     status: dict[str, Any] = answer["status"]
     return status
 
 
 def _expired(expiry: datetime) -> bool:
     return expiry - EXPIRY_SKEW <= datetime.now(UTC)
+
+
+def _nonempty(path: str) -> bool:
+    return os.path.isfile(path) and os.path.getsize(path) > 0
 
 
 def _read_text(path: str) -> str:
