@@ -9,8 +9,10 @@ Invariants:
 - the owner index always equals what a scan of ownerReferences[].uid would give, and the label index
   (for the label keys given, e.g. the database label) what a scan of those labels would give: a list
   with a selector on an indexed key reads only that key's objects (client-go's indexers), not every one;
-- objects handed out are shared, read-only by convention: readers must not mutate them (copy
-  first, e.g. copy.deepcopy, before building a patch from one);
+- objects are held packed (runtime/packing.py: compressed JSON, ~1/100 of their size as dicts) and
+  each read (get, list, by_owner, replace's DELETED events) decodes a new copy: a reader may change
+  what it got without touching the cache; the resourceVersion, owner uids and indexed labels of each
+  object are kept beside it, so version checks and the indexes never decode;
 - every object held (and every event replace() returns) has passed through the store's transform
   (client-go's SetTransform): a pure function that may drop fields nobody reads; the identity when
   none is given;
@@ -24,17 +26,32 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics
+from sampledb_operator.runtime.packing import Packer
 
 Event = tuple[str, Obj]
 Transform = Callable[[Obj], Obj]
+K = TypeVar("K")
 
 
 def _identity(obj: Obj) -> Obj:
     return obj
+
+
+class _Entry:
+    """One cached object: packed, with what the indexes and version checks read."""
+
+    __slots__ = ("data", "indexed", "owners", "version")
+
+    def __init__(self, data: bytes, version: str, owners: tuple[str, ...], indexed: tuple[tuple[str, str], ...]):
+        self.data = data
+        self.version = version
+        self.owners = owners
+        self.indexed = indexed
 
 
 class Store:
@@ -46,7 +63,8 @@ class Store:
         self.transform = transform or _identity
         self.synced = asyncio.Event()
         self.resource_version = ""
-        self._objects: dict[ObjectRef, Obj] = {}
+        self._packer = Packer()
+        self._objects: dict[ObjectRef, _Entry] = {}
         self._by_owner: dict[str, set[ObjectRef]] = {}
         self._index_labels = index_labels
         self._by_label: dict[tuple[str, str], set[ObjectRef]] = {}
@@ -59,8 +77,14 @@ class Store:
         return ref in self._objects
 
     def get(self, ref: ObjectRef) -> Obj | None:
-        """The cached object, or None."""
-        return self._objects.get(ref)
+        """The cached object (a new copy), or None."""
+        entry = self._objects.get(ref)
+        return self._unpack(entry) if entry is not None else None
+
+    def version_of(self, ref: ObjectRef) -> str | None:
+        """The cached object's resourceVersion ("" when it has none), or None when not cached."""
+        entry = self._objects.get(ref)
+        return entry.version if entry is not None else None
 
     def refs(self) -> builtins.list[ObjectRef]:
         """Every cached ref."""
@@ -70,81 +94,100 @@ class Store:
         self, namespace: str | None = None, label_selector: Mapping[str, str] | None = None
     ) -> builtins.list[Obj]:
         """Objects in `namespace` (all when None) whose labels include every pair of label_selector."""
-        indexed = next(((k, v) for k, v in (label_selector or {}).items() if k in self._index_labels), None)
+        selector = dict(label_selector or {})
+        indexed = next(((k, v) for k, v in selector.items() if k in self._index_labels), None)
         if indexed is not None:
             refs: Iterable[ObjectRef] = sorted(self._by_label.get(indexed, ()))
+            del selector[indexed[0]]  # every ref of the index has it
         else:
             refs = self._objects
         found = []
         for ref in refs:
             if namespace is not None and ref.namespace != namespace:
                 continue
-            obj = self._objects[ref]
-            if label_selector and not _labels_match(obj, label_selector):
+            obj = self._unpack(self._objects[ref])
+            if selector and not _labels_match(obj, selector):
                 continue
             found.append(obj)
         return found
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         """Objects with an ownerReference to `uid` (controller or not), ordered by ref."""
-        return [self._objects[ref] for ref in sorted(self._by_owner.get(uid, ()))]
+        return [self._unpack(self._objects[ref]) for ref in sorted(self._by_owner.get(uid, ()))]
 
-    def upsert(self, obj: Obj) -> Obj | None:
-        """Insert or replace one object (after the transform); the previous one, or None."""
+    def upsert(self, obj: Obj) -> Obj:
+        """Insert or replace one object; the object as the store holds it (after the transform)."""
         obj = self.transform(obj)
         ref = ObjectRef.of(obj)
         previous = self._objects.get(ref)
         if previous is not None:
-            _unindex(self._by_owner, ref, previous)
-            _unindex_labels(self._by_label, self._index_labels, ref, previous)
+            self._unindex(self._by_owner, self._by_label, ref, previous)
         else:
             self._gauge.inc()
-        self._objects[ref] = obj
-        _index(self._by_owner, ref, obj)
-        _index_labels(self._by_label, self._index_labels, ref, obj)
-        return previous
+        entry = self._entry(obj)
+        self._objects[ref] = entry
+        _index(self._by_owner, self._by_label, ref, entry)
+        return obj
 
     def delete(self, ref: ObjectRef) -> Obj | None:
         """Remove one object; the previous one, or None if it was not cached."""
         previous = self._objects.pop(ref, None)
-        if previous is not None:
-            _unindex(self._by_owner, ref, previous)
-            _unindex_labels(self._by_label, self._index_labels, ref, previous)
-            self._gauge.dec()
-        return previous
+        if previous is None:
+            return None
+        self._unindex(self._by_owner, self._by_label, ref, previous)
+        self._gauge.dec()
+        return self._unpack(previous)
 
     def replace(self, objs: Iterable[Obj], resource_version: str | None = None) -> builtins.list[Event]:
         """Swap in a full listing atomically; the events describing the difference.
 
         Order of the events: deletions first, then additions and modifications in list order.
         """
-        objects: dict[ObjectRef, Obj] = {}
+        objects: dict[ObjectRef, _Entry] = {}
+        held: dict[ObjectRef, Obj] = {}
         by_owner: dict[str, set[ObjectRef]] = {}
         by_label: dict[tuple[str, str], set[ObjectRef]] = {}
         for raw in objs:
             obj = self.transform(raw)
             ref = ObjectRef.of(obj)
             if ref in objects:
-                _unindex(by_owner, ref, objects[ref])
-                _unindex_labels(by_label, self._index_labels, ref, objects[ref])
-            objects[ref] = obj
-            _index(by_owner, ref, obj)
-            _index_labels(by_label, self._index_labels, ref, obj)
+                self._unindex(by_owner, by_label, ref, objects[ref])
+            entry = self._entry(obj)
+            objects[ref] = entry
+            held[ref] = obj
+            _index(by_owner, by_label, ref, entry)
         events: builtins.list[Event] = [
-            ("DELETED", old) for ref, old in self._objects.items() if ref not in objects
+            ("DELETED", self._unpack(old)) for ref, old in self._objects.items() if ref not in objects
         ]
-        for ref, obj in objects.items():
+        for ref, entry in objects.items():
             old = self._objects.get(ref)
             if old is None:
-                events.append(("ADDED", obj))
-            elif resource_version_of(old) != resource_version_of(obj):
-                events.append(("MODIFIED", obj))
+                events.append(("ADDED", held[ref]))
+            elif old.version != entry.version:
+                events.append(("MODIFIED", held[ref]))
         self._gauge.inc(len(objects) - len(self._objects))
         self._objects, self._by_owner, self._by_label = objects, by_owner, by_label
         if resource_version is not None:
             self.resource_version = resource_version
         self.synced.set()
         return events
+
+    def _entry(self, obj: Obj) -> _Entry:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        indexed = tuple((key, str(labels[key])) for key in self._index_labels if key in labels)
+        return _Entry(self._packer.pack(obj), resource_version_of(obj), tuple(sorted(owner_uids(obj))), indexed)
+
+    def _unpack(self, entry: _Entry) -> Obj:
+        obj: Obj = self._packer.unpack(entry.data)
+        return obj
+
+    @staticmethod
+    def _unindex(by_owner: dict[str, set[ObjectRef]], by_label: dict[tuple[str, str], set[ObjectRef]],
+                 ref: ObjectRef, entry: _Entry) -> None:
+        for uid in entry.owners:
+            _discard(by_owner, uid, ref)
+        for pair in entry.indexed:
+            _discard(by_label, pair, ref)
 
 
 def resource_version_of(obj: Obj) -> str:
@@ -163,35 +206,17 @@ def _labels_match(obj: Obj, selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _index(index: dict[str, set[ObjectRef]], ref: ObjectRef, obj: Obj) -> None:
-    for uid in owner_uids(obj):
-        index.setdefault(uid, set()).add(ref)
+def _index(by_owner: dict[str, set[ObjectRef]], by_label: dict[tuple[str, str], set[ObjectRef]], ref: ObjectRef,
+           entry: _Entry) -> None:
+    for uid in entry.owners:
+        by_owner.setdefault(uid, set()).add(ref)
+    for pair in entry.indexed:
+        by_label.setdefault(pair, set()).add(ref)
 
 
-def _unindex(index: dict[str, set[ObjectRef]], ref: ObjectRef, obj: Obj) -> None:
-    for uid in owner_uids(obj):
-        refs = index.get(uid)
-        if refs is not None:
-            refs.discard(ref)
-            if not refs:
-                del index[uid]
-
-
-def _index_labels(index: dict[tuple[str, str], set[ObjectRef]], keys: tuple[str, ...], ref: ObjectRef,
-                  obj: Obj) -> None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for key in keys:
-        if key in labels:
-            index.setdefault((key, str(labels[key])), set()).add(ref)
-
-
-def _unindex_labels(index: dict[tuple[str, str], set[ObjectRef]], keys: tuple[str, ...], ref: ObjectRef,
-                    obj: Obj) -> None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for key in keys:
-        if key in labels:
-            refs = index.get((key, str(labels[key])))
-            if refs is not None:
-                refs.discard(ref)
-                if not refs:
-                    del index[(key, str(labels[key]))]
+def _discard(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
+    refs = index.get(key)
+    if refs is not None:
+        refs.discard(ref)
+        if not refs:
+            del index[key]

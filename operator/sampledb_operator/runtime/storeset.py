@@ -87,8 +87,8 @@ class StoreSet:
         seen = _version(store.resource_version)
         if seen is not None and seen >= version:
             return False
-        cached = store.get(ref)
-        have = _version(resource_version_of(cached)) if cached is not None else None
+        cached = store.version_of(ref)
+        have = _version(cached) if cached is not None else None
         return have is None or have < version
 
     def _written_for(self, ref: ObjectRef, store: Store) -> Obj | None:

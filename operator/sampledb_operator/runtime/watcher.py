@@ -236,8 +236,7 @@ class Watcher:
             self.store.delete(ObjectRef.of(obj))
             obj = self.store.transform(obj)
         else:
-            self.store.upsert(obj)
-            obj = self.store.get(ObjectRef.of(obj)) or obj  # handlers see what the cache holds
+            obj = self.store.upsert(obj)  # handlers see what the cache holds
         self._deliver(event.type, obj)
 
     def _deliver(self, type_: str, obj: dict[str, Any]) -> None:

@@ -33,12 +33,14 @@ def test_get_list_by_namespace_and_label_selector() -> None:
     assert store.list("ns", {"app": "web"}) == []
 
 
-def test_upsert_and_delete_return_the_previous_object_and_keep_the_owner_index() -> None:
+def test_upsert_returns_what_is_held_delete_the_previous_object_and_both_keep_the_owner_index() -> None:
     store = Store("configmaps")
-    assert store.upsert(obj("a", "1", owners=("u1",))) is None
+    assert store.upsert(obj("a", "1", owners=("u1",))) == obj("a", "1", owners=("u1",))
     assert [o["metadata"]["name"] for o in store.by_owner("u1")] == ["a"]
-    previous = store.upsert(obj("a", "2", owners=("u2",)))
-    assert previous is not None and previous["metadata"]["resourceVersion"] == "1"
+    assert store.version_of(ObjectRef("ns", "a")) == "1"
+    store.upsert(obj("a", "2", owners=("u2",)))
+    assert store.version_of(ObjectRef("ns", "a")) == "2"
+    assert store.version_of(ObjectRef("ns", "zz")) is None
     assert store.by_owner("u1") == []
     assert [o["metadata"]["resourceVersion"] for o in store.by_owner("u2")] == ["2"]
     deleted = store.delete(ObjectRef("ns", "a"))
@@ -183,3 +185,15 @@ def test_a_list_by_an_indexed_label_matches_a_full_scan_through_every_change() -
     same({"db": "two"})
     same({"db": "three"})
     assert [o["metadata"]["name"] for o in indexed.list("ns", {"db": "two"})] == ["a", "b"]
+
+
+def test_a_reader_changing_what_it_got_does_not_change_the_cache() -> None:
+    store = Store("pods", index_labels=("app",))
+    store.upsert(obj("a", app="db"))
+    got = store.get(ObjectRef("ns", "a"))
+    assert got is not None
+    got["metadata"]["labels"]["app"] = "changed"
+    listed = store.list("ns", {"app": "db"})
+    listed[0]["metadata"]["name"] = "changed"
+    assert store.get(ObjectRef("ns", "a")) == obj("a", app="db")
+    assert [o["metadata"]["name"] for o in store.list("ns", {"app": "db"})] == ["a"]
