@@ -42,6 +42,7 @@ from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
+from sampledb_operator.runtime.memory import MemoryTrimmer
 from sampledb_operator.runtime.shards import ShardOwner
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -241,6 +242,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager.add_controller(backup_controller)
         if sharding is not None and sharding.owner is not None:
             manager.add_runnable("shards", sharding.owner)
+        manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,
                               metrics_address=settings.metrics_address)

@@ -179,6 +179,11 @@ event_loop_lag_seconds = Gauge(
 )
 
 # sharding (--shards > 1; runtime/shards.py)
+memory_trims_total = Counter(
+    "sampledb_memory_trims_total",
+    "Times the C heap's free pages were handed back to the system (malloc_trim, runtime/memory.py)",
+    registry=REGISTRY,
+)
 shards_owned = Gauge(
     "sampledb_shards_owned",
     "Shards of the SampleDBs this replica owns (reconciles) now; 0 without sharding (--shards 1)",
