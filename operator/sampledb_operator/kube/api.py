@@ -9,7 +9,7 @@ into Gone (410) or error_for(code); a line that is not a watch event raises Kube
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ class WatchEvent:
 class ListResult:
     """One page (or all pages) of a list: items, the list's resourceVersion, the continue token."""
 
-    items: list[dict[str, Any]]
+    items: list[Any]  # the objects (dicts), or what list_all's `keep` made of them
     resource_version: str
     continue_token: str | None
 
@@ -93,14 +93,17 @@ class ResourceApi:
         field_selector: str | None = None,
         page_size: int = 500,
         resource_version: str | None = None,
+        keep: Callable[[dict[str, Any]], Any] | None = None,
     ) -> ListResult:
         """Every page, as one consistent snapshot (the first page's resourceVersion).
 
+        `keep` maps each item as its page arrives (the items are then what it returns): a cache keeps its
+        own compact form of each object, and only one page is ever held as parsed JSON.
         A continue token that expires mid-way (410) restarts the list from the first page,
         a few times at most, then Gone propagates.
         """
         for attempt in range(_LIST_RESTARTS):
-            items: list[dict[str, Any]] = []
+            items: list[Any] = []
             token: str | None = None
             first: ListResult | None = None
             try:
@@ -110,7 +113,7 @@ class ResourceApi:
                         limit=page_size, continue_token=token, resource_version=resource_version,
                     )
                     first = first or page
-                    items.extend(page.items)
+                    items.extend(map(keep, page.items) if keep is not None else page.items)
                     token = page.continue_token
                     if not token:
                         return ListResult(items, first.resource_version, None)

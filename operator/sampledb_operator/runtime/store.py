@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sampledb_operator.model.objects import Obj
@@ -52,6 +53,14 @@ class _Entry:
         self.version = version
         self.owners = owners
         self.indexed = indexed
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """An object as a store keeps it, with its ref (Store.pack, Store.replace_packed)."""
+
+    ref: ObjectRef
+    entry: _Entry
 
 
 class Store:
@@ -138,39 +147,51 @@ class Store:
         self._gauge.dec()
         return self._unpack(previous)
 
-    def replace(self, objs: Iterable[Obj], resource_version: str | None = None) -> builtins.list[Event]:
-        """Swap in a full listing atomically; the events describing the difference.
+    def pack(self, obj: Obj) -> Packed:
+        """An object (after the transform) in the form the store keeps, for replace_packed."""
+        obj = self.transform(obj)
+        return Packed(ObjectRef.of(obj), self._entry(obj))
 
-        Order of the events: deletions first, then additions and modifications in list order.
+    def unpack(self, packed: Packed) -> Obj:
+        """The object a Packed holds (a new copy)."""
+        return self._unpack(packed.entry)
+
+    def replace(self, objs: Iterable[Obj], resource_version: str | None = None) -> builtins.list[Event]:
+        """Swap in a full listing atomically; the events describing the difference (see replace_packed)."""
+        changes = self.replace_packed((self.pack(obj) for obj in objs), resource_version)
+        return [(type_, self.unpack(packed)) for type_, packed in changes]
+
+    def replace_packed(self, items: Iterable[Packed],
+                       resource_version: str | None = None) -> builtins.list[tuple[str, Packed]]:
+        """Swap in a full listing (of pack()'s results) atomically; the changes it made, as packed objects.
+
+        Order of the changes: deletions (with the last known object) first, then additions and
+        modifications (a changed resourceVersion) in list order.
         """
         objects: dict[ObjectRef, _Entry] = {}
-        held: dict[ObjectRef, Obj] = {}
         by_owner: dict[str, set[ObjectRef]] = {}
         by_label: dict[tuple[str, str], set[ObjectRef]] = {}
-        for raw in objs:
-            obj = self.transform(raw)
-            ref = ObjectRef.of(obj)
+        for item in items:
+            ref, entry = item.ref, item.entry
             if ref in objects:
                 self._unindex(by_owner, by_label, ref, objects[ref])
-            entry = self._entry(obj)
             objects[ref] = entry
-            held[ref] = obj
             _index(by_owner, by_label, ref, entry)
-        events: builtins.list[Event] = [
-            ("DELETED", self._unpack(old)) for ref, old in self._objects.items() if ref not in objects
+        changes: builtins.list[tuple[str, Packed]] = [
+            ("DELETED", Packed(ref, old)) for ref, old in self._objects.items() if ref not in objects
         ]
         for ref, entry in objects.items():
             old = self._objects.get(ref)
             if old is None:
-                events.append(("ADDED", held[ref]))
+                changes.append(("ADDED", Packed(ref, entry)))
             elif old.version != entry.version:
-                events.append(("MODIFIED", held[ref]))
+                changes.append(("MODIFIED", Packed(ref, entry)))
         self._gauge.inc(len(objects) - len(self._objects))
         self._objects, self._by_owner, self._by_label = objects, by_owner, by_label
         if resource_version is not None:
             self.resource_version = resource_version
         self.synced.set()
-        return events
+        return changes
 
     def _entry(self, obj: Obj) -> _Entry:
         labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -62,6 +62,7 @@ class WatchApi(Protocol):
         field_selector: str | None = None,
         page_size: int = 500,
         resource_version: str | None = None,
+        keep: Callable[[dict[str, Any]], Any] | None = None,
     ) -> ListResult: ...
 
     def watch(
@@ -177,16 +178,16 @@ class Watcher:
     async def _relist(self) -> None:
         result = await self._api.list_all(
             self._namespace, label_selector=self._label_selector, field_selector=self._field_selector,
-            page_size=self._page_size,
-        )
+            page_size=self._page_size, keep=self.store.pack,
+        )  # packed page by page: a listing is never held as parsed JSON all at once
         metrics.watch_relists_total.labels(resource=self.name).inc()
-        events = self.store.replace(result.items, resource_version=result.resource_version)
+        changes = self.store.replace_packed(result.items, resource_version=result.resource_version)
         self._need_list = False
         self.resource_version = result.resource_version
-        self._log.info("listed", objects=len(result.items), changes=len(events),
+        self._log.info("listed", objects=len(result.items), changes=len(changes),
                        resource_version=result.resource_version)
-        for type_, obj in events:
-            self._deliver(type_, obj)
+        for type_, packed in changes:
+            self._deliver(type_, self.store.unpack(packed))  # decoded one at a time
 
     async def _watch_once(self) -> None:
         """One watch stream until it ends; its end is recorded as a restart cause (closed, silent, dropped)."""

@@ -45,6 +45,30 @@ class Recorder:
         return handler
 
 
+async def test_list_all_maps_each_page_through_keep_as_it_arrives(serve: Serve) -> None:
+    pages = {"": ({"resourceVersion": "100", "continue": "c1"}, [sts("a", "5"), sts("b", "6")]),
+             "c1": ({"resourceVersion": "101"}, [sts("c", "7")])}
+    kept_before_page: dict[str, int] = {}
+    kept: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        token = request.query.get("continue", "")
+        kept_before_page[token] = len(kept)
+        meta, items = pages[token]
+        return web.json_response({"kind": "StatefulSetList", "apiVersion": "apps/v1", "metadata": meta,
+                                  "items": items})
+
+    def keep(item: dict[str, Any]) -> str:
+        kept.append(item["metadata"]["name"])
+        return f"kept {item['metadata']['name']}"
+
+    app = web.Application()
+    app.router.add_get(STS_PATH, handler)
+    result = await ResourceApi(await serve(app), STATEFULSET).list_all("ns", page_size=2, keep=keep)
+    assert result.items == ["kept a", "kept b", "kept c"]
+    assert kept_before_page == {"": 0, "c1": 2}  # the first page was kept before the second was asked for
+
+
 async def test_list_all_follows_continue_tokens_and_keeps_the_first_pages_resource_version(
     serve: Serve,
 ) -> None:
