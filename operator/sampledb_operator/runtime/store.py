@@ -9,10 +9,13 @@ Invariants:
 - the owner index always equals what a scan of ownerReferences[].uid would give, and the label index
   (for the label keys given, e.g. the database label) what a scan of those labels would give: a list
   with a selector on an indexed key reads only that key's objects (client-go's indexers), not every one;
-- objects are held packed (runtime/packing.py: compressed JSON, ~1/100 of their size as dicts) and
-  each read (get, list, by_owner, replace's DELETED events) decodes a new copy: a reader may change
-  what it got without touching the cache; the resourceVersion, owner uids and indexed labels of each
-  object are kept beside it, so version checks and the indexes never decode;
+- objects are held packed (runtime/packing.py: compressed JSON, ~1/100 of their size as dicts); the
+  last RECENT objects read or written are also kept decoded (a pass reads its database's objects
+  several times, and the object a watch event just brought is the one the next pass reads), so a read
+  decodes only outside that window; objects handed out may be shared and are read-only by convention:
+  readers must not mutate them (copy first before building a patch from one); the resourceVersion,
+  owner uids and indexed labels of each object are kept beside it, so version checks and the indexes
+  never decode;
 - every object held (and every event replace() returns) has passed through the store's transform
   (client-go's SetTransform): a pure function that may drop fields nobody reads; the identity when
   none is given;
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -36,6 +40,7 @@ from sampledb_operator.runtime.packing import Packer
 
 Event = tuple[str, Obj]
 Transform = Callable[[Obj], Obj]
+RECENT = 128  # decoded objects kept per store: more than the objects the workers' passes read at once
 K = TypeVar("K")
 
 
@@ -73,6 +78,7 @@ class Store:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self._packer = Packer()
+        self._recent: OrderedDict[_Entry, Obj] = OrderedDict()  # entry -> its object, least recent first
         self._objects: dict[ObjectRef, _Entry] = {}
         self._by_owner: dict[str, set[ObjectRef]] = {}
         self._index_labels = index_labels
@@ -136,6 +142,7 @@ class Store:
         entry = self._entry(obj)
         self._objects[ref] = entry
         _index(self._by_owner, self._by_label, ref, entry)
+        self._keep_recent(entry, obj)
         return obj
 
     def delete(self, ref: ObjectRef) -> Obj | None:
@@ -199,8 +206,18 @@ class Store:
         return _Entry(self._packer.pack(obj), resource_version_of(obj), tuple(sorted(owner_uids(obj))), indexed)
 
     def _unpack(self, entry: _Entry) -> Obj:
-        obj: Obj = self._packer.unpack(entry.data)
-        return obj
+        obj = self._recent.get(entry)
+        if obj is not None:
+            self._recent.move_to_end(entry)
+            return obj
+        unpacked: Obj = self._packer.unpack(entry.data)
+        self._keep_recent(entry, unpacked)
+        return unpacked
+
+    def _keep_recent(self, entry: _Entry, obj: Obj) -> None:
+        self._recent[entry] = obj
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     @staticmethod
     def _unindex(by_owner: dict[str, set[ObjectRef]], by_label: dict[tuple[str, str], set[ObjectRef]],

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
-from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.packing import Packer
+from sampledb_operator.runtime.store import RECENT, Store
 
 
 def obj(
@@ -187,13 +189,20 @@ def test_a_list_by_an_indexed_label_matches_a_full_scan_through_every_change() -
     assert [o["metadata"]["name"] for o in indexed.list("ns", {"db": "two"})] == ["a", "b"]
 
 
-def test_a_reader_changing_what_it_got_does_not_change_the_cache() -> None:
+def test_recent_objects_are_read_without_decoding_and_a_change_is_seen_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store("pods", index_labels=("app",))
-    store.upsert(obj("a", app="db"))
-    got = store.get(ObjectRef("ns", "a"))
-    assert got is not None
-    got["metadata"]["labels"]["app"] = "changed"
-    listed = store.list("ns", {"app": "db"})
-    listed[0]["metadata"]["name"] = "changed"
-    assert store.get(ObjectRef("ns", "a")) == obj("a", app="db")
-    assert [o["metadata"]["name"] for o in store.list("ns", {"app": "db"})] == ["a"]
+    decoded: list[bytes] = []
+    unpack = Packer.unpack
+    monkeypatch.setattr(Packer, "unpack", lambda self, data: decoded.append(data) or unpack(self, data))
+    for i in range(RECENT + 10):
+        store.upsert(obj(f"p{i}", app="db"))
+    assert store.get(ObjectRef("ns", f"p{RECENT + 9}")) == obj(f"p{RECENT + 9}", app="db")
+    assert decoded == []  # just written: held decoded
+    assert store.get(ObjectRef("ns", "p0")) == obj("p0", app="db")  # fell out of the window: decoded once
+    assert store.get(ObjectRef("ns", "p0")) is not None
+    assert len(decoded) == 1
+    store.upsert(obj("p0", "2", app="db"))
+    got = store.get(ObjectRef("ns", "p0"))
+    assert got is not None and got["metadata"]["resourceVersion"] == "2"
+    assert len(store._recent) == RECENT
