@@ -58,6 +58,7 @@ log = get_logger(__name__)
 CONTROLLER = "sampledb"
 BACKUP_CONTROLLER = "sampledbbackup"
 EVENT_FLUSH_SECONDS = 5.0  # on shutdown, queued Events get this long to be posted
+CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
 
 
 def build_caches(client: KubeClient, settings: Settings,
@@ -170,17 +171,25 @@ def _set_metric_sources(caches: Caches, sharding: Sharding | None) -> None:
     database_metrics.set_database_source(databases)
 
 
+def _coalesced(dbs: Controller) -> Callable[[ObjectRef], None]:
+    """Enqueue a database for a change of one of its children, coalesced with the changes that follow within
+    CHILD_EVENTS_COALESCE seconds: a child's status moves in a burst of events (a pod is scheduled, started,
+    ready; its StatefulSet counts it), each of which would otherwise bring its own pass."""
+    return lambda ref: dbs.enqueue_soon(ref, CHILD_EVENTS_COALESCE)
+
+
 def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
     """Which controllers an event of this kind wakes up. The SampleDB controller is not woken by the events
     that only deliver its own writes to a SampleDB or a child (it read them back already); SampleDBBackups
-    are written by both controllers, so their events always wake both."""
+    are written by both controllers, so their events always wake both. A child's events wake its database
+    coalesced (_coalesced); the SampleDB's own events wake it at once."""
     own = ctx.caches.for_kind(kind).is_own_write
     if kind == "SampleDB":
         return [unless_own_write(enqueue_self(dbs.enqueue), own),
                 enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
-    handlers = [unless_own_write(enqueue_mapped(dbs.enqueue, _database_of), own)]
+    handlers = [unless_own_write(enqueue_mapped(_coalesced(dbs), _database_of), own)]
     if kind == "Job":
         handlers.append(enqueue_controller_owner(backups.enqueue, owner_kind="SampleDBBackup",
                                                  owner_api_version=API_VERSION))

@@ -100,6 +100,10 @@ class Controller:
     def enqueue_after(self, ref: ObjectRef, delay: float) -> None:
         self.queue.add_after(ref, delay)
 
+    def enqueue_soon(self, ref: ObjectRef, delay: float) -> None:
+        """Reconcile `ref` within `delay` seconds, together with whatever else changes meanwhile (add_soon)."""
+        self.queue.add_soon(ref, delay)
+
     @property
     def in_flight(self) -> frozenset[ObjectRef]:
         """The keys being reconciled now (admitted and not yet done)."""

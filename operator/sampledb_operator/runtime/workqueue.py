@@ -6,7 +6,8 @@ Invariants:
   it is queued again at done(), so no item is ever processed concurrently with itself.
 - add_after(item, d) fires add(item) d seconds of clock time later (the earliest pending deadline of
   an item wins); one internal task, owned by the queue and cancelled at shutdown, runs the delays.
-  A fired add of an item already waiting is a no-op (dedup).
+  A fired add of an item already waiting is a no-op (dedup). add_soon(item, d) is add_after unless
+  the item is already dirty.
 - After shutdown() every add is ignored. drain=True: get() keeps handing out waiting items (and items
   re-queued by done()) until none is waiting or processing, or until the timeout; drain=False:
   get() raises ShutDown at once.
@@ -129,6 +130,15 @@ class WorkQueue(Generic[K]):
         if self._heap[0][1] == seq:  # a new earliest deadline: the delay loop must look again
             self._delay_wakeup.set()
         self._ensure_delay_task()
+
+    def add_soon(self, item: K, delay: float) -> None:
+        """add_after(item, delay), unless `item` is already dirty (waiting, or re-added while processing): the
+        pass that is coming anyway reads the caches after whatever made the caller add it. So several changes
+        within `delay` of one another bring one pass, not one each (client-go's AddAfter, used by
+        controllers to coalesce bursts of events)."""
+        if item in self._dirty:
+            return
+        self.add_after(item, delay)
 
     def add_rate_limited(self, item: K) -> None:
         """add_after(item, rate_limiter.when(item)); counts a retry."""

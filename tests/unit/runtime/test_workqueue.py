@@ -315,3 +315,31 @@ async def test_unfinished_work_and_longest_processor_are_computed_at_scrape(cloc
     queue.done("b")
     assert sample("workqueue_unfinished_work_seconds", queue) == 0
     assert sample("workqueue_longest_running_processor_seconds", queue) == 0
+
+
+async def test_add_soon_coalesces_a_burst_into_one_item_and_skips_an_item_already_waiting(clock: FakeClock) -> None:
+    queue = make_queue(clock)
+    queue.add("waiting")
+    queue.add_soon("waiting", 1.0)  # the coming pass will see it: nothing delayed
+    assert queue.delayed == 0
+    for _ in range(5):
+        queue.add_soon("burst", 1.0)
+        clock.advance(0.1)
+    assert queue.delayed == 1 and len(queue) == 1
+    await eventually(lambda: clock.pending_sleepers() == 1)
+    clock.advance(0.5)  # one second after the first add_soon
+    await eventually(lambda: len(queue) == 2)
+    assert [await get(queue), await get(queue)] == ["waiting", "burst"]
+
+
+async def test_add_soon_while_processing_brings_another_pass_after_the_delay(clock: FakeClock) -> None:
+    queue = make_queue(clock)
+    queue.add("a")
+    assert await get(queue) == "a"  # processing: its pass may have read the caches before the change
+    queue.add_soon("a", 1.0)
+    assert queue.delayed == 1
+    await eventually(lambda: clock.pending_sleepers() == 1)
+    clock.advance(1.0)
+    await eventually(lambda: queue.delayed == 0)
+    queue.done("a")
+    assert len(queue) == 1 and await get(queue) == "a"
