@@ -48,6 +48,10 @@ HEALTHY_PERIOD = 120.0
 SHORT_WATCH = 1.0
 
 
+LIST_PAGE_SIZE = 100  # objects per list page: every watcher relists at once, each holding one page parsed
+# (measured at N=300: peak resident memory 187 MiB with pages of 500, 124-134 MiB with 100; synced 1.1 -> 1.25 s)
+
+
 class WatchApi(Protocol):
     """What the Watcher needs of a ResourceApi (kube.api.ResourceApi satisfies it)."""
 
@@ -118,7 +122,7 @@ class Watcher:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        page_size: int = 500,
+        page_size: int = LIST_PAGE_SIZE,
         min_watch_timeout: int = 300,
         max_watch_timeout: int = 600,
         read_timeout: float = 150.0,

@@ -151,7 +151,7 @@ async def test_initial_list_fills_the_store_delivers_added_and_watches_from_its_
     assert h.store.synced.is_set()
     assert h.seen == [("ADDED", "a", "1"), ("ADDED", "b", "2")]
     assert h.api.list_calls == [{"namespace": None, "label_selector": "app=db", "field_selector": None,
-                                 "page_size": 500, "keep": h.store.pack}]  # each page packed as it arrives
+                                 "page_size": 100, "keep": h.store.pack}]  # each page packed as it arrives
     call = h.api.watch_calls[0]
     assert (call["resource_version"], call["label_selector"], call["read_timeout"]) == ("10", "app=db", 42.0)
     assert call["timeout_seconds"] == 450 and h.rng.randint_calls == [(300, 600)]
