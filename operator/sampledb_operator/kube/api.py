@@ -8,11 +8,11 @@ into Gone (410) or error_for(code); a line that is not a watch event raises Kube
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sampledb_operator.kube import jsoncodec
 from sampledb_operator.kube.client import KubeClient, QueryValue
 from sampledb_operator.kube.errors import Gone, KubeTransportError, error_for
 from sampledb_operator.kube.resources import Resource
@@ -246,7 +246,7 @@ class ResourceApi:
 def decode_watch_line(line: bytes) -> WatchEvent:
     """One line of a watch stream as a WatchEvent; ERROR raises Gone (410) or error_for(code)."""
     try:
-        decoded = json.loads(line)
+        decoded = jsoncodec.loads(line)
         kind = decoded["type"]
         obj = decoded["object"]
     except (ValueError, KeyError, TypeError) as exc:

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
 
+from sampledb_operator.kube import jsoncodec
 from sampledb_operator.kube.credentials import (
     EXEC_PLUGIN_TIMEOUT_SECONDS,
     Authorization,
@@ -376,14 +377,14 @@ def _encode_body(body: Any) -> bytes | None:
         return body
     if isinstance(body, str):
         return body.encode()
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsoncodec.dumps(body)
 
 
 def _decode(payload: bytes, method: str, path: str) -> Any:
     if not payload.strip():
         return None
     try:
-        return json.loads(payload)
+        return jsoncodec.loads(payload)
     except ValueError as exc:
         raise KubeTransportError(f"{method} {path}: answer is not JSON: {exc}") from exc
 

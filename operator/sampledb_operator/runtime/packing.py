@@ -19,9 +19,10 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
+
+from sampledb_operator.kube import jsoncodec
 
 WINDOW = 32 * 1024  # deflate's window: the part of a dictionary that back-references can reach
 LEVEL = 6
@@ -37,7 +38,7 @@ class Packer:
         self._zdict: bytes | None = None
 
     def pack(self, obj: Any) -> bytes:
-        raw = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        raw = jsoncodec.dumps(obj)
         if self._zdict is None:
             self._zdict = raw[-WINDOW:]
         packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _RAW, zdict=self._zdict)
@@ -47,4 +48,4 @@ class Packer:
         if self._zdict is None:
             raise ValueError("nothing was packed with this Packer")
         unpacker = zlib.decompressobj(_RAW, zdict=self._zdict)
-        return json.loads(unpacker.decompress(data) + unpacker.flush())
+        return jsoncodec.loads(unpacker.decompress(data) + unpacker.flush())

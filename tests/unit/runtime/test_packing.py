@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sampledb_operator.runtime.packing import Packer
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False) | st.text(),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=30,
 )
