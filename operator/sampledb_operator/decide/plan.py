@@ -60,29 +60,50 @@ def _scalar_equal(want: Any, have: Any) -> bool:
 
 def first_difference(want: Any, have: Any, path: tuple[str, ...] = (), *,
                      skip: tuple[tuple[str, ...], ...] = ()) -> str | None:
-    """The first path where `have` lacks or differs from a field of `want`, or None if it matches."""
-    if path in skip:
+    """The first path where `have` lacks or differs from a field of `want`, or None if it matches.
+
+    Paths in `skip` are not compared. The path is tracked only as deep as the deepest skipped path; below
+    that, the differing path is built on the way back up, only when there is a difference (every pass
+    compares every child, and nearly always finds none).
+    """
+    depth = len(path) + max((len(p) - len(path) for p in skip), default=0)
+    below = _difference(want, have, path, skip, depth)
+    if below is None:
         return None
-    where = ".".join(path) or "<root>"
+    return ".".join((*path, *reversed(below))) or "<root>"
+
+
+def _difference(want: Any, have: Any, path: tuple[str, ...] | None, skip: tuple[tuple[str, ...], ...],
+                depth: int) -> list[str] | None:
+    """The keys from here down to the first difference, deepest first ([]: this node differs), or None."""
+    if path is not None and path in skip:
+        return None
     if isinstance(want, Mapping):
         if not isinstance(have, Mapping):
-            return where
+            return []
         for k, v in want.items():
             if k not in have:
-                return ".".join((*path, str(k)))
-            diff = first_difference(v, have[k], (*path, str(k)), skip=skip)
-            if diff is not None:
-                return diff
+                return [str(k)]
+            below = _difference(v, have[k], _deeper(path, str(k), depth), skip, depth)
+            if below is not None:
+                below.append(str(k))
+                return below
         return None
     if isinstance(want, list):
         if not isinstance(have, list) or len(want) != len(have):
-            return where
+            return []
         for i, (w, h) in enumerate(zip(want, have, strict=True)):
-            diff = first_difference(w, h, (*path, str(i)), skip=skip)
-            if diff is not None:
-                return diff
+            below = _difference(w, h, _deeper(path, str(i), depth), skip, depth)
+            if below is not None:
+                below.append(str(i))
+                return below
         return None
-    return None if _scalar_equal(want, have) else where
+    return None if _scalar_equal(want, have) else []
+
+
+def _deeper(path: tuple[str, ...] | None, key: str, depth: int) -> tuple[str, ...] | None:
+    """The path one level down while a skipped path can still be reached from it, else None."""
+    return (*path, key) if path is not None and len(path) < depth else None
 
 
 def _pvc_size(obj: Mapping[str, Any]) -> str | None:
