@@ -24,6 +24,7 @@ POD_SPEC_KEPT = frozenset({"nodeName"})  # of a cached Pod's spec; the container
 
 
 _DIGESTS: dict[int, tuple[Mapping[str, Any], str]] = {}  # id -> (the very mapping, its digest)
+_BY_CONTENT: dict[tuple[tuple[str, Any], ...], str] = {}  # the sorted items -> their digest
 _DIGESTS_KEPT = 8
 
 
@@ -33,17 +34,34 @@ def data_digest(data: Mapping[str, Any]) -> str:
     The digests of the last few mappings are kept by identity: the desired scripts (one mapping, the same
     every pass) are digested once, not on every pass. The entry holds the mapping itself, so its id cannot be
     reused by another object while it is kept; a mapping is never changed after it is built (the caches' and
-    decide/'s objects are read-only), so its digest stays right.
+    decide/'s objects are read-only), so its digest stays right. And the digests of the last few contents
+    are kept by content (the sorted items, compared in full on a hit): every database's scripts ConfigMap
+    holds the same data, so its watch events are digested once, not once each.
     """
     kept = _DIGESTS.get(id(data))
     if kept is not None and kept[0] is data:
         return kept[1]
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    if len(_DIGESTS) >= _DIGESTS_KEPT:
-        _DIGESTS.pop(next(iter(_DIGESTS)))
-    _DIGESTS[id(data)] = (data, digest)
+    content = _content(data)
+    digest = _BY_CONTENT.get(content) if content is not None else None
+    if digest is None:
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        if content is not None:
+            _keep(_BY_CONTENT, content, digest)
+    _keep(_DIGESTS, id(data), (data, digest))
     return digest
+
+
+def _content(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...] | None:
+    """The sorted items, when every value is a string (a ConfigMap's data), else None (not hashable)."""
+    items = sorted(data.items())
+    return tuple(items) if all(isinstance(v, str) for _, v in items) else None
+
+
+def _keep(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _DIGESTS_KEPT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
 
 
 def compact(obj: Obj) -> Obj:

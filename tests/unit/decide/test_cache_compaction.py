@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
@@ -76,3 +78,17 @@ def test_a_cached_pod_keeps_its_metadata_status_and_node_but_not_its_containers(
     assert kept["spec"] == {"nodeName": "n1"}
     assert kept["metadata"] == pod["metadata"] and kept["status"] == pod["status"]
     assert pod["spec"]["containers"]  # the argument is not changed
+
+
+def test_equal_data_in_different_objects_is_digested_once_and_other_data_gets_its_own_digest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    computed: list[int] = []
+    sha256 = cache.hashlib.sha256
+    monkeypatch.setattr(cache.hashlib, "sha256", lambda data: computed.append(1) or sha256(data))
+    first = {"a.sh": "echo one " + "x" * 100, "b.sh": "echo two"}
+    same = json.loads(json.dumps(first))  # equal content, other objects (as each watch event brings)
+    other = {**first, "b.sh": "echo three"}
+    assert cache.data_digest(first) == cache.data_digest(same)
+    assert len(computed) == 1
+    assert cache.data_digest(other) != cache.data_digest(first)
+    assert len(computed) == 2
