@@ -19,20 +19,25 @@ Invariants:
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
-_LONG_DIGITS = re.compile(rb"\d{19}")
-_LONG_DIGITS_TEXT = re.compile(r"\d{19}")
+_DIGITS_AS_ZERO = bytes(48 if 48 <= c <= 57 else 120 for c in range(256))  # b"0" for a digit, b"x" else
+_LONG_RUN = b"0" * 19
+
+
+def _has_long_digit_run(data: bytes) -> bool:
+    """Whether `data` holds 19 or more digits in a row (a C-speed translate and search: a regular
+    expression took 4x as long as parsing the text)."""
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 def loads(data: bytes | str) -> Any:
-    long_digits = _LONG_DIGITS if isinstance(data, bytes) else _LONG_DIGITS_TEXT
-    if long_digits.search(data) is None:  # type: ignore[arg-type]  # the pattern matches data's type
+    raw = data.encode() if isinstance(data, str) else data
+    if not _has_long_digit_run(raw):
         try:
-            return orjson.loads(data)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
     return json.loads(data)
