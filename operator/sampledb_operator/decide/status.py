@@ -257,3 +257,26 @@ def with_reconcile_error(db: SampleDB, message: str, now: datetime) -> SampleDBS
 def status_changed(old: SampleDBStatus, new: SampleDBStatus) -> bool:
     """True when writing `new` would change what the API server holds."""
     return dump(old) != dump(new)
+
+
+# Progress reports no step reads: the phase, and why Ready/Progressing are what they are (the steps read
+# whether Ready is True, never its reason or message).
+_PROGRESS_CONDITIONS = ("Ready", "Progressing")
+_PROGRESS_FIELDS = ("reason", "message", "lastTransitionTime")
+
+
+def steps_may_read_the_change(old: SampleDBStatus, new: SampleDBStatus) -> bool:
+    """Whether a step of the next pass may decide differently because the status went from `old` to `new`:
+    anything changed besides the phase and the reason, message or time of the Ready and Progressing
+    conditions (whose status did not change). A pass that wrote such a change looks again at once
+    (STATUS_RECHECK_SECONDS); one that only reported progress does not."""
+    return _what_steps_read(old) != _what_steps_read(new)
+
+
+def _what_steps_read(status: SampleDBStatus) -> Obj:
+    out = {k: v for k, v in dump(status).items() if k != "phase"}
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k not in _PROGRESS_FIELDS} if c.get("type") in _PROGRESS_CONDITIONS else c
+        for c in out.get("conditions") or []
+    ]
+    return out

@@ -154,10 +154,13 @@ class SampleDBReconciler:
         if written.status is not None:  # the Jobs whose outcome the status holds now, in this very pass
             await expire_finished_jobs(self.ctx, db.model_copy(update={"status": written.status}))
         await volumes.release_acceptance(self.ctx, db, applied.live_volumes, resource_version=written.resource_version)
-        # The steps read the status (Initialized, currentVersion, appliedParameters, the primary...): a pass that
-        # changed it looks once more, so a step waiting for what this pass recorded goes on. (Its own status event
-        # does not wake the controller: see runtime/triggers.unless_own_write.)
-        recheck = Result(requeue_after=STATUS_RECHECK_SECONDS) if written.changed else None
+        # The steps read the status (Initialized, Ready, currentVersion, appliedParameters, the primary...): a pass
+        # that changed what they read looks once more, so a step waiting for what this pass recorded goes on; a
+        # pass that only reported progress (the phase, Ready's reason) does not. (Its own status event does not
+        # wake the controller: see runtime/triggers.unless_own_write.)
+        recheck = (Result(requeue_after=STATUS_RECHECK_SECONDS)
+                   if written.changed and written.status is not None
+                   and st.steps_may_read_the_change(db.status, written.status) else None)
         return combine(recheck, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
 
