@@ -59,7 +59,7 @@ from sampledb_operator.decide import jobs  # noqa: E402
 from sampledb_operator.decide import status as st  # noqa: E402
 from sampledb_operator.kube.api import ResourceApi  # noqa: E402
 from sampledb_operator.kube.client import KubeClient  # noqa: E402
-from sampledb_operator.kube.errors import Conflict, Gone  # noqa: E402
+from sampledb_operator.kube.errors import Conflict, Gone, KubeTransportError  # noqa: E402
 from sampledb_operator.kube.resources import (  # noqa: E402
     CONFIGMAP,
     JOB,
@@ -97,8 +97,10 @@ def sampledb(i: int) -> Obj:
 
 async def watch_forever(api: ResourceApi, namespace: str, on_obj: Callable[[str, Obj], None], *,
                         label_selector: str | None = None) -> None:
-    """List, then watch from the list's resourceVersion, resuming after each server timeout; on_obj
-    for every object seen (type, object). Runs until cancelled."""
+    """List, then watch from the list's resourceVersion, resuming after each server timeout and after a
+    dropped or silent stream (from the last version seen; 410 relists); on_obj for every object seen
+    (type, object). Runs until cancelled. (A dropped stream used to end the task silently: the N=5,000
+    observer then never saw the last databases become Ready.)"""
     rv = ""
     while True:
         if not rv:
@@ -115,6 +117,8 @@ async def watch_forever(api: ResourceApi, namespace: str, on_obj: Callable[[str,
                         on_obj(ev.type, ev.object)
         except Gone:
             rv = ""
+        except KubeTransportError as exc:
+            print(f"  observer: watch resumed after {exc!r}", file=sys.stderr)
 
 
 def ready_condition(obj: Obj) -> bool:
