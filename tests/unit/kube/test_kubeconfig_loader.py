@@ -17,15 +17,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from sampledb_operator.kube import credentials
 from sampledb_operator.kube import kubeconfig as kc
@@ -33,49 +30,7 @@ from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import KubeError
 
 REPO = Path(__file__).resolve().parents[3]
-_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-
 # --- fixtures and helpers ----------------------------------------------------------------------------
-
-def _openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ca.crt/ca.key, server.crt/.key (127.0.0.1), admin.crt/.key (client auth)."""
-    cwd = tmp_path_factory.mktemp("loader-pki")
-    _openssl(cwd, "req", "-x509", *_EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca")
-    for name, subject, ext in (("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1\n"),
-                               ("admin", "/O=system:masters/CN=admin", "extendedKeyUsage=clientAuth\n")):
-        _openssl(cwd, "req", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject)
-        (cwd / f"{name}.ext").write_text(ext)
-        _openssl(cwd, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
-    return cwd
-
-
-@pytest.fixture
-async def apiserver(pki: Path) -> AsyncIterator[int]:
-    """An HTTPS server that asks for a client certificate; /whoami answers its CN and the Authorization."""
-
-    async def whoami(request: web.Request) -> web.Response:
-        peer = request.transport.get_extra_info("peercert") if request.transport else None
-        subject = dict(pair[0] for pair in peer["subject"]) if peer else {}
-        return web.json_response({"cn": subject.get("commonName"),
-                                  "authorization": request.headers.get("Authorization")})
-
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.crt"))
-    context.load_cert_chain(str(pki / "server.crt"), str(pki / "server.key"))
-    context.verify_mode = ssl.CERT_OPTIONAL
-    app = web.Application()
-    app.router.add_get("/whoami", whoami)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server(ssl=context)
-    yield int(server.port or 0)
-    await server.close()
-
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
