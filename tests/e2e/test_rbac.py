@@ -451,14 +451,21 @@ def test_deleting_a_watched_namespace_of_a_namespaced_install_completes(spaces: 
 def test_without_the_cluster_wide_release_grant_a_namespaced_install_wedges_namespace_deletion(
         spaces: dict[str, str], tmp_path: Path) -> None:
     """Why release-finalizers.yaml exists: with the per-namespace RoleBinding alone, the namespace's
-    deletion removes the binding and the operator's finalizer patch is refused."""
+    deletion removes the binding and the operator's finalizer patch is refused.
+
+    The namespace controller deletes the binding and the SampleDBs in no set order: when the
+    operator's release wins, nothing is refused this time. The test takes the losing order on
+    purpose (the binding first, as the namespace controller may), so that it fails whenever the
+    release would not be refused, not only under load."""
     def unbound(objs: list[dict[str, Any]], suffix: str) -> None:
         objs[:] = [o for o in objs if not (o["kind"] == "ClusterRoleBinding"
                                            and o["metadata"]["name"].startswith("sampledb-operator-release"))]
-    install("overlays/namespaced", spaces, edit=unbound)
+    objs = install("overlays/namespaced", spaces, edit=unbound)
     ns = spaces["watched"]
+    [binding] = [o["metadata"]["name"] for o in objs if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == ns]
     with operator_as_sa(spaces, tmp_path) as op:
         namespace_with_a_database_and_a_backup(ns)
+        kubectl("delete", "rolebinding", binding, "-n", ns)
         kubectl("delete", "namespace", ns, "--wait=false")
         wait_until(lambda: refused_requests(op, "patch", "sampledbs") > 0
                    or refused_requests(op, "patch", "sampledbbackups") > 0,
