@@ -74,7 +74,8 @@ def build_caches(client: KubeClient, settings: Settings,
             store = Store(resource.plural, transform=cache.compact, index_labels=(DATABASE_LABEL,))
             stores[ns] = store
             watchers.append((resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
-                                                    namespace=ns, label_selector=selector)))
+                                                    namespace=ns, label_selector=selector,
+                                                    streaming=settings.streaming_lists)))
         sets[resource.kind] = StoreSet(stores)
     return sets, watchers
 

@@ -86,6 +86,7 @@ class Settings(BaseModel):
     field_manager: str = Field(default="sampledb-operator", min_length=1)
     recheck_period: float = Field(default=60.0, ge=1)
     exec_plugin_timeout: float = Field(default=30.0, gt=0)
+    streaming_lists: bool = True
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -197,6 +198,9 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap) while a database waits on them", _SECONDS, "float"),
     Option("exec_plugin_timeout", "seconds a kubeconfig's credential exec plugin may run; then the start, "
            "or the request that renews the token, fails", "a number of seconds > 0", "float"),
+    Option("streaming_lists", "fill the caches with streaming lists (watches with sendInitialEvents, served "
+           "from the API server's watch cache); a server that refuses them is listed page by page",
+           "true or false", "bool"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -132,17 +132,25 @@ class ResourceApi:
         timeout_seconds: int,
         read_timeout: float,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
         connect_timeout: float = 10.0,
     ) -> AsyncGenerator[WatchEvent, None]:
         """Events after resource_version until the server ends the stream (timeout_seconds).
 
+        With send_initial_events (a streaming list, Kubernetes' WatchList): first an ADDED event for
+        every object (at least as new as resource_version; a consistent read when it is ""), then a
+        BOOKMARK for which `initial_events_end` is true, then the changes as usual. A server that does
+        not offer it refuses the request (Invalid, 422).
         Close the generator (contextlib.aclosing) when stopping early.
         """
         query: dict[str, QueryValue] = {"watch": True, "timeoutSeconds": timeout_seconds}
         if resource_version:
             query["resourceVersion"] = resource_version
-        if allow_bookmarks:
+        if allow_bookmarks or send_initial_events:
             query["allowWatchBookmarks"] = True
+        if send_initial_events:
+            query["sendInitialEvents"] = True
+            query["resourceVersionMatch"] = "NotOlderThan"
         _selectors(query, label_selector, field_selector)
         stream = self.client.stream(
             self.resource.path(namespace), query=query, connect_timeout=connect_timeout,
@@ -241,6 +249,17 @@ class ResourceApi:
         if event.type != "BOOKMARK":
             self._fill(event.object)
         return event
+
+
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+
+
+def initial_events_end(event: WatchEvent) -> bool:
+    """The BOOKMARK that ends a streaming list's initial ADDED events."""
+    if event.type != "BOOKMARK":
+        return False
+    annotations = (event.object.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(INITIAL_EVENTS_END_ANNOTATION) == "true"
 
 
 def decode_watch_line(line: bytes) -> WatchEvent:

@@ -1,12 +1,19 @@
 """Watcher: keeps one Store in step with the API server (list, then watch; client-go reflector).
 
-The loop: list every page with resourceVersion unset (a consistent, quorum read: simpler and
-never older than what this process already saw, at the price of not being served by the watch
-cache), replace the store atomically and deliver the difference to the handlers; then watch
-from the list's resourceVersion with bookmarks, for a server-side timeoutSeconds drawn from
+The loop: list, replace the store atomically and deliver the difference to the handlers; then
+watch from the list's resourceVersion with bookmarks, for a server-side timeoutSeconds drawn from
 [min_watch_timeout, max_watch_timeout], and a client read timeout that drops a silent connection.
+The list is a streaming list when `streaming` (Kubernetes' WatchList, client-go's default since
+1.35): one watch with sendInitialEvents, whose ADDED events are packed one at a time until the
+bookmark that ends them, served from the API server's watch cache, and the same stream then goes on
+as the watch. A server that refuses it (Invalid or BadRequest: the WatchList feature off, or a
+version before it) makes this watcher list page by page from then on: every page with
+resourceVersion unset (a consistent read, never older than what this process already saw).
 
 Invariants:
+- a streaming list is all or nothing: the store and the recorded resourceVersion change only at the
+  bookmark that ends its initial events; a stream that ends or fails before it is a failure, and the
+  next cycle lists again;
 - the resourceVersion of every event (BOOKMARK included) is recorded; a stream the server
   closes, or a failed one, is resumed from the last recorded resourceVersion; only 410 Gone
   causes a relist, whose diff (deletions of objects that vanished meanwhile included) is
@@ -31,15 +38,25 @@ import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
-from sampledb_operator.kube.api import ListResult, WatchEvent
+from sampledb_operator.kube.api import ListResult, WatchEvent, initial_events_end
 from sampledb_operator.kube.client import ReadTimeout, StreamInterrupted, StreamWentQuiet
-from sampledb_operator.kube.errors import ApiError, Forbidden, Gone, KubeError, TooManyRequests, Unauthorized
+from sampledb_operator.kube.errors import (
+    ApiError,
+    BadRequest,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    KubeTransportError,
+    TooManyRequests,
+    Unauthorized,
+)
 from sampledb_operator.kube.resources import Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.runtime.clock import Clock
-from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.store import Packed, Store
 
 EventHandler = Callable[[str, dict[str, Any]], None]
 """("ADDED" | "MODIFIED" | "DELETED", object); synchronous and cheap (enqueue only)."""
@@ -79,11 +96,16 @@ class WatchApi(Protocol):
         timeout_seconds: int,
         read_timeout: float,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> AsyncGenerator[WatchEvent, None]: ...
 
 
 class ShortWatch(KubeError):
     """The server closed a watch at once without sending anything."""
+
+
+class IncompleteList(KubeTransportError):
+    """A streaming list's stream ended, or went wrong, before the bookmark that ends its initial events."""
 
 
 class Backoff:
@@ -130,6 +152,7 @@ class Watcher:
         backoff_max: float = 30.0,
         rng: random.Random | None = None,
         healthy_period: float = HEALTHY_PERIOD,
+        streaming: bool = False,
     ) -> None:
         if not 0 < min_watch_timeout <= max_watch_timeout:
             raise ValueError("need 0 < min_watch_timeout <= max_watch_timeout")
@@ -148,6 +171,8 @@ class Watcher:
         self._healthy_period = healthy_period
         self._handlers: list[EventHandler] = []
         self._need_list = True
+        self.streaming = streaming  # lists are streaming lists; cleared for good when the server refuses one
+        self._initial: list[Packed] | None = None  # a streaming list's objects so far, until its end bookmark
         self.resource_version = ""
         self._log = get_logger(__name__, resource=self.name, namespace=namespace or "")
 
@@ -169,14 +194,24 @@ class Watcher:
 
     async def _cycle(self) -> float:
         """A relist if needed, then one watch stream; the delay before the next cycle."""
+        streamed = self._need_list and self.streaming
         try:
-            if self._need_list:
+            if self._need_list and not streamed:
                 await self._relist()
             await self._watch_once()
         except asyncio.CancelledError:
             raise
+        except (Invalid, BadRequest) as exc:
+            if not streamed:
+                return self._on_error(exc)
+            self.streaming = False
+            self._log.info("the API server refused a streaming list; listing page by page from now on",
+                           status=exc.status, message=exc.message)
+            return 0.0
         except Exception as exc:  # every failure is retried; the cause decides how soon
             return self._on_error(exc)
+        finally:
+            self._initial = None
         return 0.0
 
     async def _relist(self) -> None:
@@ -184,14 +219,7 @@ class Watcher:
             self._namespace, label_selector=self._label_selector, field_selector=self._field_selector,
             page_size=self._page_size, keep=self.store.pack,
         )  # packed page by page: a listing is never held as parsed JSON all at once
-        metrics.watch_relists_total.labels(resource=self.name).inc()
-        changes = self.store.replace_packed(result.items, resource_version=result.resource_version)
-        self._need_list = False
-        self.resource_version = result.resource_version
-        self._log.info("listed", objects=len(result.items), changes=len(changes),
-                       resource_version=result.resource_version)
-        for type_, packed in changes:
-            self._deliver(type_, self.store.unpack(packed))  # decoded one at a time
+        self._replaced(result.items, result.resource_version, streamed=False)
 
     async def _watch_once(self) -> None:
         """One watch stream until it ends; its end is recorded as a restart cause (closed, silent, dropped)."""
@@ -199,10 +227,14 @@ class Watcher:
         last_ok = opened
         received = 0
         cause = "closed"
+        listing = self._need_list  # a streaming list (a paged one, when needed, came before)
+        if listing:
+            self._initial = []
         stream = self._api.watch(
-            self._namespace, resource_version=self.resource_version, label_selector=self._label_selector,
-            field_selector=self._field_selector, timeout_seconds=self._rng.randint(*self._timeouts),
-            read_timeout=self._read_timeout,
+            self._namespace, resource_version="" if listing else self.resource_version,
+            label_selector=self._label_selector, field_selector=self._field_selector,
+            timeout_seconds=self._rng.randint(*self._timeouts), read_timeout=self._read_timeout,
+            send_initial_events=listing,
         )
         try:
             try:
@@ -212,6 +244,8 @@ class Watcher:
                         last_ok = self._clock.monotonic()
                         self._apply(event)
             except StreamInterrupted as exc:
+                if self._initial is not None:
+                    raise IncompleteList(f"streaming list interrupted: {exc}") from exc
                 if received == 0 and self._clock.monotonic() - opened < SHORT_WATCH:
                     raise  # broke at once: a failure like any other
                 cause = "silent" if isinstance(exc, StreamWentQuiet) else "dropped"
@@ -223,10 +257,15 @@ class Watcher:
                 self.backoff.reset()
         if received == 0 and last_ok - opened < SHORT_WATCH:
             raise ShortWatch("watch closed at once without events")
+        if self._initial is not None:
+            raise IncompleteList(f"streaming list ended after {len(self._initial)} objects, before its end bookmark")
         metrics.watch_restarts_total.labels(resource=self.name, cause=cause).inc()
 
     def _apply(self, event: WatchEvent) -> None:
         metrics.watch_events_total.labels(resource=self.name, type=event.type).inc()
+        if self._initial is not None:
+            self._apply_initial(event)
+            return
         rv = event.resource_version
         if rv:
             self.resource_version = rv
@@ -243,6 +282,31 @@ class Watcher:
         else:
             obj = self.store.upsert(obj)  # handlers see what the cache holds
         self._deliver(event.type, obj)
+
+    def _apply_initial(self, event: WatchEvent) -> None:
+        """One event of a streaming list's initial state: collected, or at its end bookmark the store replaced."""
+        assert self._initial is not None
+        if initial_events_end(event):
+            items, self._initial = self._initial, None
+            self._replaced(items, event.resource_version, streamed=True)
+        elif event.type == "ADDED":
+            if (event.object.get("metadata") or {}).get("name"):
+                self._initial.append(self.store.pack(event.object))
+            else:
+                self._log.warning("watch event without metadata.name ignored", type=event.type)
+        elif event.type != "BOOKMARK":  # a progress bookmark carries nothing yet
+            raise IncompleteList(f"streaming list: a {event.type} event before the end of its initial events")
+
+    def _replaced(self, items: list[Packed], resource_version: str, *, streamed: bool) -> None:
+        """A full listing swapped in: recorded, and its difference delivered to the handlers."""
+        metrics.watch_relists_total.labels(resource=self.name).inc()
+        changes = self.store.replace_packed(items, resource_version=resource_version)
+        self._need_list = False
+        self.resource_version = resource_version
+        self._log.info("listed", objects=len(items), changes=len(changes), resource_version=resource_version,
+                       streamed=streamed)
+        for type_, packed in changes:
+            self._deliver(type_, self.store.unpack(packed))  # decoded one at a time
 
     def _deliver(self, type_: str, obj: dict[str, Any]) -> None:
         for handler in self._handlers:
