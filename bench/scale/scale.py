@@ -14,7 +14,7 @@ and watches them until every one has Ready=True. Systems:
                    operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
                    checkout made with `git archive`), operator:label=before,
                    operator:replicas=3:shards=6 (three sharded processes; CPU is their sum, RSS the
-                   largest one's).
+                   largest one's), operator:flags=--no-streaming-lists (more of its flags, comma-separated).
 
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
@@ -24,6 +24,13 @@ and the load average; for the operator, once all are Ready, a restart: seconds t
 
     .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
     make bench-scale N=1000
+
+`scale.py restart` measures restarts alone: one cluster, N databases made Ready by the first system
+listed, then each system restarted over them in turn, --rounds times (seconds to synced, writes in the
+15 s after, RSS), e.g. streaming against paged lists:
+
+    .venv/bin/python bench/scale/scale.py restart --n 5000 --rounds 3 \
+        --systems "operator:workers=16,operator:label=paged:flags=--no-streaming-lists"
 
 Prints a markdown table; writes results.json and ready.png (Ready count over time per system) in --out.
 """
@@ -276,6 +283,7 @@ class System:
     src: str | None = None
     replicas: int = 1  # operator processes, each with --shards `shards` (sharding when shards > 1)
     shards: int = 1
+    flags: tuple[str, ...] = ()  # more command-line flags of the operator
 
     @classmethod
     def parse(cls, spec: str) -> System:
@@ -283,7 +291,9 @@ class System:
         opts = dict(p.split("=", 1) for p in rest.split(":") if p)
         workers = int(opts.get("workers", 4))
         label = opts.get("label") or (kind if kind == "floor" else f"operator w={workers}")
-        return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)))
+        flags = tuple(f for f in opts.get("flags", "").split(",") if f)
+        return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)),
+                   flags)
 
 
 def proc_stats(pid: int) -> tuple[float, float]:
@@ -359,7 +369,8 @@ def start_system(system: System, env: dict[str, str], workdir: Path,
     proc = subprocess.Popen(
         [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", env["KUBECONFIG"], "--no-leader-elect",
          "--namespaces", NAMESPACE, "--workers", str(system.workers), "--log-level", "warning",
-         "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}", *(extra or [])],
+         "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}", *system.flags,
+         *(extra or [])],
         env=penv, stdout=log, stderr=subprocess.STDOUT)
 
     def ready() -> bool:
@@ -576,6 +587,44 @@ def run_main(args: argparse.Namespace) -> int:
     return report(results, out)
 
 
+def restart_main(args: argparse.Namespace) -> int:
+    """N databases made Ready once (by the first system), then each system restarted over them, round after round."""
+    systems = [System.parse(s) for s in args.systems.split(",")]
+    if any(s.kind != "operator" or s.replicas != 1 for s in systems):
+        raise SystemExit("restart: single operator processes only")
+    out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-restart-n{args.n}")
+    out.mkdir(parents=True, exist_ok=True)
+    cluster_dir = f"/tmp/scale-restart-{args.n}"
+    nodes = math.ceil(2 * args.n / PODS_PER_NODE) + 1
+    rows: list[dict[str, Any]] = []
+    try:
+        env = cluster_env(cluster_dir, nodes)
+        prepare(env)
+        maker = start_system(systems[0], env, out, log_name="maker")[0]
+        try:
+            wait_s = args.timeout or max(600.0, 1.5 * args.n)
+            _created, ready, _t0 = asyncio.run(observe(env["KUBECONFIG"], args.n, wait_s))
+        finally:
+            stop(maker)
+        if len(ready) != args.n:
+            raise SystemExit(f"restart: only {len(ready)} of {args.n} Ready")
+        for rnd in range(1, args.rounds + 1):
+            for system in systems:
+                load = os.getloadavg()[0]
+                synced, writes, rss = measure_restart(system, env, out)
+                rows.append({"label": system.label, "round": rnd, "synced_s": synced, "writes": writes,
+                             "rss_mib": rss, "load": round(load, 2)})
+                print(f"  {rows[-1]}", file=sys.stderr)
+    finally:
+        cluster_down(cluster_dir)
+    (out / "restarts.json").write_text(json.dumps(rows))
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, N={args.n}; results in {out}\n")
+    print("| system | round | synced s | writes in 15 s | RSS MiB | load avg (1 min) |\n|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['label']} | {r['round']} | {r['synced_s']} | {r['writes']:.0f} | {r['rss_mib']} | {r['load']} |")
+    return 0
+
+
 def report_main(args: argparse.Namespace) -> int:
     """Table and chart of runs already made (their result.json files), e.g. of sessions cut short."""
     results = [RunResult(**json.loads(Path(f).read_text())) for f in args.results]
@@ -612,6 +661,12 @@ def main() -> int:
     run.add_argument("--timeout", type=float, default=0.0,
                      help="seconds to wait for all Ready (default max(600, 1.5 N))")
     run.add_argument("--out", default="")
+    rs = sub.add_parser("restart", help="restarts alone: N databases Ready once, then each system restarted")
+    rs.add_argument("--n", type=int, default=1000)
+    rs.add_argument("--systems", default="operator:workers=16,operator:label=paged:flags=--no-streaming-lists")
+    rs.add_argument("--rounds", type=int, default=3)
+    rs.add_argument("--timeout", type=float, default=0.0)
+    rs.add_argument("--out", default="")
     fl = sub.add_parser("floor", help="(internal) the floor client process")
     fl.add_argument("--kubeconfig", required=True)
     fl.add_argument("--namespace", default=NAMESPACE)
@@ -626,6 +681,8 @@ def main() -> int:
         return report_main(args)
     if args.command == "floor":
         return asyncio.run(floor_main(args))
+    if args.command == "restart":
+        return restart_main(args)
     return run_main(args)
 
 
