@@ -493,32 +493,64 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
         prepare(env)
         fleet = start_fleet(system, env, workdir)
         try:
-            load_before = os.getloadavg()
-            created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout))
-            load_after = os.getloadavg()
-            stats = [proc_stats(proc.pid) for proc, _port in fleet]
-            cpu, rss = sum(c for c, _r in stats), max(r for _c, r in stats)  # CPU of all; the largest replica
-            reconciles = 0.0
-            requests: dict[str, float] = {}
-            by_resource: dict[str, float] = {}
-            for _proc, port in fleet:
-                if port is not None:
-                    got, got_reconciles, got_by_resource = scrape(port)
-                    reconciles += got_reconciles
-                    for k, v in got.items():
-                        requests[k] = requests.get(k, 0) + v
-                    for k, v in got_by_resource.items():
-                        by_resource[k] = by_resource.get(k, 0) + v
+            made = make_ready(fleet, env, n=n, timeout=timeout)
         finally:
             for proc, _port in fleet:
                 stop(proc)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
-        if system.kind == "floor":
-            requests = json.loads((workdir / "floor.json").read_text())["requests"]
-        elif len(ready) == n and len(fleet) == 1:
+        if system.kind == "operator" and len(made.ready) == n and len(fleet) == 1:
             restart = measure_restart(system, env, workdir)
     finally:
         cluster_down(cluster_dir)
+    return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir)
+
+
+@dataclass
+class Made:
+    """What one system did while the observer created N SampleDBs and waited for them to be Ready."""
+
+    n: int
+    created: dict[str, float]
+    ready: dict[str, float]
+    t0: float
+    cpu: float
+    rss: float
+    reconciles: float
+    requests: dict[str, float]
+    by_resource: dict[str, float]
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+
+
+def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dict[str, str], *,
+               n: int, timeout: float) -> Made:
+    """The observer's run against a started fleet, and the fleet's counters (read before it is stopped)."""
+    load_before = os.getloadavg()
+    created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout))
+    load_after = os.getloadavg()
+    stats = [proc_stats(proc.pid) for proc, _port in fleet]
+    cpu, rss = sum(c for c, _r in stats), max(r for _c, r in stats)  # CPU of all; the largest replica
+    reconciles = 0.0
+    requests: dict[str, float] = {}
+    by_resource: dict[str, float] = {}
+    for _proc, port in fleet:
+        if port is not None:
+            got, got_reconciles, got_by_resource = scrape(port)
+            reconciles += got_reconciles
+            for k, v in got.items():
+                requests[k] = requests.get(k, 0) + v
+            for k, v in got_by_resource.items():
+                by_resource[k] = by_resource.get(k, 0) + v
+    return Made(n, created, ready, t0, cpu, rss, reconciles, requests, by_resource, load_before, load_after)
+
+
+def record(made: Made, system: System, *, rnd: int, nodes: int,
+           restart: tuple[float | None, float | None, float | None], workdir: Path) -> RunResult:
+    """The run's RunResult, written to workdir/result.json and printed."""
+    n, ready, created, t0 = made.n, made.ready, made.created, made.t0
+    requests = made.requests
+    if system.kind == "floor":  # the floor counts its own requests, written when it stopped
+        requests = json.loads((workdir / "floor.json").read_text())["requests"]
     times = sorted(t - t0 for t in ready.values())
     lat = [ready[k] - created[k] for k in ready]
     result = RunResult(
@@ -526,13 +558,13 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
         all_ready_s=round(times[-1], 1) if times else math.nan,
         median_s=round(statistics.median(lat), 1) if lat else math.nan,
         first_ready_s=round(times[0], 1) if times else math.nan,
-        cpu_s=round(cpu, 1), peak_rss_mib=round(rss, 1),
+        cpu_s=round(made.cpu, 1), peak_rss_mib=round(made.rss, 1),
         writes_per_db=round(sum(v for k, v in requests.items() if k in WRITE_VERBS) / n, 2),
         gets_per_db=round(requests.get("GET", 0) / n, 2),
-        reconciles_per_db=round(reconciles / n, 2),
-        requests=requests, load_before=load_before, load_after=load_after, nodes=nodes,
+        reconciles_per_db=round(made.reconciles / n, 2),
+        requests=requests, load_before=made.load_before, load_after=made.load_after, nodes=nodes,
         ready_times=[round(t, 2) for t in times],
-        per_db_by_resource={k: round(v / n, 2) for k, v in sorted(by_resource.items())},
+        per_db_by_resource={k: round(v / n, 2) for k, v in sorted(made.by_resource.items())},
         restart_synced_s=restart[0], restart_writes=restart[1], restart_rss_mib=restart[2],
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
@@ -588,38 +620,46 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def restart_main(args: argparse.Namespace) -> int:
-    """N databases made Ready once (by the first system), then each system restarted over them, round after round."""
+    """N databases made Ready once by the first system (recorded as a run, with the first restart of that
+    system), then each system restarted over them in turn, round after round."""
     systems = [System.parse(s) for s in args.systems.split(",")]
     if any(s.kind != "operator" or s.replicas != 1 for s in systems):
         raise SystemExit("restart: single operator processes only")
     out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-restart-n{args.n}")
-    out.mkdir(parents=True, exist_ok=True)
+    maker = systems[0]
+    workdir = out / f"{maker.label.replace(' ', '').replace('=', '')}-1"
+    workdir.mkdir(parents=True, exist_ok=True)
     cluster_dir = f"/tmp/scale-restart-{args.n}"
     nodes = math.ceil(2 * args.n / PODS_PER_NODE) + 1
     rows: list[dict[str, Any]] = []
     try:
         env = cluster_env(cluster_dir, nodes)
         prepare(env)
-        maker = start_system(systems[0], env, out, log_name="maker")[0]
+        fleet = [start_system(maker, env, workdir)]
         try:
-            wait_s = args.timeout or max(600.0, 1.5 * args.n)
-            _created, ready, _t0 = asyncio.run(observe(env["KUBECONFIG"], args.n, wait_s))
+            made = make_ready(fleet, env, n=args.n, timeout=args.timeout or max(600.0, 1.5 * args.n))
         finally:
-            stop(maker)
-        if len(ready) != args.n:
-            raise SystemExit(f"restart: only {len(ready)} of {args.n} Ready")
+            stop(fleet[0][0])
+        if made.ready.keys() != made.created.keys() or len(made.ready) != args.n:
+            raise SystemExit(f"restart: only {len(made.ready)} of {args.n} Ready")
         for rnd in range(1, args.rounds + 1):
             for system in systems:
                 load = os.getloadavg()[0]
-                synced, writes, rss = measure_restart(system, env, out)
+                synced, writes, rss = measure_restart(system, env, workdir)
                 rows.append({"label": system.label, "round": rnd, "synced_s": synced, "writes": writes,
                              "rss_mib": rss, "load": round(load, 2)})
-                print(f"  {rows[-1]}", file=sys.stderr)
+                print(f"  restart {rows[-1]}", file=sys.stderr)
     finally:
         cluster_down(cluster_dir)
+    first = next((r for r in rows if r["label"] == maker.label), None)
+    restart = (first["synced_s"], first["writes"], first["rss_mib"]) if first else (None, None, None)
+    result = record(made, maker, rnd=1, nodes=nodes, restart=restart, workdir=workdir)
     (out / "restarts.json").write_text(json.dumps(rows))
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, N={args.n}; results in {out}\n")
-    print("| system | round | synced s | writes in 15 s | RSS MiB | load avg (1 min) |\n|---|---:|---:|---:|---:|---:|")
+    print(HEADER)
+    print(row(result))
+    print("\n| system | round | synced s | writes in 15 s | RSS MiB | load avg (1 min) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['label']} | {r['round']} | {r['synced_s']} | {r['writes']:.0f} | {r['rss_mib']} | {r['load']} |")
     return 0
