@@ -154,10 +154,19 @@ class Store:
         self._gauge.dec()
         return self._unpack(previous)
 
-    def pack(self, obj: Obj) -> Packed:
-        """An object (after the transform) in the form the store keeps, for replace_packed."""
+    @property
+    def index_labels(self) -> tuple[str, ...]:
+        """The label keys the store indexes (a list with one of them in its selector reads only that value's)."""
+        return self._index_labels
+
+    def pack(self, obj: Obj, *, decoded: bool = False) -> Packed:
+        """An object (after the transform) in the form the store keeps, for replace_packed; `decoded` also keeps
+        the transformed object among the recent ones (it is about to be read)."""
         obj = self.transform(obj)
-        return Packed(ObjectRef.of(obj), self._entry(obj))
+        packed = Packed(ObjectRef.of(obj), self._entry(obj))
+        if decoded:
+            self._keep_recent(packed.entry, obj)
+        return packed
 
     def unpack(self, packed: Packed) -> Obj:
         """The object a Packed holds (a new copy)."""

@@ -16,25 +16,37 @@ create of what it just made, no re-apply of what it just applied, no status writ
 copy of itself. resourceVersions are compared as integers (etcd's; the API conventions call them
 opaque, so an answer whose version is not an integer is simply not remembered). `forget(ref)` drops
 an answer (the object was deleted).
+
+The answers are held as the store holds its objects (packed, after its transform) and indexed like it
+(by namespace, owner uid and the store's indexed labels), so a burst of writes (N databases created at
+once: N times 9 answers while the watches lag) costs what caching them costs, and a read looks only at
+the answers of its own namespace, owner or label value, never at every answer. Answers are dropped
+when the store catches up with them (on the next read of them) or once expired, oldest first, on every
+remember and read.
 """
 
 from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.store import Store, owner_uids, resource_version_of
+from sampledb_operator.runtime.store import Packed, Store, resource_version_of
 
 WRITTEN_TTL = 30.0  # seconds an answer is kept at most (the watches normally deliver it within a second)
 
 
+K = TypeVar("K")
+
+
 @dataclass(frozen=True, slots=True)
 class _Written:
-    obj: Obj
+    packed: Packed  # the answer as its store keeps objects
     version: int
     expires: float
 
@@ -53,7 +65,11 @@ class StoreSet:
         self._stores = dict(stores)
         self._ttl = ttl
         self._now = now
-        self._written: dict[ObjectRef, _Written] = {}
+        self._index_labels = frozenset(label for store in self._stores.values() for label in store.index_labels)
+        self._written: OrderedDict[ObjectRef, _Written] = OrderedDict()  # oldest (first to expire) first
+        self._written_in: dict[str, set[ObjectRef]] = {}  # namespace -> refs
+        self._written_by_owner: dict[str, set[ObjectRef]] = {}
+        self._written_by_label: dict[tuple[str, str], set[ObjectRef]] = {}
 
     def _for(self, namespace: str) -> Store | None:
         return self._stores.get(namespace) or self._stores.get(None)
@@ -67,10 +83,18 @@ class StoreSet:
         version = _version(resource_version_of(obj))
         if store is None or version is None:
             return
+        now = self._now()
+        self._expire(now)
+        self._drop(ref)
         if not self._ahead(store, ref, version):
-            self._written.pop(ref, None)
             return
-        self._written[ref] = _Written(store.transform(obj), version, self._now() + self._ttl)
+        written = _Written(store.pack(obj, decoded=True), version, now + self._ttl)
+        self._written[ref] = written
+        _add(self._written_in, ref.namespace, ref)
+        for uid in written.packed.entry.owners:
+            _add(self._written_by_owner, uid, ref)
+        for pair in written.packed.entry.indexed:
+            _add(self._written_by_label, pair, ref)
 
     def is_own_write(self, obj: Obj) -> bool:
         """Whether `obj` (a watch event's object) is exactly a version this process wrote and has been
@@ -80,7 +104,25 @@ class StoreSet:
 
     def forget(self, ref: ObjectRef) -> None:
         """Drop a remembered answer (the object was deleted)."""
-        self._written.pop(ref, None)
+        self._drop(ref)
+
+    def _drop(self, ref: ObjectRef) -> None:
+        written = self._written.pop(ref, None)
+        if written is None:
+            return
+        _discard(self._written_in, ref.namespace, ref)
+        for uid in written.packed.entry.owners:
+            _discard(self._written_by_owner, uid, ref)
+        for pair in written.packed.entry.indexed:
+            _discard(self._written_by_label, pair, ref)
+
+    def _expire(self, now: float) -> None:
+        """Drop the expired answers (the oldest first: all expire after the same ttl)."""
+        while self._written:
+            ref, written = next(iter(self._written.items()))
+            if written.expires >= now:
+                return
+            self._drop(ref)
 
     def _ahead(self, store: Store, ref: ObjectRef, version: int) -> bool:
         """Whether the store has not yet seen `version` of `ref`."""
@@ -93,25 +135,35 @@ class StoreSet:
 
     def _written_for(self, ref: ObjectRef, store: Store) -> Obj | None:
         """The remembered answer for `ref` while it is newer than the store's copy (else None, dropped)."""
-        entry = self._written.get(ref)
-        if entry is None:
+        written = self._written.get(ref)
+        if written is None:
             return None
-        if self._now() > entry.expires or not self._ahead(store, ref, entry.version):
-            del self._written[ref]
+        if self._now() > written.expires or not self._ahead(store, ref, written.version):
+            self._drop(ref)
             return None
-        return entry.obj
+        return store.unpack(written.packed)
 
-    def _pending(self, namespace: str | None) -> builtins.list[tuple[ObjectRef, Obj]]:
-        """The remembered answers still ahead of their store, in `namespace` (all when None)."""
+    def _pending(self, refs: Iterable[ObjectRef]) -> builtins.list[tuple[ObjectRef, Obj]]:
+        """Of `refs` (remembered ones), the answers still ahead of their store, in ref order."""
+        self._expire(self._now())
         out = []
-        for ref in builtins.list(self._written):
-            if namespace is not None and ref.namespace != namespace:
-                continue
+        for ref in sorted(refs):
             store = self._for(ref.namespace)
             obj = self._written_for(ref, store) if store is not None else None
             if obj is not None:
                 out.append((ref, obj))
         return out
+
+    def _candidates(self, namespace: str | None, label_selector: Mapping[str, str] | None) -> set[ObjectRef]:
+        """The remembered refs a list(namespace, label_selector) may show: by an indexed label of the selector
+        when it has one, else by namespace (a superset: the caller still matches the labels)."""
+        indexed = next(((k, v) for k, v in (label_selector or {}).items() if k in self._index_labels), None)
+        if indexed is not None:
+            refs = set(self._written_by_label.get(indexed, ()))
+            return refs if namespace is None else {r for r in refs if r.namespace == namespace}
+        if namespace is not None:
+            return set(self._written_in.get(namespace, ()))
+        return set(self._written)
 
     # ------------------------------------------------------------------ reads
 
@@ -135,7 +187,7 @@ class StoreSet:
                 found += store.list(None, label_selector)
         if not self._written:
             return found
-        return self._overlay(found, self._pending(namespace), label_selector)
+        return self._overlay(found, self._pending(self._candidates(namespace, label_selector)), label_selector)
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         out: builtins.list[Obj] = []
@@ -143,8 +195,7 @@ class StoreSet:
             out += store.by_owner(uid)
         if not self._written:
             return out
-        mine = [(ref, obj) for ref, obj in self._pending(None) if uid in owner_uids(obj)]
-        return self._overlay(out, mine, None)
+        return self._overlay(out, self._pending(set(self._written_by_owner.get(uid, ()))), None)
 
     @staticmethod
     def _overlay(found: builtins.list[Obj], pending: builtins.list[tuple[ObjectRef, Obj]],
@@ -167,6 +218,18 @@ class StoreSet:
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._stores.values())
+
+
+def _add(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
+    index.setdefault(key, set()).add(ref)
+
+
+def _discard(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
+    refs = index.get(key)
+    if refs is not None:
+        refs.discard(ref)
+        if not refs:
+            del index[key]
 
 
 def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:

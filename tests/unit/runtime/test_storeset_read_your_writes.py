@@ -137,3 +137,49 @@ def test_a_watch_event_of_an_own_write_is_recognised_and_only_that_version() -> 
     assert cache.is_own_write(cm("11"))
     assert not cache.is_own_write(cm("12"))  # someone's later change is news
     assert not cache.is_own_write({**cm("11"), "metadata": {**cm("11")["metadata"], "name": "other"}})
+
+
+def named(name: str, rv: str, db: str, owner: str = "") -> Obj:
+    meta: Obj = {"name": name, "namespace": "ns", "resourceVersion": rv, "labels": {"db": db, "app": "x"}}
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner}]
+    return {"kind": "ConfigMap", "metadata": meta, "data": {"k": name}}
+
+
+def test_expired_answers_are_dropped_by_the_next_write_without_being_read() -> None:
+    """A burst of writes must not be held for longer than the ttl: an answer nobody reads goes too."""
+    clock = Clock()
+    _store, cache = storeset(clock)
+    cache.remember(cm("11"))
+    clock.t = 31.0
+    cache.remember(named("other", "12", "b"))
+    assert not cache.is_own_write(cm("11"))  # gone although never read: its late event is news again
+    assert cache.is_own_write(named("other", "12", "b"))
+
+
+def test_answers_are_found_by_their_indexed_label_namespace_and_owner() -> None:
+    store = Store("configmaps", index_labels=("db",))
+    store.replace([], resource_version="10")
+    cache = StoreSet({None: store})
+    for i, db in enumerate(("a", "a", "b")):
+        cache.remember(named(f"cm-{i}", str(11 + i), db, owner=f"uid-{db}"))
+    assert [o["metadata"]["name"] for o in cache.list("ns", {"db": "a"})] == ["cm-0", "cm-1"]
+    assert [o["metadata"]["name"] for o in cache.list("ns", {"db": "b", "app": "x"})] == ["cm-2"]
+    assert cache.list("ns", {"db": "b", "app": "y"}) == []  # the rest of the selector still applies
+    assert [o["metadata"]["name"] for o in cache.list("ns", {"app": "x"})] == ["cm-0", "cm-1", "cm-2"]
+    assert cache.list("elsewhere", {"db": "a"}) == [] and cache.list("elsewhere") == []
+    assert [o["metadata"]["name"] for o in cache.by_owner("uid-b")] == ["cm-2"]
+    cache.forget(ObjectRef("ns", "cm-0"))
+    assert [o["metadata"]["name"] for o in cache.list("ns", {"db": "a"})] == ["cm-1"]
+    assert [o["metadata"]["name"] for o in cache.by_owner("uid-a")] == ["cm-1"]
+
+
+def test_an_answer_stays_readable_after_many_other_objects_went_through_the_store() -> None:
+    """Answers are held packed, as the store's objects: read back whole after the store's decoded
+    window (runtime/store.RECENT) has moved on."""
+    store, cache = storeset()
+    cache.remember(cm("11", "mine"))
+    for i in range(300):
+        store.upsert(named(f"x-{i}", "5", "z"))
+        store.get(ObjectRef("ns", f"x-{i}"))
+    assert cache.get(REF) == cm("11", "mine")
