@@ -285,6 +285,11 @@ class System:
     shards: int = 1
     flags: tuple[str, ...] = ()  # more command-line flags of the operator
 
+    @property
+    def slug(self) -> str:
+        """The label as a directory name part."""
+        return self.label.replace(" ", "").replace("=", "")
+
     @classmethod
     def parse(cls, spec: str) -> System:
         kind, _, rest = spec.partition(":")
@@ -294,6 +299,16 @@ class System:
         flags = tuple(f for f in opts.get("flags", "").split(",") if f)
         return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)),
                    flags)
+
+
+def nodes_for(n: int) -> int:
+    """kwok nodes for N databases: a StatefulSet pod and an init Job pod each, PODS_PER_NODE a node."""
+    return math.ceil(2 * n / PODS_PER_NODE) + 1
+
+
+def default_timeout(n: int) -> float:
+    """Seconds to wait for N databases to be Ready when --timeout is not given."""
+    return max(600.0, 1.5 * n)
 
 
 def proc_stats(pid: int) -> tuple[float, float]:
@@ -482,8 +497,8 @@ class RunResult:
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunResult:
-    nodes = math.ceil(2 * n / PODS_PER_NODE) + 1
-    slug = system.label.replace(" ", "").replace("=", "")
+    nodes = nodes_for(n)
+    slug = system.slug
     cluster_dir = f"/tmp/scale-{slug}-{n}-{rnd}"
     workdir = out / f"{slug}-{rnd}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -614,7 +629,7 @@ def run_main(args: argparse.Namespace) -> int:
     systems = [System.parse(s) for s in args.systems.split(",")]
     out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-n{args.n}")
     out.mkdir(parents=True, exist_ok=True)
-    timeout = args.timeout or max(600.0, 1.5 * args.n)
+    timeout = args.timeout or default_timeout(args.n)
     results = [run_one(s, args.n, rnd, out, timeout) for rnd in range(1, args.rounds + 1) for s in systems]
     return report(results, out)
 
@@ -627,17 +642,17 @@ def restart_main(args: argparse.Namespace) -> int:
         raise SystemExit("restart: single operator processes only")
     out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-restart-n{args.n}")
     maker = systems[0]
-    workdir = out / f"{maker.label.replace(' ', '').replace('=', '')}-1"
+    workdir = out / f"{maker.slug}-1"
     workdir.mkdir(parents=True, exist_ok=True)
     cluster_dir = f"/tmp/scale-restart-{args.n}"
-    nodes = math.ceil(2 * args.n / PODS_PER_NODE) + 1
+    nodes = nodes_for(args.n)
     rows: list[dict[str, Any]] = []
     try:
         env = cluster_env(cluster_dir, nodes)
         prepare(env)
         fleet = [start_system(maker, env, workdir)]
         try:
-            made = make_ready(fleet, env, n=args.n, timeout=args.timeout or max(600.0, 1.5 * args.n))
+            made = make_ready(fleet, env, n=args.n, timeout=args.timeout or default_timeout(args.n))
         finally:
             stop(fleet[0][0])
         if made.ready.keys() != made.created.keys() or len(made.ready) != args.n:

@@ -80,9 +80,8 @@ class Store:
         self._packer = Packer()
         self._recent: OrderedDict[_Entry, Obj] = OrderedDict()  # entry -> its object, least recent first
         self._objects: dict[ObjectRef, _Entry] = {}
-        self._by_owner: dict[str, set[ObjectRef]] = {}
         self._index_labels = index_labels
-        self._by_label: dict[tuple[str, str], set[ObjectRef]] = {}
+        self._index = EntryIndex()
         self._gauge = metrics.cache_objects.labels(resource=resource)  # shared: changed by deltas only
 
     def __len__(self) -> int:
@@ -112,7 +111,7 @@ class Store:
         selector = dict(label_selector or {})
         indexed = next(((k, v) for k, v in selector.items() if k in self._index_labels), None)
         if indexed is not None:
-            refs: Iterable[ObjectRef] = sorted(self._by_label.get(indexed, ()))
+            refs: Iterable[ObjectRef] = sorted(self._index.labelled(indexed))
             del selector[indexed[0]]  # every ref of the index has it
         else:
             refs = self._objects
@@ -128,7 +127,7 @@ class Store:
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         """Objects with an ownerReference to `uid` (controller or not), ordered by ref."""
-        return [self._unpack(self._objects[ref]) for ref in sorted(self._by_owner.get(uid, ()))]
+        return [self._unpack(self._objects[ref]) for ref in sorted(self._index.owned(uid))]
 
     def upsert(self, obj: Obj) -> Obj:
         """Insert or replace one object; the object as the store holds it (after the transform)."""
@@ -136,12 +135,12 @@ class Store:
         ref = ObjectRef.of(obj)
         previous = self._objects.get(ref)
         if previous is not None:
-            self._unindex(self._by_owner, self._by_label, ref, previous)
+            self._index.remove(ref, previous)
         else:
             self._gauge.inc()
         entry = self._entry(obj)
         self._objects[ref] = entry
-        _index(self._by_owner, self._by_label, ref, entry)
+        self._index.add(ref, entry)
         self._keep_recent(entry, obj)
         return obj
 
@@ -150,7 +149,7 @@ class Store:
         previous = self._objects.pop(ref, None)
         if previous is None:
             return None
-        self._unindex(self._by_owner, self._by_label, ref, previous)
+        self._index.remove(ref, previous)
         self._gauge.dec()
         return self._unpack(previous)
 
@@ -185,14 +184,13 @@ class Store:
         modifications (a changed resourceVersion) in list order.
         """
         objects: dict[ObjectRef, _Entry] = {}
-        by_owner: dict[str, set[ObjectRef]] = {}
-        by_label: dict[tuple[str, str], set[ObjectRef]] = {}
+        index = EntryIndex()
         for item in items:
             ref, entry = item.ref, item.entry
             if ref in objects:
-                self._unindex(by_owner, by_label, ref, objects[ref])
+                index.remove(ref, objects[ref])
             objects[ref] = entry
-            _index(by_owner, by_label, ref, entry)
+            index.add(ref, entry)
         changes: builtins.list[tuple[str, Packed]] = [
             ("DELETED", Packed(ref, old)) for ref, old in self._objects.items() if ref not in objects
         ]
@@ -203,7 +201,7 @@ class Store:
             elif old.version != entry.version:
                 changes.append(("MODIFIED", Packed(ref, entry)))
         self._gauge.inc(len(objects) - len(self._objects))
-        self._objects, self._by_owner, self._by_label = objects, by_owner, by_label
+        self._objects, self._index = objects, index
         if resource_version is not None:
             self.resource_version = resource_version
         self.synced.set()
@@ -228,13 +226,6 @@ class Store:
         if len(self._recent) > RECENT:
             self._recent.popitem(last=False)
 
-    @staticmethod
-    def _unindex(by_owner: dict[str, set[ObjectRef]], by_label: dict[tuple[str, str], set[ObjectRef]],
-                 ref: ObjectRef, entry: _Entry) -> None:
-        for uid in entry.owners:
-            _discard(by_owner, uid, ref)
-        for pair in entry.indexed:
-            _discard(by_label, pair, ref)
 
 
 def resource_version_of(obj: Obj) -> str:
@@ -253,15 +244,45 @@ def _labels_match(obj: Obj, selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _index(by_owner: dict[str, set[ObjectRef]], by_label: dict[tuple[str, str], set[ObjectRef]], ref: ObjectRef,
-           entry: _Entry) -> None:
-    for uid in entry.owners:
-        by_owner.setdefault(uid, set()).add(ref)
-    for pair in entry.indexed:
-        by_label.setdefault(pair, set()).add(ref)
+class EntryIndex:
+    """Refs by owner uid and by indexed label pair, of the entries added (the Store's indexes, and the
+    read-back answers' in runtime/storeset.py); a key's set goes when its last ref does."""
+
+    __slots__ = ("_by_label", "_by_owner")
+
+    def __init__(self) -> None:
+        self._by_owner: dict[str, set[ObjectRef]] = {}
+        self._by_label: dict[tuple[str, str], set[ObjectRef]] = {}
+
+    def add(self, ref: ObjectRef, entry: _Entry) -> None:
+        for uid in entry.owners:
+            add_ref(self._by_owner, uid, ref)
+        for pair in entry.indexed:
+            add_ref(self._by_label, pair, ref)
+
+    def remove(self, ref: ObjectRef, entry: _Entry) -> None:
+        for uid in entry.owners:
+            discard_ref(self._by_owner, uid, ref)
+        for pair in entry.indexed:
+            discard_ref(self._by_label, pair, ref)
+
+    def owned(self, uid: str) -> set[ObjectRef]:
+        """The refs with an ownerReference to `uid` (read-only)."""
+        return self._by_owner.get(uid, _NONE)
+
+    def labelled(self, pair: tuple[str, str]) -> set[ObjectRef]:
+        """The refs whose indexed label pair[0] has the value pair[1] (read-only)."""
+        return self._by_label.get(pair, _NONE)
 
 
-def _discard(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
+_NONE: set[ObjectRef] = set()  # never changed: what an index answers for a key it lacks
+
+
+def add_ref(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
+    index.setdefault(key, set()).add(ref)
+
+
+def discard_ref(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
     refs = index.get(key)
     if refs is not None:
         refs.discard(ref)

@@ -32,16 +32,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.store import Packed, Store, resource_version_of
+from sampledb_operator.runtime.store import EntryIndex, Packed, Store, add_ref, discard_ref, resource_version_of
 
 WRITTEN_TTL = 30.0  # seconds an answer is kept at most (the watches normally deliver it within a second)
-
-
-K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +64,7 @@ class StoreSet:
         self._index_labels = frozenset(label for store in self._stores.values() for label in store.index_labels)
         self._written: OrderedDict[ObjectRef, _Written] = OrderedDict()  # oldest (first to expire) first
         self._written_in: dict[str, set[ObjectRef]] = {}  # namespace -> refs
-        self._written_by_owner: dict[str, set[ObjectRef]] = {}
-        self._written_by_label: dict[tuple[str, str], set[ObjectRef]] = {}
+        self._written_index = EntryIndex()  # by owner uid and indexed label, as the stores index
 
     def _for(self, namespace: str) -> Store | None:
         return self._stores.get(namespace) or self._stores.get(None)
@@ -90,11 +85,8 @@ class StoreSet:
             return
         written = _Written(store.pack(obj, decoded=True), version, now + self._ttl)
         self._written[ref] = written
-        _add(self._written_in, ref.namespace, ref)
-        for uid in written.packed.entry.owners:
-            _add(self._written_by_owner, uid, ref)
-        for pair in written.packed.entry.indexed:
-            _add(self._written_by_label, pair, ref)
+        add_ref(self._written_in, ref.namespace, ref)
+        self._written_index.add(ref, written.packed.entry)
 
     def is_own_write(self, obj: Obj) -> bool:
         """Whether `obj` (a watch event's object) is exactly a version this process wrote and has been
@@ -110,11 +102,8 @@ class StoreSet:
         written = self._written.pop(ref, None)
         if written is None:
             return
-        _discard(self._written_in, ref.namespace, ref)
-        for uid in written.packed.entry.owners:
-            _discard(self._written_by_owner, uid, ref)
-        for pair in written.packed.entry.indexed:
-            _discard(self._written_by_label, pair, ref)
+        discard_ref(self._written_in, ref.namespace, ref)
+        self._written_index.remove(ref, written.packed.entry)
 
     def _expire(self, now: float) -> None:
         """Drop the expired answers (the oldest first: all expire after the same ttl)."""
@@ -159,7 +148,7 @@ class StoreSet:
         when it has one, else by namespace (a superset: the caller still matches the labels)."""
         indexed = next(((k, v) for k, v in (label_selector or {}).items() if k in self._index_labels), None)
         if indexed is not None:
-            refs = set(self._written_by_label.get(indexed, ()))
+            refs = set(self._written_index.labelled(indexed))
             return refs if namespace is None else {r for r in refs if r.namespace == namespace}
         if namespace is not None:
             return set(self._written_in.get(namespace, ()))
@@ -195,7 +184,7 @@ class StoreSet:
             out += store.by_owner(uid)
         if not self._written:
             return out
-        return self._overlay(out, self._pending(set(self._written_by_owner.get(uid, ()))), None)
+        return self._overlay(out, self._pending(set(self._written_index.owned(uid))), None)
 
     @staticmethod
     def _overlay(found: builtins.list[Obj], pending: builtins.list[tuple[ObjectRef, Obj]],
@@ -218,18 +207,6 @@ class StoreSet:
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._stores.values())
-
-
-def _add(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
-    index.setdefault(key, set()).add(ref)
-
-
-def _discard(index: dict[K, set[ObjectRef]], key: K, ref: ObjectRef) -> None:
-    refs = index.get(key)
-    if refs is not None:
-        refs.discard(ref)
-        if not refs:
-            del index[key]
 
 
 def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
