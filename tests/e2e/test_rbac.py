@@ -200,6 +200,17 @@ def run_lifecycle(op: OperatorProcess, ns: str) -> None:
     wait_until(lambda: condition("life", ns, "Migrated").get("status") == "True", timeout=120, what="Migrated=True")
     assert condition("ret", ns, "Initialized").get("reason") == "InitSucceeded"
 
+    # paused twice: the second Paused Event is a repeat, counted on the first (events patch)
+    for _ in range(2):
+        patch_spec("del", ns, {"paused": True})
+        wait_until(lambda: condition("del", ns, "Progressing").get("reason") == "Paused", timeout=60, what="paused")
+        patch_spec("del", ns, {"paused": False})
+        wait_until(lambda: condition("del", ns, "Progressing").get("reason") not in (None, "Paused"), timeout=60,
+                   what="resumed")
+    wait_until(lambda: any(e.get("reason") == "Paused" and (e.get("count") or 0) >= 2
+                           for e in kubectl_json("get", "events", "-n", ns)["items"]),
+               timeout=60, what="the repeated Paused Event counted")
+
     # edits: a reloadable parameter, storage growth, a minor upgrade (pre-upgrade backup, rolled StatefulSet)
     patch_spec("life", ns, {"version": "16.6", "parameters": {"work_mem": "8MB"}, "storage": {"size": "2Gi"}})
     wait_until(lambda: kubectl_json("get", "pvc", "data-life-0", "-n", ns)["spec"]["resources"]["requests"]["storage"]
