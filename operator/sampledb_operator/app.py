@@ -23,7 +23,7 @@ from typing import Any
 
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache
-from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
 from sampledb_operator.decide.sharding import plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
@@ -85,6 +85,13 @@ def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
     meta = obj.get("metadata") or {}
     name = (meta.get("labels") or {}).get(DATABASE_LABEL) or (obj.get("spec") or {}).get("database")
     return [ObjectRef(meta.get("namespace") or "", str(name))] if name else []
+
+
+def _sharing(ctx: Context, obj: dict[str, Any]) -> list[ObjectRef]:
+    """The SampleDBs of the namespace, when `obj` is its shared scripts ConfigMap; else none."""
+    if not is_shared_scripts(obj):
+        return []
+    return [ObjectRef.of(o) for o in ctx.caches.sampledbs.list((obj.get("metadata") or {}).get("namespace") or "")]
 
 
 def _backup_database(obj: dict[str, Any]) -> ObjectRef | None:
@@ -191,6 +198,8 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
     handlers = [unless_own_write(enqueue_mapped(_coalesced(dbs), _database_of), own)]
+    if kind == "ConfigMap":  # the namespace's shared scripts (no database label): every database there uses it
+        handlers.append(unless_own_write(enqueue_mapped(_coalesced(dbs), lambda o: _sharing(ctx, o)), own))
     if kind == "Job":
         handlers.append(enqueue_controller_owner(backups.enqueue, owner_kind="SampleDBBackup",
                                                  owner_api_version=API_VERSION))

@@ -44,7 +44,8 @@ def test_snapshot_policy_takes_a_snapshot_then_removes_statefulset_and_volume(na
     wait_until(lambda: gone("sampledb", "snap", ns), timeout=120, what="the SampleDB to be gone")
     assert gone("statefulset", "snap", ns)
     wait_until(lambda: gone("pvc", "data-snap-0", ns), timeout=60, what="the data PVC to be deleted")
-    for kind, name in (("secret", "snap-credentials"), ("configmap", "snap-config"), ("configmap", "snap-scripts"),
+    # the namespace's shared scripts ConfigMap goes too: snap was the namespace's last database
+    for kind, name in (("secret", "snap-credentials"), ("configmap", "snap-config"), ("configmap", "sampledb-scripts"),
                        ("service", "snap"), ("service", "snap-headless")):
         wait_until(lambda k=kind, n=name: gone(k, n, ns), timeout=60, what=f"{kind} {name} deleted")
     [backup] = backups(ns)
@@ -191,7 +192,7 @@ def test_foreground_deletion_keeps_what_the_snapshot_needs_until_it_is_taken(nam
     wait_until(lambda: condition("fg", ns, "DeletionBlocked").get("status") == "True", timeout=120,
                what="the first snapshot attempt to fail")
     # The garbage collector has had all this time to delete the SampleDB's dependents: none of these is one.
-    for kind, name in (("secret", "fg-credentials"), ("configmap", "fg-config"), ("configmap", "fg-scripts"),
+    for kind, name in (("secret", "fg-credentials"), ("configmap", "fg-config"), ("configmap", "sampledb-scripts"),
                        ("service", "fg"), ("statefulset", "fg"), ("pvc", "data-fg-0")):
         obj = get_or_none(kind, name, ns)
         assert obj is not None and not obj["metadata"].get("deletionTimestamp"), f"{kind} {name}"

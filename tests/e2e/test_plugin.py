@@ -60,7 +60,8 @@ def test_status_shows_one_screen_about_a_ready_database(kubeconfig: str, namespa
     children = {tuple(line.split()[:2]) for line in out.split("\nChildren\n")[1].split("\n\n")[0].splitlines()[1:]}
     assert {("StatefulSet", "shop"), ("Pod", "shop-0"), ("PersistentVolumeClaim", "data-shop-0"),
             ("PersistentVolumeClaim", "shop-backups"), ("Service", "shop"), ("Service", "shop-headless"),
-            ("Secret", "shop-credentials"), ("ConfigMap", "shop-config"), ("ConfigMap", "shop-scripts")} <= children
+            ("Secret", "shop-credentials"), ("ConfigMap", "shop-config")} <= children
+    assert ("ConfigMap", "sampledb-scripts") not in children  # the namespace's, shared: no one database's child
     assert re.search(r"^  Ready +True +DatabaseReady ", out, re.M)   # the conditions table
     assert password_of("shop", ns) not in out
 

@@ -1,7 +1,7 @@
 """What the caches keep of a child: large fields that no decision reads are replaced by a digest.
 
 Pure; used as the ConfigMap store's transform (runtime/store.py, like client-go's SetTransform).
-The scripts ConfigMap's data (the data-plane scripts, ~38 KB, identical for every database) is
+The shared scripts ConfigMap's data (the data-plane scripts, ~80 KB, one ConfigMap per namespace) is
 replaced by DATA_DIGEST, the SHA-256 of the data's canonical JSON; plan.drift compares a desired
 ConfigMap's data with that digest, so an edit of the scripts on the server is still drift and is
 repaired. DATA_DIGEST is a key only cached objects carry: a cached object is never sent back to the

@@ -162,19 +162,43 @@ def synchronous(db: SampleDB) -> bool:
     return db.spec.replication.synchronous and db.spec.replicas > 1
 
 
+SCRIPTS_CONFIGMAP = "sampledb-scripts"  # one per namespace, shared by its databases (scripts_configmap)
+
+
 def scripts_configmap_name(db: SampleDB) -> str:
+    """The scripts ConfigMap a database's pods and Jobs mount: its namespace's shared one."""
+    return SCRIPTS_CONFIGMAP
+
+
+def legacy_scripts_configmap_name(db: SampleDB) -> str:
+    """The per-database scripts ConfigMap of operator versions before the shared one (removed with the
+    database, or once nothing of it mounts it any more: reconcilers/children.py)."""
     return f"{db_name(db)}-scripts"
 
 
 def scripts_configmap(inputs: Inputs) -> Obj:
-    """The data-plane scripts the Jobs run, mounted at SCRIPTS_MOUNT."""
+    """The data-plane scripts the pods and Jobs run, mounted at SCRIPTS_MOUNT: ONE ConfigMap per namespace,
+    shared by every database in it (the scripts, ~80 KB, are the same for all of them; a copy per database
+    cost etcd, every apply, watch event and restart 80 KB per database). It carries no database label and
+    no owner: every database's pass keeps it as desired (the same body: a write only on drift), and the
+    deletion of the namespace's last database removes it."""
     db = inputs.db
+    shared_labels = {k: v for k, v in labels(db, "scripts").items()
+                     if k not in (DATABASE_LABEL, "app.kubernetes.io/instance")}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(db, scripts_configmap_name(db), "scripts", owned=False),
+        "metadata": {"name": SCRIPTS_CONFIGMAP, "namespace": namespace_of(db), "labels": shared_labels},
         "data": inputs.scripts,  # the same mapping every pass (its digest is computed once, decide/cache.py)
     }
+
+
+def is_shared_scripts(obj: Obj) -> bool:
+    """A namespace's shared scripts ConfigMap (the operator's: its name, component and manager labels)."""
+    meta_ = obj.get("metadata") or {}
+    got = meta_.get("labels") or {}
+    return (obj.get("kind", "ConfigMap") == "ConfigMap" and meta_.get("name") == SCRIPTS_CONFIGMAP
+            and got.get(COMPONENT_LABEL) == "scripts" and got.get(MANAGED_BY_LABEL) == MANAGED_BY)
 
 
 DATA_DIR_ANNOTATION = "sampledb.io/data-dir"

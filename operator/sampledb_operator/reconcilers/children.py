@@ -3,7 +3,10 @@ writes decide/plan.py asks for.
 
 The long-lived children (StatefulSets, volumes, Secret, ConfigMaps, Services) carry no ownerReference,
 only the database label, so the garbage collector never deletes them: only the deletion steps do
-(reconcilers/deletion.py). The Secret is created once and never overwritten, and its value never
+(reconcilers/deletion.py). The scripts ConfigMap is the namespace's, shared by its databases
+(decide/desired.scripts_configmap): every pass keeps it as desired, the deletion of the namespace's last
+database removes it, and a database's own scripts ConfigMap of earlier versions is deleted once nothing
+of it mounts it. The Secret is created once and never overwritten, and its value never
 reaches a log, an event or the status. Every function returns the problems it found (for Degraded);
 none collects them into a list it was given.
 """
@@ -11,6 +14,7 @@ none collects them into a list it was given.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,7 +65,7 @@ def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
     return [*data_children(db),
             ("Secret", names.secret_name(name)),
             ("ConfigMap", names.configmap_name(name)),
-            ("ConfigMap", d.scripts_configmap_name(db)),
+            ("ConfigMap", d.legacy_scripts_configmap_name(db)),  # of earlier versions: see retire_legacy_scripts
             ("Service", names.headless_service_name(name)),
             ("Service", names.client_service_name(name)),
             ("Service", names.replica_service_name(name)),
@@ -88,6 +92,9 @@ def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
         found = ctx.cached(kind, db.metadata.namespace, name)
         if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
             out[(kind, name)] = found
+    shared = ctx.cached("ConfigMap", db.metadata.namespace, d.SCRIPTS_CONFIGMAP)  # the namespace's, no database label
+    if shared is not None and d.is_shared_scripts(shared):
+        out[("ConfigMap", d.SCRIPTS_CONFIGMAP)] = shared
     for kind in ("StatefulSet", "PersistentVolumeClaim"):  # every instance's
         for child in ctx.caches.for_kind(kind).list(db.metadata.namespace, {d.DATABASE_LABEL: db.metadata.name}):
             out[plan.key_of(child)] = child
@@ -221,6 +228,55 @@ async def disown(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -
         await ctx.apis[kind].patch(name, {"metadata": {"ownerReferences": keep or None}},
                                    namespace=db.metadata.namespace)
         log.info("removed the SampleDB ownerReference", kind=kind, child=name)
+
+
+def shared_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
+    """The namespace's shared children a deletion of `db` removes too: the shared scripts ConfigMap, when
+    the caches hold no other SampleDB in the namespace (one being deleted still counts: its snapshot Job
+    mounts the scripts). Two last databases deleted at once may each still see the other: the ConfigMap
+    then stays (labelled as the operator's; the next database there uses it)."""
+    ns = db.metadata.namespace or ""
+    others = [o for o in ctx.caches.sampledbs.list(ns) if o["metadata"].get("name") != db.metadata.name]
+    return [] if others else [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
+
+
+def legacy_scripts_unused(db: SampleDB, observed: Mapping[plan.Key, Obj]) -> bool:
+    """The database's own scripts ConfigMap of earlier versions (observed) is mounted by nothing of it any more:
+    every StatefulSet's template names the shared one and has rolled out (its pods run that template), and no
+    Job mounts it."""
+    legacy = d.legacy_scripts_configmap_name(db)
+    if ("ConfigMap", legacy) not in observed:
+        return False
+    for (kind, _name), child in observed.items():
+        if kind == "StatefulSet":
+            status, generation = child.get("status") or {}, child["metadata"].get("generation")
+            if (_mounts(child["spec"]["template"], legacy) or status.get("observedGeneration") != generation
+                    or status.get("currentRevision") != status.get("updateRevision")):
+                return False
+        elif kind == "Job" and _mounts(child["spec"]["template"], legacy) and not _finished(child):
+            return False
+    return True
+
+
+def _finished(job: Obj) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def _mounts(template: Obj, configmap: str) -> bool:
+    volumes = (template.get("spec") or {}).get("volumes") or []
+    return any((v.get("configMap") or {}).get("name") == configmap for v in volumes)
+
+
+async def retire_legacy_scripts(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> None:
+    """Delete the per-database scripts ConfigMap an earlier version made, once nothing of the database mounts it
+    (legacy_scripts_unused); the shared one replaces it."""
+    if not legacy_scripts_unused(db, observed):
+        return
+    name = d.legacy_scripts_configmap_name(db)
+    with contextlib.suppress(NotFound):
+        await ctx.apis["ConfigMap"].delete(name, namespace=db.metadata.namespace)
+    log.info("deleted the per-database scripts ConfigMap (the namespace's shared one replaces it)", child=name)
 
 
 async def _expansion_problem(ctx: Context, db: SampleDB, pvc: Obj) -> Problem | None:

@@ -18,7 +18,12 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.reconcilers.children import data_children, deletable_children, instance_children
+from sampledb_operator.reconcilers.children import (
+    data_children,
+    deletable_children,
+    instance_children,
+    shared_children,
+)
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import apply_plan, subject_of
 from sampledb_operator.reconcilers.namespace import namespace_terminating
@@ -40,7 +45,8 @@ def _live(obj: Obj | None) -> bool:
 async def read_facts(ctx: Context, db: SampleDB) -> decide_deletion.DeletionFacts:
     """What one pass of the deletion of `db` reads: the caches, and the namespace (live) when needed."""
     ns = db.metadata.namespace or ""
-    data, instances, deletable = data_children(db), instance_children(ctx, db), deletable_children(db)
+    data, instances = data_children(db), instance_children(ctx, db)
+    deletable = [*deletable_children(db), *shared_children(ctx, db)]  # the shared scripts: the namespace's last
     live = frozenset(child for child in {*data, *instances, *deletable} if _live(ctx.cached(child[0], ns, child[1])))
     facts = decide_deletion.DeletionFacts(
         db=db, data_children=tuple(data), instance_children=tuple(instances), deletable_children=tuple(deletable),

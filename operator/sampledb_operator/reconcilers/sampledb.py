@@ -118,6 +118,7 @@ class SampleDBReconciler:
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
         await children.disown(self.ctx, db, observed_children)
+        await children.retire_legacy_scripts(self.ctx, db, observed_children)
 
         initialized = await init.reconcile_init(self.ctx, db, db_ready=ready)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)

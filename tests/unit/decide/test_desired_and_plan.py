@@ -61,8 +61,29 @@ def test_no_long_lived_child_is_owned_and_all_are_labelled_for_the_selector() ->
         assert meta["namespace"] == "shop"
         assert "ownerReferences" not in meta, plan.key_of(child)
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "sampledb-operator"
-        assert meta["labels"][d.DATABASE_LABEL] == "orders"
+        if d.is_shared_scripts(child):  # the namespace's, shared: no one database's label
+            assert d.DATABASE_LABEL not in meta["labels"]
+        else:
+            assert meta["labels"][d.DATABASE_LABEL] == "orders"
     assert "ownerReferences" not in d.secret(db, "pw")["metadata"]
+
+
+def test_every_database_of_a_namespace_mounts_one_shared_scripts_configmap() -> None:
+    """The scripts (~80 KB) are kept once per namespace, not once per database: two databases' desired scripts
+    ConfigMaps are the same object, and their pods and Jobs mount it."""
+    one, two = make_db(), make_db(name="billing")
+    scripts = [[c for c in d.children(d.Inputs(db, SCRIPTS)) if c["kind"] == "ConfigMap" and d.is_shared_scripts(c)]
+               for db in (one, two)]
+    assert scripts[0] == scripts[1] and len(scripts[0]) == 1
+    assert scripts[0][0]["metadata"]["name"] == d.SCRIPTS_CONFIGMAP and scripts[0][0]["data"] == SCRIPTS
+    for db in (one, two):
+        sts = next(c for c in d.children(d.Inputs(db, SCRIPTS)) if c["kind"] == "StatefulSet")
+        volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["scripts"]["configMap"]["name"] == d.SCRIPTS_CONFIGMAP
+        job = jobs.init_job(make_db(name=db.metadata.name, init={"configMapKeyRef": {"name": "i", "key": "k"}}))
+        assert job is not None
+        assert {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["scripts"]["configMap"]["name"] \
+            == d.SCRIPTS_CONFIGMAP
 
 
 def test_jobs_are_owned_by_the_sampledb() -> None:

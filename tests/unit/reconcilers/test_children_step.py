@@ -16,6 +16,7 @@ from sampledb_operator.reconcilers.children import (
     disown,
     ensure_secret,
     observed_children,
+    retire_legacy_scripts,
     unowned_children,
 )
 
@@ -38,15 +39,23 @@ async def children_step(cluster: FakeCluster, db: SampleDB) -> None:
     await disown(cluster.ctx, db, observed)
 
 
+def made_children(db: SampleDB) -> list[tuple[str, str]]:
+    """What the children step makes: the database's long-lived children (not an earlier version's own scripts
+    ConfigMap) and the namespace's shared scripts ConfigMap."""
+    legacy = ("ConfigMap", d.legacy_scripts_configmap_name(db))
+    return [c for c in unowned_children(db) if c != legacy] + [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
+
+
 def stored_children(cluster: FakeCluster, db: SampleDB) -> set[tuple[str, str]]:
-    return {(kind, name) for kind, name in unowned_children(db) if cluster.get(kind, name) is not None}
+    return {(kind, name) for kind, name in [*unowned_children(db), ("ConfigMap", d.SCRIPTS_CONFIGMAP)]
+            if cluster.get(kind, name) is not None}
 
 
 async def test_a_new_database_gets_its_nine_children_once_and_one_event_naming_them() -> None:
     cluster = FakeCluster()
     db = new_database(cluster)
     await children_step(cluster, db)
-    children = unowned_children(db)
+    children = made_children(db)
     assert len(children) == 9
     assert stored_children(cluster, db) == set(children)
     assert len(cluster.written()) == 9
@@ -128,3 +137,58 @@ async def test_disown_removes_only_the_sampledb_owner_reference() -> None:
     cluster.writes.clear()
     await disown(cluster.ctx, db, observed_children(cluster.ctx, db))
     assert cluster.written() == []
+
+
+async def test_a_second_database_of_the_namespace_shares_the_scripts_configmap_and_writes_none() -> None:
+    cluster = FakeCluster()
+    await children_step(cluster, new_database(cluster))
+    other = SampleDB.model_validate(cluster.put("SampleDB", sampledb(name="billing")))
+    cluster.writes.clear()
+    await children_step(cluster, other)
+    assert ("ConfigMap", d.SCRIPTS_CONFIGMAP) not in {(k, n) for _verb, k, n in cluster.written()}
+    assert len(cluster.written()) == 8  # its own eight children
+    assert cluster.get("ConfigMap", d.legacy_scripts_configmap_name(other)) is None
+
+
+async def test_the_shared_scripts_edited_by_hand_are_put_back() -> None:
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    await children_step(cluster, db)
+    cluster.patch("ConfigMap", d.SCRIPTS_CONFIGMAP, {"data": {"lib.sh": "echo changed"}})
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == [("apply", "ConfigMap", d.SCRIPTS_CONFIGMAP)]
+    shared = cluster.get("ConfigMap", d.SCRIPTS_CONFIGMAP)
+    assert shared is not None and shared["data"] == SCRIPTS
+
+
+async def test_an_earlier_versions_own_scripts_configmap_goes_once_nothing_mounts_it() -> None:
+    """A database made by an earlier version has `<name>-scripts`, mounted by its StatefulSet: it stays while the
+    StatefulSet's template or pods still use it, and goes once the template names the shared one and rolled out."""
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    legacy = d.legacy_scripts_configmap_name(db)
+    cluster.put("ConfigMap", {"metadata": {"name": legacy, "labels": d.labels(db, "scripts")}, "data": SCRIPTS})
+    await children_step(cluster, db)
+    sts = cluster.get("StatefulSet", "orders")
+    assert sts is not None
+    old_template = {**sts["spec"]["template"], "spec": {**sts["spec"]["template"]["spec"], "volumes": [
+        {**v, "configMap": {"name": legacy}} if v["name"] == "scripts" else v
+        for v in sts["spec"]["template"]["spec"]["volumes"]]}}
+    cluster.put("StatefulSet", {**sts, "spec": {**sts["spec"], "template": old_template}})
+    cluster.statefulset_ready("orders")
+
+    await retire_legacy_scripts(cluster.ctx, db, observed_children(cluster.ctx, db))  # the template mounts it
+    assert cluster.get("ConfigMap", legacy) is not None
+
+    ready = cluster.get("StatefulSet", "orders")
+    assert ready is not None
+    cluster.put("StatefulSet", {**ready, "spec": {**sts["spec"]}})  # the shared one in the template: rolling out
+    cluster.set_status("StatefulSet", "orders", {**ready["status"], "updateRevision": "orders-next"})
+    await retire_legacy_scripts(cluster.ctx, db, observed_children(cluster.ctx, db))  # old pods may still mount it
+    assert cluster.get("ConfigMap", legacy) is not None
+
+    cluster.statefulset_ready("orders")
+    await retire_legacy_scripts(cluster.ctx, db, observed_children(cluster.ctx, db))
+    assert cluster.get("ConfigMap", legacy) is None
+    assert cluster.written("delete") == [("delete", "ConfigMap", legacy)]

@@ -12,7 +12,7 @@ from typing import Any
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database, sampledb
 
 from sampledb_operator.decide import lifecycle
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SCRIPTS_CONFIGMAP
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result
 
@@ -232,3 +232,31 @@ async def test_only_a_snapshot_with_data_left_reads_the_namespace() -> None:
     await delete_db(cluster)
     await cluster.reconcile(DB)
     assert reads == [] and cluster.get("SampleDB", DB) is None
+
+
+async def test_the_shared_scripts_configmap_stays_while_another_database_of_the_namespace_exists() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, deletionPolicy="Delete")
+    await running_database(cluster, "billing", deletionPolicy="Delete")
+    await delete_db(cluster)
+    await cluster.reconcile(DB)
+    assert cluster.get("SampleDB", DB) is None
+    assert cluster.get("ConfigMap", SCRIPTS_CONFIGMAP) is not None  # billing's pods mount it
+    assert ("ConfigMap", SCRIPTS_CONFIGMAP) not in child_deletes(cluster)
+
+    await cluster.ctx.apis["SampleDB"].delete("billing", NS)
+    await cluster.reconcile("billing")
+    assert cluster.get("SampleDB", "billing") is None
+    assert cluster.get("ConfigMap", SCRIPTS_CONFIGMAP) is None  # the namespace's last database took it along
+
+
+async def test_an_earlier_versions_own_scripts_configmap_goes_with_its_database() -> None:
+    cluster = FakeCluster()
+    db = await running_database(cluster, deletionPolicy="Delete")
+    legacy = f"{DB}-scripts"
+    assert db["metadata"]["name"] == DB
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, DATABASE_LABEL: DB}
+    cluster.put("ConfigMap", {"metadata": {"name": legacy, "labels": labels}, "data": {"lib.sh": "old"}})
+    await delete_db(cluster)
+    await cluster.reconcile(DB)
+    assert cluster.get("ConfigMap", legacy) is None and children(cluster) == GONE
