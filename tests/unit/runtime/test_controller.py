@@ -493,3 +493,27 @@ async def test_on_error_is_called_once_a_key_has_failed_threshold_times_in_a_row
     h.controller.enqueue(A)
     await eventually(lambda: len(calls) == 5 and h.controller.queue.processing == 0)
     assert len(reported) == 1  # one failure after a success is not persistent
+
+
+async def test_a_busy_worker_lets_other_tasks_run_between_passes(harnesses: list[Harness]) -> None:
+    """Passes that never suspend (everything cached, nothing written) over a full queue: the event loop still runs
+    other tasks (the health endpoints, the watches) between two passes, not only once the queue is empty."""
+    calls: list[ObjectRef] = []
+    h = Harness(recorder(calls, []))
+    harnesses.append(h)
+    keys = [ObjectRef("ns", f"db-{i}") for i in range(200)]
+    for key in keys:
+        h.controller.enqueue(key)
+    seen_at: list[int] = []
+
+    async def probe() -> None:  # a /healthz request: it needs a few turns of the loop
+        for _ in range(3):
+            await asyncio.sleep(0)
+        seen_at.append(len(calls))
+
+    h.start()
+    await eventually(lambda: len(calls) >= 1)
+    answered = asyncio.create_task(probe())
+    await eventually(lambda: len(calls) == len(keys))
+    await answered
+    assert seen_at and seen_at[0] < len(keys) // 2, seen_at
