@@ -27,7 +27,9 @@ and the load average; for the operator, once all are Ready, a restart: seconds t
 
 `scale.py restart` measures restarts alone: one cluster, N databases made Ready by the first system
 listed, then each system restarted over them in turn, --rounds times (seconds to synced, writes in the
-15 s after, RSS), e.g. streaming against paged lists:
+15 s after, RSS), each round after the restart's floor (`scale.py syncfloor`: a plain client's
+process filling plain dicts by the same streaming lists, start to exit), e.g. streaming against
+paged lists:
 
     .venv/bin/python bench/scale/scale.py restart --n 5000 --rounds 3 \
         --systems "operator:workers=16,operator:label=paged:flags=--no-streaming-lists"
@@ -226,6 +228,37 @@ async def floor_main(args: argparse.Namespace) -> int:
     return 0
 
 
+async def sync_floor_main(args: argparse.Namespace) -> int:
+    """A restart's floor: a plain client filling plain dicts with what the operator caches (the same
+    streaming lists: every watched resource at once, each until its initial-events-end bookmark), with
+    no packing, indexes, queue or reconciling. Prints {"fetch_s": connect to synced, "objects": n}."""
+    from sampledb_operator.kube.api import initial_events_end
+    from sampledb_operator.reconcilers.sampledb import watched_resources
+
+    started = time.monotonic()
+    client = await KubeClient.connect(args.kubeconfig)
+    caches: dict[str, dict[tuple[str, str], Obj]] = {}
+
+    async def fill(api: ResourceApi, selector: str | None) -> None:
+        cache = caches.setdefault(api.resource.plural, {})
+        async with contextlib.aclosing(api.watch(args.namespace, resource_version="", label_selector=selector,
+                                                 timeout_seconds=600, read_timeout=120,
+                                                 send_initial_events=True)) as events:
+            async for ev in events:
+                if initial_events_end(ev):
+                    return
+                meta = ev.object.get("metadata") or {}
+                cache[(meta.get("namespace") or "", meta.get("name") or "")] = ev.object
+
+    try:
+        await asyncio.gather(*(fill(ResourceApi(client, r), s) for r, s in watched_resources()))
+    finally:
+        await client.close()
+    print(json.dumps({"fetch_s": round(time.monotonic() - started, 2),
+                      "objects": sum(len(c) for c in caches.values())}))
+    return 0
+
+
 # ----------------------------------------------------------------------------------------- cluster
 
 
@@ -404,12 +437,27 @@ def start_system(system: System, env: dict[str, str], workdir: Path,
 RESTART_WINDOW = 15.0  # seconds a restarted operator is watched for writes after its caches synced
 
 
-def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple[float, float, float]:
-    """Start the operator again over the N Ready databases: seconds to synced (/readyz), its writes in the
-    RESTART_WINDOW after that (a restart must write nothing: every database is as declared), its peak RSS."""
+def measure_sync_floor(env: dict[str, str]) -> tuple[float, float, float]:
+    """The restart's floor (sync_floor_main): seconds from start to exit, seconds from connect to synced,
+    objects fetched."""
     start = time.monotonic()
+    answer = subprocess.run([sys.executable, __file__, "syncfloor", "--kubeconfig", env["KUBECONFIG"]],
+                            env=env, check=True, capture_output=True, timeout=600)
+    total = time.monotonic() - start
+    got = json.loads(answer.stdout.decode().strip().splitlines()[-1])
+    return round(total, 2), float(got["fetch_s"]), float(got["objects"])
+
+
+def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple[float, float, float]:
+    """Start the operator again over the N Ready databases: seconds from its start to every cache synced
+    (its sampledb_caches_synced_timestamp_seconds against the wall clock when it was started, as
+    process_start_time_seconds counts from a whole second; until /readyz answered for an older tree without that
+    gauge), its writes in the RESTART_WINDOW after that (a restart must write nothing: every database is as
+    declared), its peak RSS. The time until /readyz answered is printed too: it adds the health endpoint's
+    latency while the first passes run."""
+    start, started_at = time.monotonic(), time.time()
     proc, port = start_system(system, env, workdir, log_name="restart")
-    synced = time.monotonic() - start
+    readyz = time.monotonic() - start
     try:
         if proc.poll() is not None or port is None:
             raise RuntimeError("the restarted operator exited")
@@ -417,9 +465,21 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple
         wait_until(lambda: time.monotonic() >= window_end, RESTART_WINDOW + 5)  # a measurement window
         requests, _reconciles, _by_resource = scrape(port)
         _cpu, rss = proc_stats(proc.pid)
+        synced_at = synced_timestamp(port)
+        synced = synced_at - started_at if synced_at else readyz
     finally:
         stop(proc)
+    print(f"  restart of {system.label}: caches synced {synced:.2f} s after its start, /readyz answered"
+          f" after {readyz:.2f} s", file=sys.stderr)
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
+
+
+def synced_timestamp(port: int) -> float | None:
+    """sampledb_caches_synced_timestamp_seconds from /metrics (None without it: an older tree)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = [float(line.split()[1]) for line in text.splitlines()
+             if line.startswith("sampledb_caches_synced_timestamp_seconds ")]
+    return found[0] if found and found[0] > 0 else None
 
 
 def wait_until(cond: Callable[[], bool], timeout: float) -> None:
@@ -658,6 +718,11 @@ def restart_main(args: argparse.Namespace) -> int:
         if made.ready.keys() != made.created.keys() or len(made.ready) != args.n:
             raise SystemExit(f"restart: only {len(made.ready)} of {args.n} Ready")
         for rnd in range(1, args.rounds + 1):
+            load = os.getloadavg()[0]
+            total, fetch, objects = measure_sync_floor(env)
+            rows.append({"label": f"floor ({objects:.0f} objects; fetch {fetch} s)", "round": rnd,
+                         "synced_s": total, "writes": 0.0, "rss_mib": "-", "load": round(load, 2)})
+            print(f"  restart {rows[-1]}", file=sys.stderr)
             for system in systems:
                 load = os.getloadavg()[0]
                 synced, writes, rss = measure_restart(system, env, workdir)
@@ -728,6 +793,9 @@ def main() -> int:
     fl.add_argument("--concurrency", type=int, default=64)
     fl.add_argument("--stats", required=True)
     fl.add_argument("--ready-file", required=True)
+    sf = sub.add_parser("syncfloor", help="(internal) a restart's floor: the caches' lists by a plain client")
+    sf.add_argument("--kubeconfig", required=True)
+    sf.add_argument("--namespace", default=NAMESPACE)
     rep = sub.add_parser("report", help="table and chart of result.json files of earlier runs")
     rep.add_argument("results", nargs="+")
     rep.add_argument("--out", required=True)
@@ -736,6 +804,8 @@ def main() -> int:
         return report_main(args)
     if args.command == "floor":
         return asyncio.run(floor_main(args))
+    if args.command == "syncfloor":
+        return asyncio.run(sync_floor_main(args))
     if args.command == "restart":
         return restart_main(args)
     return run_main(args)

@@ -150,6 +150,12 @@ watch_relists_total = Counter(
     "sampledb_watch_relists_total", "Full lists of a resource (initial and after 410 Gone)", ["resource"],
     registry=REGISTRY,
 )
+caches_synced_timestamp_seconds = Gauge(
+    "sampledb_caches_synced_timestamp_seconds",
+    "Unix time at which every cache was synced (0 until then); minus process_start_time_seconds, how long a start"
+    " took to know the cluster",
+    registry=REGISTRY,
+)
 watch_events_total = Counter(
     "sampledb_watch_events_total", "Watch events received, by resource and type", ["resource", "type"],
     registry=REGISTRY,

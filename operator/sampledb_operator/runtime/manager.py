@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import Clock, wait_all
 from sampledb_operator.runtime.controller import Controller
 
@@ -138,6 +139,7 @@ class Manager:
         if first is not synced:
             return await self._stop_before_start(first, stopper)
         self._log.info("caches synced")
+        metrics.caches_synced_timestamp_seconds.set(self._clock.now().timestamp())
         if self._leader is not None:
             acquired = self._spawn(self._leader.acquire(), "leader-acquire")
             first = await self._first(stopper, acquired, *watchers)

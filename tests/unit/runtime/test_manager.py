@@ -10,6 +10,7 @@ import pytest
 from tests.support.aio import eventually
 
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.controller import Controller, Reconcile
 from sampledb_operator.runtime.manager import Manager
@@ -139,9 +140,12 @@ async def test_no_worker_runs_before_every_store_is_synced(setups: list[Setup]) 
     for _ in range(5):
         await asyncio.sleep(0)
     assert calls == [] and not s.controller.running
+    metrics.caches_synced_timestamp_seconds.set(0)
     s.watchers[1].store.synced.set()
     await eventually(lambda: calls == [A])
     assert ready(s.manager) and leading(s.manager)
+    # the moment of the sync, for sampledb_caches_synced_timestamp_seconds - process_start_time_seconds
+    assert metrics.caches_synced_timestamp_seconds._value.get() == s.clock.now().timestamp()
 
 
 async def test_stop_shuts_controllers_then_releases_lease_then_cancels_watchers(setups: list[Setup]) -> None:
