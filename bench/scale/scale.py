@@ -8,7 +8,8 @@ and watches them until every one has Ready=True. Systems:
   floor            the API server's own floor for this work: `scale.py floor`, a plain asyncio client
                    (no caches, no queue, no operator) that creates the same child bodies the operator
                    would (decide.desired), the init Job once the StatefulSet is ready, and a Ready
-                   status once the Job succeeded: one write per object. floor:src=DIR takes the child
+                   status once the Job succeeded: one write per object (a shared one, the namespace's
+                   scripts ConfigMap, once). floor:src=DIR takes the child
                    bodies from the checkout in DIR (give the floor the tree the operator runs from).
   operator         this operator (`sampledb-operator run`), options after a colon:
                    operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
@@ -149,6 +150,7 @@ class Floor:
         self.limit = asyncio.Semaphore(concurrency)
         self.dbs: dict[str, SampleDB] = {}
         self.stage: dict[str, str] = {}  # name -> children | job | ready
+        self.made: set[tuple[str, str]] = set()  # (kind, name) of the children created
         self.tasks: set[asyncio.Task[None]] = set()
 
     def spawn(self, coro: Awaitable[None]) -> None:
@@ -170,6 +172,10 @@ class Floor:
         self.dbs[name] = db
         bodies = [d.secret(db, secrets.token_urlsafe(24)), *d.children(d.Inputs(db=db, scripts=self.scripts))]
         for body in bodies:
+            key = (body["kind"], body["metadata"]["name"])
+            if key in self.made:  # a child the databases share (the namespace's scripts ConfigMap): made once
+                continue
+            self.made.add(key)
             self.spawn(self.write(self.apis[body["kind"]].create(body)))
 
     def on_statefulset(self, _type: str, obj: Obj) -> None:
