@@ -91,7 +91,7 @@ def _sharing(ctx: Context, obj: dict[str, Any]) -> list[ObjectRef]:
     """The SampleDBs of the namespace, when `obj` is its shared scripts ConfigMap; else none."""
     if not is_shared_scripts(obj):
         return []
-    return [ObjectRef.of(o) for o in ctx.caches.sampledbs.list((obj.get("metadata") or {}).get("namespace") or "")]
+    return sorted(ctx.caches.sampledbs.refs((obj.get("metadata") or {}).get("namespace") or ""))
 
 
 def _backup_database(obj: dict[str, Any]) -> ObjectRef | None:

@@ -26,6 +26,7 @@ from sampledb_operator.decide.events import EventType
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
@@ -236,7 +237,7 @@ def shared_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
     mounts the scripts). Two last databases deleted at once may each still see the other: the ConfigMap
     then stays (labelled as the operator's; the next database there uses it)."""
     ns = db.metadata.namespace or ""
-    others = [o for o in ctx.caches.sampledbs.list(ns) if o["metadata"].get("name") != db.metadata.name]
+    others = ctx.caches.sampledbs.refs(ns) - {ObjectRef(ns, db.metadata.name)}  # refs: no SampleDB decoded
     return [] if others else [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
 
 

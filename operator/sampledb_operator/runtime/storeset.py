@@ -178,6 +178,13 @@ class StoreSet:
             return found
         return self._overlay(found, self._pending(self._candidates(namespace, label_selector)), label_selector)
 
+    def refs(self, namespace: str) -> builtins.set[ObjectRef]:
+        """The refs of `namespace`'s objects (cached, or a read-back answer the cache has not shown yet); nothing
+        is decoded, unlike list()."""
+        store = self._for(namespace)
+        found = {r for r in store.refs() if r.namespace == namespace} if store is not None else set()
+        return found | set(self._written_in.get(namespace, ()))
+
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         out: builtins.list[Obj] = []
         for store in self._stores.values():

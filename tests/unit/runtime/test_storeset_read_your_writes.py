@@ -183,3 +183,13 @@ def test_an_answer_stays_readable_after_many_other_objects_went_through_the_stor
         store.upsert(named(f"x-{i}", "5", "z"))
         store.get(ObjectRef("ns", f"x-{i}"))
     assert cache.get(REF) == cm("11", "mine")
+
+
+def test_refs_of_a_namespace_hold_the_cached_and_the_remembered_objects_only() -> None:
+    store, cache = storeset()
+    store.upsert({**cm("5"), "metadata": {**cm("5")["metadata"], "name": "cached"}})
+    store.upsert({**cm("6"), "metadata": {**cm("6")["metadata"], "namespace": "other"}})
+    cache.remember(cm("11"))  # created by this process, not in the cache yet
+    assert cache.refs("ns") == {ObjectRef("ns", "cached"), REF}
+    assert cache.refs("other") == {ObjectRef("other", "cm")}
+    assert cache.refs("none") == set()
