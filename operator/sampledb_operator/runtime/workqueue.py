@@ -1,13 +1,20 @@
-"""A work queue with client-go semantics: dedup, per-item serialisation, delayed and rate-limited adds.
+"""A work queue with client-go semantics: dedup, per-item serialisation, delayed and rate-limited adds,
+and two priorities.
 
 Invariants:
-- An item is waiting at most once (the dirty set); FIFO among waiting items.
+- An item is waiting at most once (the dirty set); FIFO among the waiting items of one priority.
+- Two priorities: an add(item, urgent=True) goes before every item added without it (an item already
+  waiting is moved up; one in progress comes back urgent after done()), but at most URGENT_STREAK urgent
+  items are handed out in a row while plain ones wait, so plain items are never starved. (What a
+  controller marks urgent is its business: the SampleDB controller marks a database whose child changed,
+  work already under way, so it finishes before the next new database starts; controller-runtime's
+  priority queue likewise lets the initial list's items wait behind events.)
 - An item handed out by get() is "processing" until done(item); an add meanwhile marks it dirty and
   it is queued again at done(), so no item is ever processed concurrently with itself.
 - add_after(item, d) fires add(item) d seconds of clock time later (the earliest pending deadline of
   an item wins); one internal task, owned by the queue and cancelled at shutdown, runs the delays.
   A fired add of an item already waiting is a no-op (dedup). add_soon(item, d) is add_after unless
-  the item is already dirty.
+  the item is already dirty. A delayed add is urgent when any of the item's pending delayed adds was.
 - After shutdown() every add is ignored. drain=True: get() keeps handing out waiting items (and items
   re-queued by done()) until none is waiting or processing, or until the timeout; drain=False:
   get() raises ShutDown at once.
@@ -35,6 +42,7 @@ from sampledb_operator.runtime.clock import Clock, sleep_until, wait_all
 from sampledb_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 K = TypeVar("K", bound=Hashable)
+URGENT_STREAK = 4  # urgent items handed out in a row, at most, while plain ones wait
 
 
 class ShutDown(Exception):
@@ -80,7 +88,14 @@ class WorkQueue(Generic[K]):
         self.name = name
         self._clock = clock
         self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(clock)
-        self._queue: deque[K] = deque()
+        # waiting items: (ticket, item) in two FIFOs; _waiting maps each waiting item to its live ticket, so an
+        # entry left behind by a move to the urgent FIFO is skipped when reached
+        self._queue: deque[tuple[int, K]] = deque()
+        self._urgent: deque[tuple[int, K]] = deque()
+        self._waiting: dict[K, tuple[int, bool]] = {}
+        self._urgent_after_done: set[K] = set()  # in progress, re-added urgent meanwhile
+        self._streak = 0  # urgent items handed out in a row while plain ones waited
+        self._tickets = itertools.count()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._added_at: dict[K, float] = {}
@@ -89,9 +104,9 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._stopped = False  # get() raises at once
         self._drained = asyncio.Event()
-        # delayed adds: heap of (ready_at, seq, item); _delayed maps item -> its live (ready_at, seq)
+        # delayed adds: heap of (ready_at, seq, item); _delayed maps item -> its live (ready_at, seq, urgent)
         self._heap: list[tuple[float, int, K]] = []
-        self._delayed: dict[K, tuple[float, int]] = {}
+        self._delayed: dict[K, tuple[float, int, bool]] = {}
         self._seq = itertools.count()
         self._delay_task: asyncio.Task[None] | None = None
         self._delay_wakeup = asyncio.Event()
@@ -100,45 +115,92 @@ class WorkQueue(Generic[K]):
 
     # -- adds -------------------------------------------------------------------------------
 
-    def add(self, item: K) -> None:
-        """Mark `item` as needing processing (no-op if already waiting or after shutdown)."""
-        if self._shutting_down or item in self._dirty:
+    def add(self, item: K, *, urgent: bool = False) -> None:
+        """Mark `item` as needing processing (no-op if already waiting or after shutdown, except that an urgent
+        add moves a plain waiting item up)."""
+        if self._shutting_down:
+            return
+        if item in self._dirty:
+            if urgent:
+                self._make_urgent(item)
             return
         self._m.adds.inc()
         self._dirty.add(item)
         self._added_at.setdefault(item, self._clock.monotonic())
         self._m.depth.set(len(self._dirty))
         if item in self._processing:
+            if urgent:
+                self._urgent_after_done.add(item)
             return
-        self._queue.append(item)
+        self._push(item, urgent)
+
+    def _make_urgent(self, item: K) -> None:
+        """A dirty item becomes urgent: moved to the urgent FIFO if waiting, urgent after done() if in progress."""
+        waiting = self._waiting.get(item)
+        if waiting is None:
+            self._urgent_after_done.add(item)
+        elif not waiting[1]:
+            self._push(item, True)  # its plain entry is left behind, skipped when reached
+
+    def _push(self, item: K, urgent: bool) -> None:
+        ticket = next(self._tickets)
+        self._waiting[item] = (ticket, urgent)
+        (self._urgent if urgent else self._queue).append((ticket, item))
         self._wake_one()
 
-    def add_after(self, item: K, delay: float) -> None:
-        """add(item) after `delay` seconds of clock time; the earliest pending deadline wins."""
+    def _pop(self) -> K | None:
+        """The next waiting item by priority (URGENT_STREAK bounds the urgent run), or None."""
+        if not self._waiting:
+            return None
+        plain_waits = self._first_live(self._queue, urgent=False)
+        take_urgent = self._first_live(self._urgent, urgent=True) and (
+            not plain_waits or self._streak < URGENT_STREAK)
+        _ticket, item = (self._urgent if take_urgent else self._queue).popleft()
+        del self._waiting[item]
+        self._streak = self._streak + 1 if take_urgent and plain_waits else 0
+        return item
+
+    def _first_live(self, fifo: deque[tuple[int, K]], *, urgent: bool) -> bool:
+        """Drop the entries left behind at the head of `fifo`; whether a live one is there."""
+        while fifo:
+            ticket, item = fifo[0]
+            if self._waiting.get(item) == (ticket, urgent):
+                return True
+            fifo.popleft()
+        return False
+
+    def add_after(self, item: K, delay: float, *, urgent: bool = False) -> None:
+        """add(item) after `delay` seconds of clock time; the earliest pending deadline wins (urgent if any of
+        the pending adds is)."""
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(item)
+            self.add(item, urgent=urgent)
             return
         ready_at = self._clock.monotonic() + delay
         current = self._delayed.get(item)
         if current is not None and current[0] <= ready_at:
+            if urgent and not current[2]:
+                self._delayed[item] = (current[0], current[1], True)
             return
+        urgent = urgent or (current is not None and current[2])
         seq = next(self._seq)
-        self._delayed[item] = (ready_at, seq)
+        self._delayed[item] = (ready_at, seq, urgent)
         heapq.heappush(self._heap, (ready_at, seq, item))
         if self._heap[0][1] == seq:  # a new earliest deadline: the delay loop must look again
             self._delay_wakeup.set()
         self._ensure_delay_task()
 
-    def add_soon(self, item: K, delay: float) -> None:
+    def add_soon(self, item: K, delay: float, *, urgent: bool = False) -> None:
         """add_after(item, delay), unless `item` is already dirty (waiting, or re-added while processing): the
-        pass that is coming anyway reads the caches after whatever made the caller add it. So several changes
-        within `delay` of one another bring one pass, not one each (client-go's AddAfter, used by
-        controllers to coalesce bursts of events)."""
+        pass that is coming anyway reads the caches after whatever made the caller add it (an urgent add_soon
+        makes that pass urgent). So several changes within `delay` of one another bring one pass, not one each
+        (client-go's AddAfter, used by controllers to coalesce bursts of events)."""
         if item in self._dirty:
+            if urgent and not self._shutting_down:
+                self._make_urgent(item)
             return
-        self.add_after(item, delay)
+        self.add_after(item, delay, urgent=urgent)
 
     def add_rate_limited(self, item: K) -> None:
         """add_after(item, rate_limiter.when(item)); counts a retry."""
@@ -162,11 +224,15 @@ class WorkQueue(Generic[K]):
         Raises ShutDown once shut down without drain, or, when draining, once nothing is waiting or
         processing any more (or the drain timed out).
         """
-        while not self._queue or self._stopped:
-            if self._stopped or (self._shutting_down and not self._processing):
+        while True:
+            if self._stopped:
+                raise ShutDown(self.name)
+            item = self._pop()
+            if item is not None:
+                break
+            if self._shutting_down and not self._processing:
                 raise ShutDown(self.name)
             await self._wait_for_item()
-        item = self._queue.popleft()
         now = self._clock.monotonic()
         self._processing.add(item)
         self._dirty.discard(item)
@@ -178,21 +244,23 @@ class WorkQueue(Generic[K]):
         return item
 
     def done(self, item: K) -> None:
-        """End processing of `item`; if it was re-added meanwhile it is queued again (at the back)."""
+        """End processing of `item`; if it was re-added meanwhile it is queued again (at the back of its
+        priority's FIFO)."""
         if item not in self._processing:
             return
         self._processing.discard(item)
+        urgent = item in self._urgent_after_done
+        self._urgent_after_done.discard(item)
         started = self._started_at.pop(item, None)
         if started is not None:
             self._m.work_duration.observe(max(0.0, self._clock.monotonic() - started))
         if item in self._dirty:
-            self._queue.append(item)
-            self._wake_one()
+            self._push(item, urgent)
         self._check_drained()
 
     def __len__(self) -> int:
         """Items waiting to be handed out (not those in progress, not delayed ones)."""
-        return len(self._queue)
+        return len(self._waiting)
 
     @property
     def shutting_down(self) -> bool:
@@ -262,7 +330,7 @@ class WorkQueue(Generic[K]):
         self._wake_all()
 
     def _check_drained(self) -> None:
-        if self._shutting_down and not self._queue and not self._processing:
+        if self._shutting_down and not self._waiting and not self._processing:
             self._drained.set()
             self._wake_all()
 
@@ -306,14 +374,15 @@ class WorkQueue(Generic[K]):
         now = self._clock.monotonic()
         while self._heap:
             ready_at, seq, item = self._heap[0]
-            if self._delayed.get(item) != (ready_at, seq):
+            live = self._delayed.get(item)
+            if live is None or live[:2] != (ready_at, seq):
                 heapq.heappop(self._heap)  # superseded by an earlier deadline of the same item
                 continue
             if ready_at > now:
                 return ready_at
             heapq.heappop(self._heap)
             del self._delayed[item]
-            self.add(item)
+            self.add(item, urgent=live[2])
         return None
 
     async def _delay_loop(self) -> None:
