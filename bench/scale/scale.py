@@ -30,7 +30,8 @@ and the load average; for the operator, once all are Ready, a restart: seconds t
 listed, then each system restarted over them in turn, --rounds times (seconds to synced, writes in the
 15 s after, RSS), each round after the restart's floor (`scale.py syncfloor`: a plain client's
 process filling plain dicts by the same streaming lists, start to exit), e.g. streaming against
-paged lists:
+paged lists. Each round first waits (up to --settle-timeout) for the machine's 1-minute load average
+to fall under --settle-load, so restarts are timed at rest:
 
     .venv/bin/python bench/scale/scale.py restart --n 5000 --rounds 3 \
         --systems "operator:workers=16,operator:label=paged:flags=--no-streaming-lists"
@@ -480,6 +481,16 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
+def settle(max_load: float, timeout: float) -> None:
+    """Wait (at most `timeout` s) until the 1-minute load average is under `max_load`: a restart is timed on a
+    cluster at rest, after the control plane has finished the work the creation left (pods, Jobs, volumes),
+    and not while something else on this shared machine runs. Prints how long it waited."""
+    start = time.monotonic()
+    while os.getloadavg()[0] >= max_load and time.monotonic() - start < timeout:
+        time.sleep(5.0)  # polling the machine's load from the driver
+    print(f"  settled for {time.monotonic() - start:.0f} s: load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+
+
 def synced_timestamp(port: int) -> float | None:
     """sampledb_caches_synced_timestamp_seconds from /metrics (None without it: an older tree)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -724,6 +735,7 @@ def restart_main(args: argparse.Namespace) -> int:
         if made.ready.keys() != made.created.keys() or len(made.ready) != args.n:
             raise SystemExit(f"restart: only {len(made.ready)} of {args.n} Ready")
         for rnd in range(1, args.rounds + 1):
+            settle(args.settle_load, args.settle_timeout)
             load = os.getloadavg()[0]
             total, fetch, objects = measure_sync_floor(env)
             rows.append({"label": f"floor ({objects:.0f} objects; fetch {fetch} s)", "round": rnd,
@@ -792,6 +804,9 @@ def main() -> int:
     rs.add_argument("--systems", default="operator:workers=16,operator:label=paged:flags=--no-streaming-lists")
     rs.add_argument("--rounds", type=int, default=3)
     rs.add_argument("--timeout", type=float, default=0.0)
+    rs.add_argument("--settle-load", type=float, default=1.5,
+                    help="each round waits until the 1-minute load average is under this (default 1.5)")
+    rs.add_argument("--settle-timeout", type=float, default=900.0, help="for at most this many seconds")
     rs.add_argument("--out", default="")
     fl = sub.add_parser("floor", help="(internal) the floor client process")
     fl.add_argument("--kubeconfig", required=True)
