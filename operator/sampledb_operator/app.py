@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sampledb_operator.config import Settings
-from sampledb_operator.decide import cache
+from sampledb_operator.decide import cache, urgency
 from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
 from sampledb_operator.decide.sharding import plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
@@ -179,31 +179,47 @@ def _set_metric_sources(caches: Caches, sharding: Sharding | None) -> None:
     database_metrics.set_database_source(databases)
 
 
-def _coalesced(dbs: Controller, *, urgent: bool = False) -> Callable[[ObjectRef], None]:
+def _coalesced(dbs: Controller) -> Callable[[ObjectRef], None]:
     """Enqueue a database for a change of one of its children, coalesced with the changes that follow within
     CHILD_EVENTS_COALESCE seconds: a child's status moves in a burst of events (a pod is scheduled, started,
     ready; its StatefulSet counts it), each of which would otherwise bring its own pass."""
-    return lambda ref: dbs.enqueue_soon(ref, CHILD_EVENTS_COALESCE, urgent=urgent)
+    return lambda ref: dbs.enqueue_soon(ref, CHILD_EVENTS_COALESCE)
+
+
+def _child_changed(dbs: Controller, kind: str) -> EventHandler:
+    """A child's event wakes its database as _coalesced does, urgent when decide.urgency says the event shows
+    a state a step acts on (the event type only decides the urgency: every event wakes the database)."""
+
+    def handle(type_: str, obj: dict[str, Any]) -> None:
+        refs = _database_of(obj)
+        if not refs:
+            return
+        urgent = urgency.urgent(kind, type_, obj)
+        for ref in refs:
+            dbs.enqueue_soon(ref, CHILD_EVENTS_COALESCE, urgent=urgent)
+
+    return handle
 
 
 def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
     """Which controllers an event of this kind wakes up. The SampleDB controller is not woken by the events
     that only deliver its own writes to a SampleDB or a child (it read them back already); SampleDBBackups
     are written by both controllers, so their events always wake both. A child's events wake its database
-    coalesced (_coalesced) and urgent: a database whose own child changed is under way (its pod became ready,
-    its init Job finished, a child drifted), so its pass goes before the keys waiting for other reasons, such
-    as the first passes of databases just created. Without that, when many databases were created at once,
-    each step of each database waited for a full round of the queue and they all moved in lockstep (none
-    Ready before the last one's first pass); now a database that is moving finishes first (the queue bounds
-    how long the others wait: runtime/workqueue.URGENT_STREAK). The namespace's shared scripts wake its
-    databases coalesced, not urgent. The SampleDB's own events wake it at once."""
+    coalesced (_child_changed), and urgent when the event shows a state a step acts on (decide/urgency.py:
+    its StatefulSet became ready, its Job finished, a pod runs or goes, a child was deleted): that database is
+    under way, so its pass goes before the keys waiting for other reasons, such as the first passes of
+    databases just created. Without that, when many databases were created at once, each step of each
+    database waited for a full round of the queue and they all moved in lockstep (none Ready before the last
+    one's first pass); now a database that is moving finishes first (the queue bounds how long the others
+    wait: runtime/workqueue.URGENT_STREAK). The namespace's shared scripts wake its databases coalesced, not
+    urgent. The SampleDB's own events wake it at once."""
     own = ctx.caches.for_kind(kind).is_own_write
     if kind == "SampleDB":
         return [unless_own_write(enqueue_self(dbs.enqueue), own),
                 enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
-    handlers = [unless_own_write(enqueue_mapped(_coalesced(dbs, urgent=True), _database_of), own)]
+    handlers = [unless_own_write(_child_changed(dbs, kind), own)]
     if kind == "ConfigMap":  # the namespace's shared scripts (no database label): every database there uses it
         handlers.append(unless_own_write(enqueue_mapped(_coalesced(dbs), lambda o: _sharing(ctx, o)), own))
     if kind == "Job":

@@ -1,6 +1,7 @@
 """WorkQueue's two priorities: urgent items go first, a plain waiting item is moved up by an urgent add, an
 item in progress comes back urgent, and plain items are never starved (URGENT_STREAK). The SampleDB
-controller marks a database whose child changed as urgent (app._handlers_for)."""
+controller marks a database urgent when a child's event shows a state a step acts on (app._handlers_for,
+decide/urgency.py)."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ async def test_a_delayed_add_fires_urgent_when_any_pending_add_was(clock: FakeCl
     assert await drain(queue) == ["late", "plain"]
 
 
-def test_a_childs_event_wakes_its_database_urgent_and_the_sampledbs_own_event_does_not() -> None:
+def test_a_childs_event_wakes_its_database_urgent_only_when_a_step_acts_on_it() -> None:
     cluster = FakeCluster()
     cluster.put("SampleDB", sampledb("orders"))
     calls: list[tuple[str, bool]] = []
@@ -113,11 +114,12 @@ def test_a_childs_event_wakes_its_database_urgent_and_the_sampledbs_own_event_do
 
     dbs = Recording("prio-dbs", noop, clock=cluster.clock)
     backups = Recording("prio-backups", noop, clock=cluster.clock)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "orders-0", "namespace": NS, "labels": {DATABASE_LABEL: "orders"}}}
-    for handler in _handlers_for("Pod", dbs, backups, cluster.ctx):
-        handler("MODIFIED", pod)
-    assert calls == [("soon orders", True)]
+    meta = {"name": "orders-0", "namespace": NS, "labels": {DATABASE_LABEL: "orders"}}
+    handlers = _handlers_for("Pod", dbs, backups, cluster.ctx)
+    for phase in ("Pending", "Running"):
+        for handler in handlers:
+            handler("MODIFIED", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": phase}})
+    assert calls == [("soon orders", False), ("soon orders", True)]
     calls.clear()
     db = cluster.get("SampleDB", "orders")
     assert db is not None

@@ -1,0 +1,53 @@
+"""decide.urgency: which child events make their database's next pass urgent."""
+
+from __future__ import annotations
+
+import pytest
+
+from sampledb_operator.decide.urgency import urgent
+from sampledb_operator.model.objects import Obj
+
+READY_STS: Obj = {"kind": "StatefulSet", "metadata": {"generation": 2}, "spec": {"replicas": 1},
+                  "status": {"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1,
+                             "currentRevision": "r2", "updateRevision": "r2"}}
+ROLLING_STS: Obj = {**READY_STS, "status": {**READY_STS["status"], "updateRevision": "r3"}}
+COUNTING_STS: Obj = {**READY_STS, "status": {"observedGeneration": 2, "replicas": 1}}
+
+
+def job(*conditions: tuple[str, str]) -> Obj:
+    return {"kind": "Job", "status": {"active": 0 if conditions else 1,
+                                      "conditions": [{"type": t, "status": s} for t, s in conditions]}}
+
+
+def pod(phase: str | None, *, deleting: bool = False) -> Obj:
+    meta: Obj = {"name": "orders-0"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    return {"kind": "Pod", "metadata": meta, "status": {"phase": phase} if phase else {}}
+
+
+@pytest.mark.parametrize(("kind", "obj", "expected"), [
+    ("StatefulSet", READY_STS, True),
+    ("StatefulSet", ROLLING_STS, False),  # a rollout not finished: the pods are not all on the template yet
+    ("StatefulSet", COUNTING_STS, False),
+    ("Job", job(("Complete", "True")), True),
+    ("Job", job(("Failed", "True")), True),
+    ("Job", job(), False),  # started, running
+    ("Job", job(("Complete", "False")), False),
+    ("Pod", pod(None), False),  # just created
+    ("Pod", pod("Pending"), False),  # scheduled, pulling
+    ("Pod", pod("Running"), True),  # ready or not: roles and failover read it
+    ("Pod", pod("Failed"), True),
+    ("Pod", pod("Pending", deleting=True), True),
+    ("PersistentVolumeClaim", {"kind": "PersistentVolumeClaim", "status": {"phase": "Bound"}}, False),
+    ("Service", {"kind": "Service", "spec": {}}, False),
+])
+def test_a_modified_child_is_urgent_when_a_step_acts_on_its_state(kind: str, obj: Obj, expected: bool) -> None:
+    assert urgent(kind, "MODIFIED", obj) is expected
+    assert urgent(kind, "ADDED", obj) is expected
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Job", "Pod", "PersistentVolumeClaim", "Service", "ConfigMap",
+                                  "Secret"])
+def test_a_deleted_child_is_always_urgent(kind: str) -> None:
+    assert urgent(kind, "DELETED", {"kind": kind, "metadata": {"name": "x"}})
