@@ -6,9 +6,9 @@ Invariants:
 - Two priorities: an add(item, urgent=True) goes before every item added without it (an item already
   waiting is moved up; one in progress comes back urgent after done()), but at most URGENT_STREAK urgent
   items are handed out in a row while plain ones wait, so plain items are never starved. (What a
-  controller marks urgent is its business: the SampleDB controller marks a database whose child changed,
-  work already under way, so it finishes before the next new database starts; controller-runtime's
-  priority queue likewise lets the initial list's items wait behind events.)
+  controller marks urgent is its business: the SampleDB controller marks a database when a child's event
+  moves one of its steps, decide/urgency.py, so work under way finishes before the next new database
+  starts; controller-runtime's priority queue likewise lets the initial list's items wait behind events.)
 - An item handed out by get() is "processing" until done(item); an add meanwhile marks it dirty and
   it is queued again at done(), so no item is ever processed concurrently with itself.
 - add_after(item, d) fires add(item) d seconds of clock time later (the earliest pending deadline of
