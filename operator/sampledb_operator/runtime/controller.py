@@ -94,16 +94,15 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._m = _Metrics(name, workers)
 
-    def enqueue(self, ref: ObjectRef, *, urgent: bool = False) -> None:
-        """Reconcile `ref`; `urgent`: before the keys enqueued without it (WorkQueue's two priorities)."""
-        self.queue.add(ref, urgent=urgent)
+    def enqueue(self, ref: ObjectRef) -> None:
+        self.queue.add(ref)
 
     def enqueue_after(self, ref: ObjectRef, delay: float) -> None:
         self.queue.add_after(ref, delay)
 
     def enqueue_soon(self, ref: ObjectRef, delay: float, *, urgent: bool = False) -> None:
         """Reconcile `ref` within `delay` seconds, together with whatever else changes meanwhile (add_soon);
-        `urgent` as for enqueue."""
+        `urgent`: before the keys enqueued without it (WorkQueue's two priorities)."""
         self.queue.add_soon(ref, delay, urgent=urgent)
 
     @property

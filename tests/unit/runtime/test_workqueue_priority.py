@@ -103,8 +103,8 @@ def test_a_childs_event_wakes_its_database_urgent_only_when_a_step_acts_on_it() 
     calls: list[tuple[str, bool]] = []
 
     class Recording(Controller):
-        def enqueue(self, ref: ObjectRef, *, urgent: bool = False) -> None:
-            calls.append((f"now {ref.name}", urgent))
+        def enqueue(self, ref: ObjectRef) -> None:
+            calls.append((f"now {ref.name}", False))
 
         def enqueue_soon(self, ref: ObjectRef, delay: float, *, urgent: bool = False) -> None:
             calls.append((f"soon {ref.name}", urgent))
