@@ -5,6 +5,7 @@ Invariant: a ref is immutable and hashable; cluster-scoped objects use namespace
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,10 @@ class ObjectRef:
 
     @classmethod
     def of(cls, obj: dict[str, Any]) -> ObjectRef:
-        """The ref of a decoded Kubernetes object (a plain dict)."""
+        """The ref of a decoded Kubernetes object (a plain dict); the namespace interned (a cache holds
+        thousands of refs of a few namespaces)."""
         meta = obj.get("metadata") or {}
-        return cls(meta.get("namespace") or "", meta["name"])
+        return cls(sys.intern(meta.get("namespace") or ""), meta["name"])
 
     @classmethod
     def parse(cls, text: str) -> ObjectRef:

@@ -35,7 +35,16 @@ from dataclasses import dataclass
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.store import EntryIndex, Packed, Store, add_ref, discard_ref, resource_version_of
+from sampledb_operator.runtime.store import (
+    EntryIndex,
+    Packed,
+    Refs,
+    Store,
+    add_ref,
+    discard_ref,
+    refs_at,
+    resource_version_of,
+)
 
 WRITTEN_TTL = 30.0  # seconds an answer is kept at most (the watches normally deliver it within a second)
 
@@ -63,7 +72,7 @@ class StoreSet:
         self._now = now
         self._index_labels = frozenset(label for store in self._stores.values() for label in store.index_labels)
         self._written: OrderedDict[ObjectRef, _Written] = OrderedDict()  # oldest (first to expire) first
-        self._written_in: dict[str, set[ObjectRef]] = {}  # namespace -> refs
+        self._written_in: dict[str, Refs] = {}  # namespace -> refs
         self._written_index = EntryIndex()  # by owner uid and indexed label, as the stores index
 
     def _for(self, namespace: str) -> Store | None:
@@ -151,7 +160,7 @@ class StoreSet:
             refs = set(self._written_index.labelled(indexed))
             return refs if namespace is None else {r for r in refs if r.namespace == namespace}
         if namespace is not None:
-            return set(self._written_in.get(namespace, ()))
+            return set(refs_at(self._written_in, namespace))
         return set(self._written)
 
     # ------------------------------------------------------------------ reads
@@ -183,7 +192,7 @@ class StoreSet:
         is decoded, unlike list()."""
         store = self._for(namespace)
         found = {r for r in store.refs() if r.namespace == namespace} if store is not None else set()
-        return found | set(self._written_in.get(namespace, ()))
+        return found | set(refs_at(self._written_in, namespace))
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         out: builtins.list[Obj] = []

@@ -206,3 +206,30 @@ def test_recent_objects_are_read_without_decoding_and_a_change_is_seen_at_once(
     got = store.get(ObjectRef("ns", "p0"))
     assert got is not None and got["metadata"]["resourceVersion"] == "2"
     assert len(store._recent) == RECENT
+
+
+@given(st.lists(st.tuples(st.booleans(), names, st.sampled_from(["one", "two"])), max_size=30))
+def test_label_index_stays_equal_to_a_scan_through_upserts_and_deletes(steps: list[tuple[bool, str, str]]) -> None:
+    store = Store("property-labels", index_labels=("db",))
+    for is_upsert, name, db in steps:
+        if is_upsert:
+            store.upsert(obj(name, db=db))
+        else:
+            store.delete(ObjectRef("ns", name))
+    for db in ("one", "two", "three"):
+        scanned = {o["metadata"]["name"] for o in store.list() if o["metadata"]["labels"].get("db") == db}
+        assert {o["metadata"]["name"] for o in store.list("ns", {"db": db})} == scanned
+
+
+def test_the_objects_of_one_database_share_one_copy_of_its_label_value_and_owner_uid() -> None:
+    store = Store("pvcs", index_labels=("db",))
+
+    def entry(name: str) -> Any:
+        # strings built at run time, as a decoded watch event's are: equal, not identical
+        return store.pack(obj(name, owners=("".join(["uid-", "7"]),), db="".join(["db-", "7"]))).entry
+
+    first, second = entry("data-0"), entry("data-1")
+    assert first.indexed == second.indexed == (("db", "db-7"),)
+    assert first.indexed[0][1] is second.indexed[0][1]
+    assert first.owners[0] is second.owners[0]
+    assert ObjectRef.of(obj("a", ns="".join(["n", "s"]))).namespace is ObjectRef.of(obj("b", ns="ns")).namespace
