@@ -234,7 +234,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     metrics.init_operator()
     stop = stop or asyncio.Event()
     client = await KubeClient.connect(settings.kubeconfig, context=settings.context, in_cluster=settings.in_cluster,
-                                      exec_plugin_timeout=settings.exec_plugin_timeout)
+                                      exec_plugin_timeout=settings.exec_plugin_timeout,
+                                      connections=settings.api_connections)
     health: HealthServer | None = None
     recorder: EventRecorder | None = None
     try:

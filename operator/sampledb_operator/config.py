@@ -87,6 +87,7 @@ class Settings(BaseModel):
     recheck_period: float = Field(default=60.0, ge=1)
     exec_plugin_timeout: float = Field(default=30.0, gt=0)
     streaming_lists: bool = True
+    api_connections: int = Field(default=32, ge=1, le=1024)  # = kube.client.DEFAULT_CONNECTIONS (not imported: aiohttp)
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -201,6 +202,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("streaming_lists", "fill the caches with streaming lists (watches with sendInitialEvents, served "
            "from the API server's watch cache); a server that refuses them is listed page by page",
            "true or false", "bool"),
+    Option("api_connections", "most connections to the API server that requests use at once (each watch has "
+           "its own besides); each TLS connection holds a 256 KiB buffer", "an integer from 1 to 1024", "int"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -3,7 +3,7 @@
 The configuration (kubeconfig with client certificates, tokens and exec plugins; in-cluster
 service account) is read by kube.kubeconfig and kube.credentials without kubernetes_asyncio, whose
 import costs ~33 MiB (issue #18); only a kubeconfig user with a legacy auth-provider still goes
-through kubernetes_asyncio's loader. Requests go through one aiohttp.ClientSession, not through
+through kubernetes_asyncio's loader. Requests go through aiohttp.ClientSessions, not through
 kubernetes_asyncio's ApiClient.call_api: call_api with
 _preload_content=False neither raises on non-2xx (in 36.1.0) nor lets a streaming read time out
 per line, and its model layer is unused anyway, so owning the session is simpler and makes
@@ -20,7 +20,12 @@ Invariants:
   HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
   streams); sampledb_api_requests_total{verb,group,resource,subresource,code} counts the same
   request by what it asks of RBAC (kube.requestinfo);
-- credentials come from kube.credentials (kubeconfig or in-cluster, tokens refreshed there).
+- credentials come from kube.credentials (kubeconfig or in-cluster, tokens refreshed there);
+- two connection pools: requests share at most `connections` connections (HTTP/1.1 carries one request
+  at a time per connection; a request waits for a free one, within its timeout), and every stream (a
+  watch, held open for minutes) has a connection of its own in a second, unbounded pool, so no number of
+  watches can take the connections requests need. Each TLS connection holds a 256 KiB read buffer in
+  asyncio's SSL transport: the pool's size is memory (100 connections: 25 MiB; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ QueryValue = str | int | bool
 MAX_LINE_BYTES = 64 * 2**20  # one watch event; etcd caps objects at 1.5 MiB by default
 _ERROR_BODY_BYTES = 64 * 1024
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, LineTooLong)
+DEFAULT_CONNECTIONS = 32  # requests' connections at once (streams apart); measured: docs/benchmarks.md
 
 
 class ReadTimeout(KubeTransportError):
@@ -99,8 +105,10 @@ class KubeClient:
         proxy: str | None = None,
         trust_env: bool = False,
         connect_timeout: float = 10.0,
-        pool_size: int = 100,
+        connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
+        if connections < 1:
+            raise ValueError("connections must be >= 1")
         self.host = host.rstrip("/")
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._authorization = authorization
@@ -108,15 +116,15 @@ class KubeClient:
         self._proxy = proxy
         self._trust_env = trust_env
         self._connect_timeout = connect_timeout
-        self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
+        self._connections = connections
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # streaming? -> its session
 
     @classmethod
     async def connect(
         cls, kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool | None = None,
-        exec_plugin_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS,
+        exec_plugin_timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS, connections: int = DEFAULT_CONNECTIONS,
     ) -> KubeClient:
-        """A client from the in-cluster service account or a kubeconfig.
+        """A client from the in-cluster service account or a kubeconfig (`connections`: the requests' pool).
 
         in_cluster=None means: in-cluster when KUBERNETES_SERVICE_HOST is set and no kubeconfig
         is given, else `kubeconfig`, $KUBECONFIG or ~/.kube/config (current or given context).
@@ -139,6 +147,7 @@ class KubeClient:
             server_hostname=endpoint.server_hostname,
             proxy=endpoint.proxy or env_proxy(endpoint.host),
             trust_env=False,
+            connections=connections,
         )
 
     @property
@@ -147,10 +156,10 @@ class KubeClient:
         return self._proxy
 
     async def close(self) -> None:
-        """Close the connection pool; the client must not be used afterwards."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the connection pools; the client must not be used afterwards."""
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
 
     async def request(
         self,
@@ -167,11 +176,11 @@ class KubeClient:
         data = _encode_body(body)
         counted = _Counted(method, path, query, time.monotonic())
         headers = await self._headers(content_type if data is not None else None, counted)
-        client_timeout = aiohttp.ClientTimeout(
-            total=timeout, connect=min(timeout, self._connect_timeout), sock_connect=self._connect_timeout
-        )
+        # connect=None: a wait for a free connection of the pool is bounded by `total`, not by the
+        # connect timeout (which bounds making a new connection: sock_connect)
+        client_timeout = aiohttp.ClientTimeout(total=timeout, connect=None, sock_connect=self._connect_timeout)
         try:
-            async with self._get_session().request(
+            async with self._session(streaming=False).request(
                 method, self._url(path), params=_query(query), data=data, headers=headers,
                 timeout=client_timeout, proxy=self._proxy, server_hostname=self._server_hostname,
             ) as resp:
@@ -211,7 +220,7 @@ class KubeClient:
             total=None, connect=connect_timeout, sock_connect=connect_timeout, sock_read=read_timeout
         )
         try:
-            resp = await self._get_session().request(
+            resp = await self._session(streaming=True).request(
                 "GET", self._url(path), params=_query(query), headers=headers, timeout=client_timeout,
                 proxy=self._proxy, server_hostname=self._server_hostname,
             )
@@ -247,13 +256,14 @@ class KubeClient:
             raise ValueError(f"path must be absolute: {path!r}")
         return self.host + path
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._pool_size, ssl=self._ssl)
-            self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=self._trust_env, read_bufsize=2**21
-            )
-        return self._session
+    def _session(self, *, streaming: bool) -> aiohttp.ClientSession:
+        """The streams' session (no connection limit) or the requests' (at most `connections`)."""
+        session = self._sessions.get(streaming)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(limit=0 if streaming else self._connections, ssl=self._ssl)
+            session = aiohttp.ClientSession(connector=connector, trust_env=self._trust_env, read_bufsize=2**21)
+            self._sessions[streaming] = session
+        return session
 
 
 class _Lines:

@@ -97,7 +97,7 @@ async def _connect(client: KubeClient, path: str, query: list[tuple[str, str]]) 
     if authorization is not None and (value := await authorization()):
         headers["Authorization"] = value
     try:
-        return await client._get_session().ws_connect(
+        return await client._session(streaming=True).ws_connect(  # held open like a watch: the streams' pool
             client.host + path, params=query, protocols=(PROTOCOL,), headers=headers, proxy=client.proxy,
             server_hostname=client._server_hostname,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import Awaitable, Callable
@@ -333,3 +334,56 @@ async def test_each_request_is_counted_by_its_rbac_verb_resource_and_code(serve:
     after = (_api_requests("create", "jobs", "403"), _api_requests("patch", "jobs", "200", "status"),
              _api_requests("watch", "jobs", "200"))
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
+
+
+async def test_open_streams_never_take_the_connections_requests_need(serve: Serve, release: asyncio.Event) -> None:
+    app = web.Application()
+
+    async def held(request: web.Request) -> web.StreamResponse:
+        return await stream_lines(request, [json_line({"n": 1})], hold=release)
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app.router.add_get("/w", held)
+    app.router.add_get("/r", get)
+    client = await serve(app, connections=2)
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(3):  # more watches than the requests' pool has connections
+            lines = await stack.enter_async_context(client.stream("/w", connect_timeout=2, read_timeout=10))
+            assert await anext(lines) == json_line({"n": 1})
+        assert await client.request("GET", "/r", timeout=3) == {"ok": True}
+        release.set()
+
+
+async def test_requests_beyond_the_pool_wait_for_a_free_connection_and_all_succeed(serve: Serve) -> None:
+    open_now = 0
+    most = 0
+    peers: set[object] = set()
+
+    async def slow(request: web.Request) -> web.Response:
+        nonlocal open_now, most
+        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
+        open_now += 1
+        most = max(most, open_now)
+        try:
+            await asyncio.sleep(0.05)  # the server's work: keeps the connection busy while others wait
+            return web.json_response({"ok": True})
+        finally:
+            open_now -= 1
+
+    app = web.Application()
+    app.router.add_get("/r", slow)
+    client = await serve(app, connections=2)
+    answers = await asyncio.gather(*(client.request("GET", "/r", timeout=10) for _ in range(8)))
+    assert answers == [{"ok": True}] * 8
+    assert most == 2
+    assert len(peers) == 2  # two connections, reused
+
+
+def test_the_settings_default_is_the_clients() -> None:
+    from sampledb_operator.config import Settings
+
+    assert Settings.model_fields["api_connections"].default == client_module.DEFAULT_CONNECTIONS
+    with pytest.raises(ValueError, match="connections"):
+        KubeClient("http://127.0.0.1:1", connections=0)

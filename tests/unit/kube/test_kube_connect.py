@@ -253,7 +253,9 @@ async def test_a_connected_client_never_asks_aiohttp_to_read_the_environment(
     try:
         assert client.proxy is None
         assert (await client.request("GET", "/whoami", timeout=10))["authorization"] == "Bearer abc"
-        session = client._session
-        assert session is not None and session.trust_env is False
+        async with client.stream("/whoami", connect_timeout=5, read_timeout=5) as lines:
+            assert [line async for line in lines]
+        assert set(client._sessions) == {False, True}  # the requests' pool and the streams'
+        assert all(session.trust_env is False for session in client._sessions.values())
     finally:
         await client.close()
