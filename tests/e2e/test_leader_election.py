@@ -62,6 +62,20 @@ def wall(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+def steal(ns: str) -> bool | None:
+    """Write the Lease as held by "intruder" for an hour: True once written, None when the holder renewed it
+    between our read and our write (a Conflict: read it again)."""
+    stolen = kubectl_json("get", "lease", LEASE, "-n", ns)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stolen["spec"].update(holderIdentity="intruder", leaseDurationSeconds=3600, renewTime=now, acquireTime=now)
+    done = kubectl("replace", "-f", "-", input=json.dumps(stolen), check=False)
+    if done.returncode == 0:
+        return True
+    if "Conflict" in done.stderr:
+        return None
+    raise AssertionError(f"kubectl replace failed ({done.returncode}): {done.stderr}")
+
+
 def lease(ns: str) -> dict[str, Any]:
     spec: dict[str, Any] = kubectl_json("get", "lease", LEASE, "-n", ns)["spec"]
     return spec
@@ -173,10 +187,7 @@ def test_leader_that_finds_the_lease_taken_stops_at_once_and_leaves_it_alone(kub
     with candidates(kubeconfig, ns, "a") as (a,):
         a.start()
         wait_until(lambda: holder(ns) == "a", timeout=30, what="a to hold the lease")
-        stolen = kubectl_json("get", "lease", LEASE, "-n", ns)
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        stolen["spec"].update(holderIdentity="intruder", leaseDurationSeconds=3600, renewTime=now, acquireTime=now)
-        kubectl("replace", "-f", "-", input=json.dumps(stolen))
+        wait_until(lambda: steal(ns), timeout=30, interval=0.1, what="the Lease replaced by an intruder")
         taken = time.monotonic()
 
         assert a.proc is not None
