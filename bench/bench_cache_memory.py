@@ -1,13 +1,15 @@
 """Memory of the operator's caches per database, without a cluster.
 
 Builds N databases' cached objects as the operator writes them (decide/desired.py: the SampleDB, its
-ConfigMap, three Services, two PVCs, the StatefulSet, the Secret, the init Job; plus the database Pod
-the StatefulSet controller makes) with the metadata the API server adds (uid, resourceVersion,
-creationTimestamp), each as its own JSON text decoded separately (as watch events are: equal strings
-are distinct objects), and fills one Store per kind as app.build_caches does (the cache transform, the
-database label indexed). Prints one markdown row: objects, the bytes tracemalloc traces per database
-in the stores (packed objects, entries, refs, indexes, interned strings; the decoded RECENT window is a
-constant per store, reported apart) and the growth of resident memory per database without tracing.
+ConfigMap, three Services, two PVCs, the StatefulSet, the Secret; plus the database Pod the
+StatefulSet controller makes; no init Job: these databases have no init SQL) with the metadata the
+API server adds (uid, resourceVersion, creationTimestamp), each as its own JSON text decoded
+separately (as watch events are: equal strings are distinct objects), and fills one Store per kind as
+app.build_caches does (the cache transform, the database label indexed). Prints one markdown row:
+objects per database, the bytes tracemalloc traces per database in the stores (packed objects,
+entries, refs, indexes, interned strings) and the growth of resident memory per database without
+tracing, each the slope between two fills; the decoded RECENT windows, a constant per store, are
+reported apart.
 
 Usage: .venv/bin/python bench/bench_cache_memory.py [--n N]
 """
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sampledb_operator import dataplane
-from sampledb_operator.decide import cache, jobs
+from sampledb_operator.decide import cache
 from sampledb_operator.decide import desired as d
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.runtime.store import RECENT, Store
@@ -35,7 +37,7 @@ def database(i: int) -> SampleDB:
     return SampleDB.model_validate({
         "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
         "metadata": {"name": f"db-{i:05d}", "namespace": NAMESPACE, "uid": str(uuid.uuid4())},
-        "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "init": {"sql": "CREATE TABLE t (id int);"}},
+        "spec": {"version": "16.4", "storage": {"size": "1Gi"}},
     })
 
 
@@ -58,9 +60,6 @@ def texts(i: int, scripts: dict[str, str], version: list[int]) -> list[tuple[str
     objs = [db.model_dump(by_alias=True, exclude_none=True)]
     objs += [o for o in d.children(d.Inputs(db=db, scripts=scripts)) if not d.is_shared_scripts(o)]
     objs.append(d.secret(db, "not-a-real-password"))
-    init = jobs.init_job(db)
-    if init is not None:
-        objs.append(init)
     objs.append(pod(next(o for o in objs if o["kind"] == "StatefulSet")))
     out = []
     for obj in objs:
@@ -74,8 +73,9 @@ def texts(i: int, scripts: dict[str, str], version: list[int]) -> list[tuple[str
 def fill(stores: dict[str, Store], first: int, n: int, scripts: dict[str, str], version: list[int]) -> None:
     for i in range(first, first + n):
         for kind, text in texts(i, scripts, version):
-            store = stores.setdefault(kind, Store(kind, transform=cache.compact, index_labels=(d.DATABASE_LABEL,)))
-            store.upsert(json.loads(text))
+            if kind not in stores:
+                stores[kind] = Store(kind, transform=cache.compact, index_labels=(d.DATABASE_LABEL,))
+            stores[kind].upsert(json.loads(text))
 
 
 def resident_mib() -> float:
