@@ -17,6 +17,13 @@ and watches them until every one has Ready=True. Systems:
                    operator:replicas=3:shards=6 (three sharded processes; CPU is their sum, RSS the
                    largest one's), operator:flags=--no-streaming-lists (more of its flags, comma-separated).
 
+The databases are spread over namespaces, --per-namespace (default 100) each (`scale-000`, `scale-001`,
+...; the operator, the floor and the observer then watch all namespaces): a platform's databases live in
+its teams' namespaces, and Kubernetes' own scalability limits are a few thousand pods and Services per
+namespace. `--per-namespace 0` puts all N in the one namespace `scale`, as every run before session k
+did: then kube-controller-manager's EndpointSlice and StatefulSet controllers and the scheduler scan
+all of a namespace's pods or Services for each event, and the control plane's work grows with N squared.
+
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
 operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
@@ -92,12 +99,29 @@ KWOK_PLACEMENT = {
         '[{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]',
 }
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+PER_NAMESPACE = 100  # databases per namespace by default
 
 
-def sampledb(i: int) -> Obj:
+def namespace_of(i: int, per_namespace: int) -> str:
+    """The namespace of the i-th database: NAMESPACE for all when per_namespace is 0, else `scale-000`,
+    `scale-001`, ... with per_namespace databases each."""
+    return NAMESPACE if per_namespace <= 0 else f"{NAMESPACE}-{i // per_namespace:03d}"
+
+
+def namespaces(n: int, per_namespace: int) -> list[str]:
+    """The namespaces N databases live in (namespace_of's)."""
+    return sorted({namespace_of(i, per_namespace) for i in range(n)})
+
+
+def watched_namespace(per_namespace: int) -> str:
+    """What the floor, the observer and the restart's floor watch: NAMESPACE, or all namespaces ("")."""
+    return NAMESPACE if per_namespace <= 0 else ""
+
+
+def sampledb(i: int, per_namespace: int = 0) -> Obj:
     return {
         "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
-        "metadata": {"name": f"db-{i:05d}", "namespace": NAMESPACE},
+        "metadata": {"name": f"db-{i:05d}", "namespace": namespace_of(i, per_namespace)},
         "spec": {"version": "16.4", "storage": {"size": "1Gi"},
                  "init": {"configMapKeyRef": {"name": "init-sql", "key": "init.sql"}}},
     }
@@ -149,9 +173,9 @@ class Floor:
         self.namespace = namespace
         self.scripts = dataplane.all_scripts()
         self.limit = asyncio.Semaphore(concurrency)
-        self.dbs: dict[str, SampleDB] = {}
-        self.stage: dict[str, str] = {}  # name -> children | job | ready
-        self.made: set[tuple[str, str]] = set()  # (kind, name) of the children created
+        self.dbs: dict[tuple[str, str], SampleDB] = {}  # by (namespace, name)
+        self.stage: dict[tuple[str, str], str] = {}  # (namespace, name) -> children | job | ready
+        self.made: set[tuple[str, str, str]] = set()  # (kind, namespace, name) of the children created
         self.tasks: set[asyncio.Task[None]] = set()
 
     def spawn(self, coro: Awaitable[None]) -> None:
@@ -164,40 +188,46 @@ class Floor:
             with contextlib.suppress(Conflict):
                 await call
 
+    @staticmethod
+    def database_of(obj: Obj) -> tuple[str, str]:
+        """(namespace, name) of the database a child belongs to (by its database label)."""
+        meta = obj["metadata"]
+        return meta.get("namespace") or "", (meta.get("labels") or {}).get(d.DATABASE_LABEL, "")
+
     def on_sampledb(self, _type: str, obj: Obj) -> None:
-        name = obj["metadata"]["name"]
-        if name in self.stage:
+        key = (obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        if key in self.stage:
             return
-        self.stage[name] = "children"
+        self.stage[key] = "children"
         db = SampleDB.model_validate(obj)
-        self.dbs[name] = db
+        self.dbs[key] = db
         bodies = [d.secret(db, secrets.token_urlsafe(24)), *d.children(d.Inputs(db=db, scripts=self.scripts))]
         for body in bodies:
-            key = (body["kind"], body["metadata"]["name"])
-            if key in self.made:  # a child the databases share (the namespace's scripts ConfigMap): made once
+            made = (body["kind"], body["metadata"].get("namespace") or key[0], body["metadata"]["name"])
+            if made in self.made:  # a child the databases share (the namespace's scripts ConfigMap): made once
                 continue
-            self.made.add(key)
+            self.made.add(made)
             self.spawn(self.write(self.apis[body["kind"]].create(body)))
 
     def on_statefulset(self, _type: str, obj: Obj) -> None:
-        name = (obj["metadata"].get("labels") or {}).get(d.DATABASE_LABEL, "")
-        if self.stage.get(name) != "children" or not st.statefulset_ready(obj):
+        key = self.database_of(obj)
+        if self.stage.get(key) != "children" or not st.statefulset_ready(obj):
             return
-        self.stage[name] = "job"
-        body = jobs.init_job(self.dbs[name])
+        self.stage[key] = "job"
+        body = jobs.init_job(self.dbs[key])
         assert body is not None
         self.spawn(self.write(self.apis["Job"].create(body)))
 
     def on_job(self, _type: str, obj: Obj) -> None:
-        name = (obj["metadata"].get("labels") or {}).get(d.DATABASE_LABEL, "")
-        if self.stage.get(name) != "job" or not (obj.get("status") or {}).get("succeeded"):
+        key = self.database_of(obj)
+        if self.stage.get(key) != "job" or not (obj.get("status") or {}).get("succeeded"):
             return
-        self.stage[name] = "ready"
+        self.stage[key] = "ready"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         cond = {"type": "Ready", "status": "True", "reason": "DatabaseReady", "message": "ready",
                 "lastTransitionTime": now, "observedGeneration": 1}
         patch = {"status": {"phase": "Running", "observedGeneration": 1, "conditions": [cond]}}
-        self.spawn(self.write(self.apis["SampleDB"].patch(name, patch, namespace=self.namespace,
+        self.spawn(self.write(self.apis["SampleDB"].patch(key[1], patch, namespace=key[0],
                                                           subresource="status")))
 
     async def run(self) -> None:
@@ -290,17 +320,25 @@ def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> None:
                    input=stdin, capture_output=True, text=True)
 
 
-def prepare(env: dict[str, str]) -> None:
+def prepare(env: dict[str, str], names: list[str]) -> None:
+    """The CRD, and each namespace (NAMESPACE too: the shard Leases live there) with the init ConfigMap
+    and its default ServiceAccount (pods need it)."""
     kubectl(env, "apply", "--server-side", "-f", str(REPO / "manifests/crd"))
     kubectl(env, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "manifests/crd"))
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "annotations": KWOK_PLACEMENT}}
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "init-sql", "namespace": NAMESPACE},
-          "data": {"init.sql": "CREATE TABLE t (id int);\n"}}
-    kubectl(env, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [ns, cm]}))
-    for _ in range(300):  # the namespace's default ServiceAccount (pods need it)
-        got = subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", "get", "sa", "default",
-                              "-n", NAMESPACE], env=env, capture_output=True, check=False)
-        if got.returncode == 0:
+    wanted = sorted({NAMESPACE, *names})
+    items: list[Obj] = []
+    for name in wanted:
+        items.append({"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": name, "annotations": KWOK_PLACEMENT}})
+        items.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "init-sql", "namespace": name},
+                      "data": {"init.sql": "CREATE TABLE t (id int);\n"}})
+    kubectl(env, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    for _ in range(300):
+        got = subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", "get", "sa", "-A",
+                              "--field-selector", "metadata.name=default", "--no-headers",
+                              "-o", "custom-columns=NS:.metadata.namespace"],
+                             env=env, capture_output=True, check=False, text=True)
+        if got.returncode == 0 and set(wanted) <= set(got.stdout.split()):
             return
         time.sleep(0.2)  # polling a cluster condition from a benchmark driver, not synchronising code
     raise RuntimeError("no default ServiceAccount")
@@ -385,15 +423,16 @@ def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
     return by_verb, reconciles, by_resource
 
 
-def start_fleet(system: System, env: dict[str, str], workdir: Path) -> list[tuple[subprocess.Popen[bytes], int | None]]:
+def start_fleet(system: System, env: dict[str, str], workdir: Path,
+                per_namespace: int) -> list[tuple[subprocess.Popen[bytes], int | None]]:
     """The system's processes: the floor, or `replicas` operator processes (sharded when shards > 1: each
     replica its own identity, the shard Leases in the benchmark's namespace)."""
     if system.kind == "floor" or (system.replicas == 1 and system.shards == 1):
-        return [start_system(system, env, workdir)]
+        return [start_system(system, env, workdir, per_namespace)]
     fleet = []
     for i in range(system.replicas):
         extra = ["--shards", str(system.shards), "--lease-namespace", NAMESPACE, "--identity", f"bench-{i}"]
-        fleet.append(start_system(system, env, workdir, log_name=f"operator-{i}", extra=extra))
+        fleet.append(start_system(system, env, workdir, per_namespace, log_name=f"operator-{i}", extra=extra))
     return fleet
 
 
@@ -406,13 +445,16 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def start_system(system: System, env: dict[str, str], workdir: Path,
+def start_system(system: System, env: dict[str, str], workdir: Path, per_namespace: int, *,
                  log_name: str = "", extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], int | None]:
+    """Start the floor or one operator process (watching NAMESPACE, or all namespaces when the databases
+    are spread); returns it and its metrics port (None for the floor)."""
     log = (workdir / f"{log_name or system.kind}.log").open("wb")
     if system.kind == "floor":
         marker = workdir / "floor.ready"
         fenv = {**env, "SAMPLEDB_BENCH_SRC": system.src} if system.src else env
         proc = subprocess.Popen([sys.executable, __file__, "floor", "--kubeconfig", env["KUBECONFIG"],
+                                 "--namespace", watched_namespace(per_namespace),
                                  "--stats", str(workdir / "floor.json"), "--ready-file", str(marker)],
                                 env=fenv, stdout=log, stderr=subprocess.STDOUT)
         wait_until(lambda: marker.exists() or proc.poll() is not None, 60)
@@ -421,9 +463,10 @@ def start_system(system: System, env: dict[str, str], workdir: Path,
     penv = dict(env)
     if system.src:
         penv["PYTHONPATH"] = f"{system.src}/operator"
+    scope = ["--namespaces", NAMESPACE] if per_namespace <= 0 else []  # else all namespaces
     proc = subprocess.Popen(
         [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", env["KUBECONFIG"], "--no-leader-elect",
-         "--namespaces", NAMESPACE, "--workers", str(system.workers), "--log-level", "warning",
+         *scope, "--workers", str(system.workers), "--log-level", "warning",
          "--metrics-bind", f"127.0.0.1:{port}", "--health-bind", f"127.0.0.1:{health}", *system.flags,
          *(extra or [])],
         env=penv, stdout=log, stderr=subprocess.STDOUT)
@@ -444,18 +487,20 @@ def start_system(system: System, env: dict[str, str], workdir: Path,
 RESTART_WINDOW = 15.0  # seconds a restarted operator is watched for writes after its caches synced
 
 
-def measure_sync_floor(env: dict[str, str]) -> tuple[float, float, float]:
+def measure_sync_floor(env: dict[str, str], per_namespace: int) -> tuple[float, float, float]:
     """The restart's floor (sync_floor_main): seconds from start to exit, seconds from connect to synced,
     objects fetched."""
     start = time.monotonic()
-    answer = subprocess.run([sys.executable, __file__, "syncfloor", "--kubeconfig", env["KUBECONFIG"]],
+    answer = subprocess.run([sys.executable, __file__, "syncfloor", "--kubeconfig", env["KUBECONFIG"],
+                             "--namespace", watched_namespace(per_namespace)],
                             env=env, check=True, capture_output=True, timeout=600)
     total = time.monotonic() - start
     got = json.loads(answer.stdout.decode().strip().splitlines()[-1])
     return round(total, 2), float(got["fetch_s"]), float(got["objects"])
 
 
-def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple[float, float, float]:
+def measure_restart(system: System, env: dict[str, str], workdir: Path,
+                    per_namespace: int) -> tuple[float, float, float]:
     """Start the operator again over the N Ready databases: seconds from its start to every cache synced
     (its sampledb_caches_synced_timestamp_seconds against the wall clock when it was started, as
     process_start_time_seconds counts from a whole second; until /readyz answered for an older tree without that
@@ -463,7 +508,7 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path) -> tuple
     declared), its peak RSS. The time until /readyz answered is printed too: it adds the health endpoint's
     latency while the first passes run."""
     start, started_at = time.monotonic(), time.time()
-    proc, port = start_system(system, env, workdir, log_name="restart")
+    proc, port = start_system(system, env, workdir, per_namespace, log_name="restart")
     readyz = time.monotonic() - start
     try:
         if proc.poll() is not None or port is None:
@@ -510,8 +555,9 @@ def wait_until(cond: Callable[[], bool], timeout: float) -> None:
 # -------------------------------------------------------------------------------------- observer
 
 
-async def observe(kubeconfig: str, n: int, wait_s: float) -> tuple[dict[str, float], dict[str, float], float]:
-    """Create N SampleDBs and wait until each is Ready: (created, ready) times by name, and t0."""
+async def observe(kubeconfig: str, n: int, wait_s: float,
+                  per_namespace: int) -> tuple[dict[str, float], dict[str, float], float]:
+    """Create N SampleDBs and wait until each is Ready: (created, ready) times by namespace/name, and t0."""
     client = await KubeClient.connect(kubeconfig)
     api = ResourceApi(client, SAMPLEDB)
     created: dict[str, float] = {}
@@ -519,19 +565,19 @@ async def observe(kubeconfig: str, n: int, wait_s: float) -> tuple[dict[str, flo
     all_ready = asyncio.Event()
 
     def on_obj(_type: str, obj: Obj) -> None:
-        name = obj["metadata"]["name"]
+        name = f'{obj["metadata"].get("namespace")}/{obj["metadata"]["name"]}'
         if name not in ready and ready_condition(obj):
             ready[name] = time.monotonic()
             if len(ready) >= n:
                 all_ready.set()
 
-    watcher = asyncio.ensure_future(watch_forever(api, NAMESPACE, on_obj))
+    watcher = asyncio.ensure_future(watch_forever(api, watched_namespace(per_namespace), on_obj))
     limit = asyncio.Semaphore(20)
 
     async def create(i: int) -> None:
-        body = sampledb(i)
+        body = sampledb(i, per_namespace)
         async with limit:
-            created[body["metadata"]["name"]] = time.monotonic()
+            created[f'{body["metadata"]["namespace"]}/{body["metadata"]["name"]}'] = time.monotonic()
             await api.create(body)
 
     t0 = time.monotonic()
@@ -571,9 +617,10 @@ class RunResult:
     restart_synced_s: float | None = None  # a restarted operator: start to /readyz (caches synced)
     restart_writes: float | None = None  # its writes in the RESTART_WINDOW seconds after that
     restart_rss_mib: float | None = None  # its peak RSS then (the steady state, without a creation burst)
+    per_namespace: int = 0  # databases per namespace (0: all in NAMESPACE)
 
 
-def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunResult:
+def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int) -> RunResult:
     nodes = nodes_for(n)
     slug = system.slug
     cluster_dir = f"/tmp/scale-{slug}-{n}-{rnd}"
@@ -582,19 +629,19 @@ def run_one(system: System, n: int, rnd: int, out: Path, timeout: float) -> RunR
     print(f"run: {system.label} N={n} round {rnd} ({nodes} kwok nodes, {cluster_dir})", file=sys.stderr)
     try:
         env = cluster_env(cluster_dir, nodes)
-        prepare(env)
-        fleet = start_fleet(system, env, workdir)
+        prepare(env, namespaces(n, per_namespace))
+        fleet = start_fleet(system, env, workdir, per_namespace)
         try:
-            made = make_ready(fleet, env, n=n, timeout=timeout)
+            made = make_ready(fleet, env, n=n, timeout=timeout, per_namespace=per_namespace)
         finally:
             for proc, _port in fleet:
                 stop(proc)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
         if system.kind == "operator" and len(made.ready) == n and len(fleet) == 1:
-            restart = measure_restart(system, env, workdir)
+            restart = measure_restart(system, env, workdir, per_namespace)
     finally:
         cluster_down(cluster_dir)
-    return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir)
+    return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir, per_namespace=per_namespace)
 
 
 @dataclass
@@ -615,10 +662,10 @@ class Made:
 
 
 def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dict[str, str], *,
-               n: int, timeout: float) -> Made:
+               n: int, timeout: float, per_namespace: int) -> Made:
     """The observer's run against a started fleet, and the fleet's counters (read before it is stopped)."""
     load_before = os.getloadavg()
-    created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout))
+    created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout, per_namespace))
     load_after = os.getloadavg()
     stats = [proc_stats(proc.pid) for proc, _port in fleet]
     cpu, rss = sum(c for c, _r in stats), max(r for _c, r in stats)  # CPU of all; the largest replica
@@ -637,7 +684,7 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
 
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
-           restart: tuple[float | None, float | None, float | None], workdir: Path) -> RunResult:
+           restart: tuple[float | None, float | None, float | None], workdir: Path, per_namespace: int) -> RunResult:
     """The run's RunResult, written to workdir/result.json and printed."""
     n, ready, created, t0 = made.n, made.ready, made.created, made.t0
     requests = made.requests
@@ -658,6 +705,7 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         ready_times=[round(t, 2) for t in times],
         per_db_by_resource={k: round(v / n, 2) for k, v in sorted(made.by_resource.items())},
         restart_synced_s=restart[0], restart_writes=restart[1], restart_rss_mib=restart[2],
+        per_namespace=per_namespace,
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
@@ -707,7 +755,8 @@ def run_main(args: argparse.Namespace) -> int:
     out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-n{args.n}")
     out.mkdir(parents=True, exist_ok=True)
     timeout = args.timeout or default_timeout(args.n)
-    results = [run_one(s, args.n, rnd, out, timeout) for rnd in range(1, args.rounds + 1) for s in systems]
+    results = [run_one(s, args.n, rnd, out, timeout=timeout, per_namespace=args.per_namespace)
+               for rnd in range(1, args.rounds + 1) for s in systems]
     return report(results, out)
 
 
@@ -726,10 +775,11 @@ def restart_main(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     try:
         env = cluster_env(cluster_dir, nodes)
-        prepare(env)
-        fleet = [start_system(maker, env, workdir)]
+        prepare(env, namespaces(args.n, args.per_namespace))
+        fleet = [start_system(maker, env, workdir, args.per_namespace)]
         try:
-            made = make_ready(fleet, env, n=args.n, timeout=args.timeout or default_timeout(args.n))
+            made = make_ready(fleet, env, n=args.n, timeout=args.timeout or default_timeout(args.n),
+                              per_namespace=args.per_namespace)
         finally:
             stop(fleet[0][0])
         if made.ready.keys() != made.created.keys() or len(made.ready) != args.n:
@@ -737,13 +787,13 @@ def restart_main(args: argparse.Namespace) -> int:
         for rnd in range(1, args.rounds + 1):
             settle(args.settle_load, args.settle_timeout)
             load = os.getloadavg()[0]
-            total, fetch, objects = measure_sync_floor(env)
+            total, fetch, objects = measure_sync_floor(env, args.per_namespace)
             rows.append({"label": f"floor ({objects:.0f} objects; fetch {fetch} s)", "round": rnd,
                          "synced_s": total, "writes": 0.0, "rss_mib": "-", "load": round(load, 2)})
             print(f"  restart {rows[-1]}", file=sys.stderr)
             for system in systems:
                 load = os.getloadavg()[0]
-                synced, writes, rss = measure_restart(system, env, workdir)
+                synced, writes, rss = measure_restart(system, env, workdir, args.per_namespace)
                 rows.append({"label": system.label, "round": rnd, "synced_s": synced, "writes": writes,
                              "rss_mib": rss, "load": round(load, 2)})
                 print(f"  restart {rows[-1]}", file=sys.stderr)
@@ -751,7 +801,8 @@ def restart_main(args: argparse.Namespace) -> int:
         cluster_down(cluster_dir)
     first = next((r for r in rows if r["label"] == maker.label), None)
     restart = (first["synced_s"], first["writes"], first["rss_mib"]) if first else (None, None, None)
-    result = record(made, maker, rnd=1, nodes=nodes, restart=restart, workdir=workdir)
+    result = record(made, maker, rnd=1, nodes=nodes, restart=restart, workdir=workdir,
+                    per_namespace=args.per_namespace)
     (out / "restarts.json").write_text(json.dumps(rows))
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, N={args.n}; results in {out}\n")
     print(HEADER)
@@ -789,6 +840,11 @@ def report(results: list[RunResult], out: Path) -> int:
     return 0
 
 
+PER_NAMESPACE_HELP = ("databases per namespace (default %(default)s; 0: all in one namespace, as runs before session k "
+                      "did: then the control plane's own controllers, which scan a namespace's pods and Services for "
+                      "each event, grow with N squared)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -799,6 +855,7 @@ def main() -> int:
     run.add_argument("--timeout", type=float, default=0.0,
                      help="seconds to wait for all Ready (default max(600, 1.5 N))")
     run.add_argument("--out", default="")
+    run.add_argument("--per-namespace", type=int, default=PER_NAMESPACE, help=PER_NAMESPACE_HELP)
     rs = sub.add_parser("restart", help="restarts alone: N databases Ready once, then each system restarted")
     rs.add_argument("--n", type=int, default=1000)
     rs.add_argument("--systems", default="operator:workers=16,operator:label=paged:flags=--no-streaming-lists")
@@ -808,6 +865,7 @@ def main() -> int:
                     help="each round waits until the 1-minute load average is under this (default 1.5)")
     rs.add_argument("--settle-timeout", type=float, default=900.0, help="for at most this many seconds")
     rs.add_argument("--out", default="")
+    rs.add_argument("--per-namespace", type=int, default=PER_NAMESPACE, help=PER_NAMESPACE_HELP)
     fl = sub.add_parser("floor", help="(internal) the floor client process")
     fl.add_argument("--kubeconfig", required=True)
     fl.add_argument("--namespace", default=NAMESPACE)
