@@ -91,6 +91,7 @@ from sampledb_operator.model.sampledb import SampleDB  # noqa: E402
 from sampledb_operator.observability import metrics  # noqa: E402
 
 Obj = dict[str, Any]
+DbKey = tuple[str, str]  # (namespace, name) of a SampleDB
 NAMESPACE = "scale"
 PODS_PER_NODE = 250  # hack/cluster and hack/kwok/stages.yaml give each fake node 250 pods
 KWOK_PLACEMENT = {
@@ -118,7 +119,13 @@ def watched_namespace(per_namespace: int) -> str:
     return NAMESPACE if per_namespace <= 0 else ""
 
 
-def sampledb(i: int, per_namespace: int = 0) -> Obj:
+def db_key(obj: Obj) -> DbKey:
+    """(namespace, name) of a SampleDB: how the floor and the observer tell databases apart."""
+    meta = obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+def sampledb(i: int, per_namespace: int) -> Obj:
     return {
         "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
         "metadata": {"name": f"db-{i:05d}", "namespace": namespace_of(i, per_namespace)},
@@ -173,8 +180,8 @@ class Floor:
         self.namespace = namespace
         self.scripts = dataplane.all_scripts()
         self.limit = asyncio.Semaphore(concurrency)
-        self.dbs: dict[tuple[str, str], SampleDB] = {}  # by (namespace, name)
-        self.stage: dict[tuple[str, str], str] = {}  # (namespace, name) -> children | job | ready
+        self.dbs: dict[DbKey, SampleDB] = {}
+        self.stage: dict[DbKey, str] = {}  # children | job | ready
         self.made: set[tuple[str, str, str]] = set()  # (kind, namespace, name) of the children created
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -189,13 +196,13 @@ class Floor:
                 await call
 
     @staticmethod
-    def database_of(obj: Obj) -> tuple[str, str]:
+    def database_of(obj: Obj) -> DbKey:
         """(namespace, name) of the database a child belongs to (by its database label)."""
         meta = obj["metadata"]
         return meta.get("namespace") or "", (meta.get("labels") or {}).get(d.DATABASE_LABEL, "")
 
     def on_sampledb(self, _type: str, obj: Obj) -> None:
-        key = (obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        key = db_key(obj)
         if key in self.stage:
             return
         self.stage[key] = "children"
@@ -203,7 +210,7 @@ class Floor:
         self.dbs[key] = db
         bodies = [d.secret(db, secrets.token_urlsafe(24)), *d.children(d.Inputs(db=db, scripts=self.scripts))]
         for body in bodies:
-            made = (body["kind"], body["metadata"].get("namespace") or key[0], body["metadata"]["name"])
+            made = (body["kind"], body["metadata"]["namespace"], body["metadata"]["name"])
             if made in self.made:  # a child the databases share (the namespace's scripts ConfigMap): made once
                 continue
             self.made.add(made)
@@ -556,18 +563,18 @@ def wait_until(cond: Callable[[], bool], timeout: float) -> None:
 
 
 async def observe(kubeconfig: str, n: int, wait_s: float,
-                  per_namespace: int) -> tuple[dict[str, float], dict[str, float], float]:
-    """Create N SampleDBs and wait until each is Ready: (created, ready) times by namespace/name, and t0."""
+                  per_namespace: int) -> tuple[dict[DbKey, float], dict[DbKey, float], float]:
+    """Create N SampleDBs and wait until each is Ready: (created, ready) times by (namespace, name), and t0."""
     client = await KubeClient.connect(kubeconfig)
     api = ResourceApi(client, SAMPLEDB)
-    created: dict[str, float] = {}
-    ready: dict[str, float] = {}
+    created: dict[DbKey, float] = {}
+    ready: dict[DbKey, float] = {}
     all_ready = asyncio.Event()
 
     def on_obj(_type: str, obj: Obj) -> None:
-        name = f'{obj["metadata"].get("namespace")}/{obj["metadata"]["name"]}'
-        if name not in ready and ready_condition(obj):
-            ready[name] = time.monotonic()
+        key = db_key(obj)
+        if key not in ready and ready_condition(obj):
+            ready[key] = time.monotonic()
             if len(ready) >= n:
                 all_ready.set()
 
@@ -577,7 +584,7 @@ async def observe(kubeconfig: str, n: int, wait_s: float,
     async def create(i: int) -> None:
         body = sampledb(i, per_namespace)
         async with limit:
-            created[f'{body["metadata"]["namespace"]}/{body["metadata"]["name"]}'] = time.monotonic()
+            created[db_key(body)] = time.monotonic()
             await api.create(body)
 
     t0 = time.monotonic()
@@ -649,8 +656,8 @@ class Made:
     """What one system did while the observer created N SampleDBs and waited for them to be Ready."""
 
     n: int
-    created: dict[str, float]
-    ready: dict[str, float]
+    created: dict[DbKey, float]
+    ready: dict[DbKey, float]
     t0: float
     cpu: float
     rss: float
