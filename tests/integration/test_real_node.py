@@ -53,8 +53,9 @@ def wait_phase(namespace: str, name: str, *phases: str, timeout: float = 90) -> 
 
 
 def wait_ready_pod(namespace: str, name: str, timeout: float = 120) -> None:
-    kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", namespace, f"--timeout={int(timeout)}s",
-            timeout=timeout + 10)
+    """Wait for the pod to exist (a StatefulSet's controller may not have made it yet), then to be Ready."""
+    kubectl("wait", "--for=create", "--for=condition=Ready", f"pod/{name}", "-n", namespace,
+            f"--timeout={int(timeout)}s", timeout=timeout + 10)
 
 
 def test_the_cluster_has_a_ready_node_that_runs_containers(cluster: object) -> None:
