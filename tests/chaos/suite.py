@@ -27,7 +27,7 @@ from tests.chaos.world import World
 from sampledb_operator.chaos.faults import Fault
 from sampledb_operator.chaos.inject import Cleanup
 from sampledb_operator.chaos.plan import Target
-from sampledb_operator.chaos.report import INJECTED
+from sampledb_operator.chaos.report import INJECTED, SKIPPED, UNSUPPORTED
 from sampledb_operator.kube.errors import KubeError, KubeTransportError, ServerError
 
 POLICIES = ("Snapshot", "Retain", "Delete")
@@ -38,6 +38,11 @@ KWOK_FAULTS = (Fault.DELETE_POD, Fault.DELETE_SERVICE, Fault.DELETE_CONFIGMAP, F
 REAL_FAULTS = (Fault.KILL_POSTGRES, Fault.KILL_POSTGRES, Fault.FILL_VOLUME, Fault.DELETE_POD, Fault.DELETE_SERVICE,
                Fault.DELETE_CONFIGMAP, Fault.DELETE_STATEFULSET, Fault.DELETE_JOB, Fault.FAIL_BACKUP_JOB)
 JOB_FAULTS = (Fault.DELETE_JOB, Fault.FAIL_BACKUP_JOB)
+# Faults that exec into the database pod: one planned right after a delete-pod, a delete-statefulset or a
+# kill-postgres finds no pod, or a container kubelet has not restarted yet (its back-off grows to 40 s).
+# They wait for one (polling, up to EXEC_PATIENCE s), as a user would, instead of being lost as skipped.
+EXEC_FAULTS = (Fault.KILL_POSTGRES, Fault.FILL_VOLUME)
+EXEC_PATIENCE = 120.0
 
 
 @dataclass(frozen=True)
@@ -259,6 +264,14 @@ class Runner:
             while injection.outcome != INJECTED and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
                 injection = await world.injector.inject(fault, target)
+        if fault in EXEC_FAULTS and injection.outcome in (SKIPPED, UNSUPPORTED) and world.injector.executor:
+            # no pod, or its container is down: poll until there is one to act on
+            began = time.monotonic()
+            while injection.outcome in (SKIPPED, UNSUPPORTED) and time.monotonic() < began + EXEC_PATIENCE:
+                await asyncio.sleep(2)
+                injection = await world.injector.inject(fault, target)
+            self.note(f"{fault.value} {target}: {injection.outcome} after waiting {time.monotonic() - began:.0f} s "
+                      f"for a pod to exec in")
         if injection.cleanup is not None:
             self.cleanups.append((world, injection.cleanup))
         self.result.outcomes[f"{fault.value}/{injection.outcome}"] += 1
