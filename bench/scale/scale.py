@@ -464,7 +464,7 @@ def start_system(system: System, env: dict[str, str], workdir: Path, per_namespa
                                  "--namespace", watched_namespace(per_namespace),
                                  "--stats", str(workdir / "floor.json"), "--ready-file", str(marker)],
                                 env=fenv, stdout=log, stderr=subprocess.STDOUT)
-        wait_until(lambda: marker.exists() or proc.poll() is not None, 60)
+        started(proc, lambda: marker.exists() or proc.poll() is not None, 60)
         return proc, None
     port, health = free_port(), free_port()
     penv = dict(env)
@@ -487,8 +487,18 @@ def start_system(system: System, env: dict[str, str], workdir: Path, per_namespa
         except OSError:
             return False
 
-    wait_until(ready, 120)
+    started(proc, ready, 120)
     return proc, port
+
+
+def started(proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float) -> None:
+    """Wait until `ready`; a process that is not by `timeout` is stopped (never left running) and TimeoutError
+    raised."""
+    try:
+        wait_until(ready, timeout)
+    except TimeoutError:
+        stop(proc)
+        raise
 
 
 RESTART_WINDOW = 15.0  # seconds a restarted operator is watched for writes after its caches synced
