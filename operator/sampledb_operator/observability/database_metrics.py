@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -31,51 +31,68 @@ from sampledb_operator.observability.metrics import REGISTRY
 _KEY = ["namespace", "name"]
 
 
+class _Row(NamedTuple):
+    """What the families read of one SampleDB: strings it already holds, a few tuples (~0.3 KiB)."""
+
+    key: tuple[str, str]
+    version: str
+    current: str
+    phase: str
+    conditions: tuple[tuple[str, str, str], ...]
+    completed: float | None
+    instances: tuple[tuple[str, str, float, float | None], ...]  # name, role, ready, lag bytes
+
+
+def _row(obj: Mapping[str, Any]) -> _Row:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conditions = tuple((str(c["type"]), str(c.get("status") or ""), str(c.get("reason") or ""))
+                       for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type"))
+    instances = tuple((str(i["name"]), str(i.get("role") or ""), 1.0 if i.get("ready") else 0.0,
+                       float(i["lagBytes"]) if isinstance(i.get("lagBytes"), int) else None)
+                      for i in status.get("instances") or [] if isinstance(i, Mapping) and i.get("name"))
+    return _Row((str(meta.get("namespace") or ""), str(meta.get("name") or "")), str(spec.get("version") or ""),
+                str(status.get("currentVersion") or ""), str(status.get("phase") or "Pending"), conditions,
+                unix_time((status.get("lastBackup") or {}).get("completedAt")), instances)
+
+
 class DatabaseCollector(Collector):
-    """The per-database families, from `source()`: the SampleDB objects (dicts) of the cache."""
+    """The per-database families, from `source()`: the SampleDB objects (dicts) of the cache.
+
+    One walk over `source()` keeps a small row per database (the objects are decoded one at a time when the
+    source is StoreSet.each); the families are then built and handed to the encoder one at a time, so a
+    scrape holds one family's samples, not all of them (bench/bench_metrics_scrape.py)."""
 
     def __init__(self, source: Callable[[], Iterable[Mapping[str, Any]]] = tuple) -> None:
         self.source = source
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        info = GaugeMetricFamily("sampledb_database_info", "A SampleDB's desired (spec) and running version",
-                                 labels=[*_KEY, "version", "current_version"])
-        phase = GaugeMetricFamily("sampledb_database_phase", "A SampleDB's status.phase (1 for the current one)",
-                                  labels=[*_KEY, "phase"])
-        condition = GaugeMetricFamily("sampledb_database_condition", "A SampleDB's status conditions (1 each)",
-                                      labels=[*_KEY, "type", "status", "reason"])
-        backup = GaugeMetricFamily("sampledb_database_last_backup_timestamp_seconds",
-                                   "When a SampleDB's latest successful backup completed (Unix time)",
-                                   labels=_KEY)
-        instance = GaugeMetricFamily("sampledb_instance_info", "A SampleDB instance's role (1 each)",
-                                     labels=[*_KEY, "instance", "role"])
-        ready = GaugeMetricFamily("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready",
-                                  labels=[*_KEY, "instance"])
-        lag = GaugeMetricFamily("sampledb_replication_lag_bytes",
-                                "A standby's replay lag behind its primary's current WAL position, in bytes",
-                                labels=[*_KEY, "instance"])
-        for obj in self.source():
-            meta = obj.get("metadata") or {}
-            key = [str(meta.get("namespace") or ""), str(meta.get("name") or "")]
-            spec = obj.get("spec") or {}
-            status = obj.get("status") or {}
-            info.add_metric([*key, str(spec.get("version") or ""), str(status.get("currentVersion") or "")], 1)
-            phase.add_metric([*key, str(status.get("phase") or "Pending")], 1)
-            for cond in status.get("conditions") or []:
-                if isinstance(cond, Mapping) and cond.get("type"):
-                    condition.add_metric([*key, str(cond["type"]), str(cond.get("status") or ""),
-                                          str(cond.get("reason") or "")], 1)
-            completed = unix_time((status.get("lastBackup") or {}).get("completedAt"))
-            if completed is not None:
-                backup.add_metric(key, completed)
-            for inst in status.get("instances") or []:
-                if not isinstance(inst, Mapping) or not inst.get("name"):
-                    continue
-                instance.add_metric([*key, str(inst["name"]), str(inst.get("role") or "")], 1)
-                ready.add_metric([*key, str(inst["name"])], 1.0 if inst.get("ready") else 0.0)
-                if isinstance(inst.get("lagBytes"), int):
-                    lag.add_metric([*key, str(inst["name"])], float(inst["lagBytes"]))
-        yield from (info, phase, condition, backup, instance, ready, lag)
+        rows = [_row(obj) for obj in self.source()]
+        yield _family("sampledb_database_info", "A SampleDB's desired (spec) and running version",
+                      ["version", "current_version"], (([*r.key, r.version, r.current], 1.0) for r in rows))
+        yield _family("sampledb_database_phase", "A SampleDB's status.phase (1 for the current one)", ["phase"],
+                      (([*r.key, r.phase], 1.0) for r in rows))
+        yield _family("sampledb_database_condition", "A SampleDB's status conditions (1 each)",
+                      ["type", "status", "reason"], (([*r.key, *c], 1.0) for r in rows for c in r.conditions))
+        yield _family("sampledb_database_last_backup_timestamp_seconds",
+                      "When a SampleDB's latest successful backup completed (Unix time)", [],
+                      ((list(r.key), r.completed) for r in rows if r.completed is not None))
+        yield _family("sampledb_instance_info", "A SampleDB instance's role (1 each)", ["instance", "role"],
+                      (([*r.key, i[0], i[1]], 1.0) for r in rows for i in r.instances))
+        yield _family("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready", ["instance"],
+                      (([*r.key, i[0]], i[2]) for r in rows for i in r.instances))
+        yield _family("sampledb_replication_lag_bytes",
+                      "A standby's replay lag behind its primary's current WAL position, in bytes", ["instance"],
+                      (([*r.key, i[0]], i[3]) for r in rows for i in r.instances if i[3] is not None))
+
+
+def _family(name: str, documentation: str, labels: list[str],
+            samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=[*_KEY, *labels])
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
 
 
 def unix_time(value: object) -> float | None:

@@ -32,7 +32,7 @@ import asyncio
 import builtins
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TypeVar
@@ -128,6 +128,18 @@ class Store:
                 continue
             found.append(obj)
         return found
+
+    def each(self, keep: Callable[[ObjectRef], bool] | None = None) -> Iterator[Obj]:
+        """Every cached object (those whose ref `keep` accepts), decoded one at a time as the caller goes:
+        unlike list(), a walk over everything (a metrics scrape) never holds all of them decoded at once,
+        and it only reads the RECENT window (it must not evict what the passes read). The refs are taken
+        when the walk starts; one removed since is skipped."""
+        for ref in builtins.list(self._objects):
+            entry = self._objects.get(ref)
+            if entry is None or (keep is not None and not keep(ref)):
+                continue
+            recent = self._recent.get(entry)
+            yield recent if recent is not None else self._packer.unpack(entry.data)
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
         """Objects with an ownerReference to `uid` (controller or not), ordered by ref."""

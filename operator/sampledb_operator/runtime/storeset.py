@@ -30,7 +30,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from sampledb_operator.model.objects import Obj
@@ -186,6 +186,13 @@ class StoreSet:
         if not self._written:
             return found
         return self._overlay(found, self._pending(self._candidates(namespace, label_selector)), label_selector)
+
+    def each(self, keep: Callable[[ObjectRef], bool] | None = None) -> Iterator[Obj]:
+        """Every cached object of every store (Store.each: decoded one at a time, those `keep` accepts). The
+        cache's view only: a read-back answer the cache has not shown yet is not in it (list() overlays
+        those); for walks over everything where a few seconds' lag is fine (metrics)."""
+        for store in self._stores.values():
+            yield from store.each(keep)
 
     def refs(self, namespace: str) -> builtins.set[ObjectRef]:
         """The refs of `namespace`'s objects (cached, or a read-back answer the cache has not shown yet); nothing

@@ -72,3 +72,21 @@ def test_each_instance_has_its_role_readiness_and_replication_lag() -> None:
     assert ready == {"orders-0": 1.0, "orders-i1-0": 0.0}
     lag = {s.labels["instance"]: s.value for s in families["sampledb_replication_lag_bytes"].samples}
     assert lag == {"orders-i1-0": 4096.0}  # the primary has no lag series
+
+
+def test_the_source_is_walked_once_and_each_family_is_built_when_the_encoder_asks_for_it() -> None:
+    walks: list[int] = []
+
+    def source() -> Any:
+        walks.append(1)
+        yield from (_db(f"db{i}", phase="Running", conditions=[{"type": "Ready", "status": "True"}])
+                    for i in range(3))
+
+    families = DatabaseCollector(source).collect()
+    info = next(families)
+    assert walks == [1] and [s.labels["name"] for s in info.samples] == ["db0", "db1", "db2"]
+    rest = {f.name: len(f.samples) for f in families}
+    assert walks == [1]  # the later families come from the rows of the one walk
+    assert rest == {"sampledb_database_phase": 3, "sampledb_database_condition": 3,
+                    "sampledb_database_last_backup_timestamp_seconds": 0, "sampledb_instance_info": 0,
+                    "sampledb_instance_ready": 0, "sampledb_replication_lag_bytes": 0}

@@ -233,3 +233,25 @@ def test_the_objects_of_one_database_share_one_copy_of_its_label_value_and_owner
     assert first.indexed[0][1] is second.indexed[0][1]
     assert first.owners[0] is second.owners[0]
     assert ObjectRef.of(obj("a", ns="".join(["n", "s"]))).namespace is ObjectRef.of(obj("b", ns="ns")).namespace
+
+
+def test_each_walks_every_object_decoding_one_at_a_time_without_touching_the_recent_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store("sampledbs")
+    for i in range(RECENT + 5):
+        store.upsert(obj(f"d{i:03d}"))
+    decoded: list[bytes] = []
+    unpack = Packer.unpack
+    monkeypatch.setattr(Packer, "unpack", lambda self, data: decoded.append(data) or unpack(self, data))
+    walk = store.each()
+    assert decoded == []  # nothing decoded before the caller asks
+    first = next(walk)
+    assert first == obj("d000") and len(decoded) == 1  # outside the window: decoded for this step only
+    store.delete(ObjectRef("ns", "d001"))  # removed during the walk: skipped
+    window, decoded[:] = list(store._recent), []  # (delete decodes the object it returns into the window)
+    rest = list(walk)
+    assert [o["metadata"]["name"] for o in rest] == [f"d{i:03d}" for i in range(2, RECENT + 5)]
+    assert len(decoded) == 4  # d002..d005 had left the window; the rest came from it
+    assert list(store._recent) == window  # read, not reordered or refilled
+    assert [o["metadata"]["name"] for o in store.each(lambda ref: ref.name.endswith("7"))] == \
+        [f"d{i:03d}" for i in range(2, RECENT + 5) if str(i).endswith("7")]

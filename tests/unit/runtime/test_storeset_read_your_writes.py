@@ -193,3 +193,16 @@ def test_refs_of_a_namespace_hold_the_cached_and_the_remembered_objects_only() -
     assert cache.refs("ns") == {ObjectRef("ns", "cached"), REF}
     assert cache.refs("other") == {ObjectRef("other", "cm")}
     assert cache.refs("none") == set()
+
+
+def test_each_is_the_caches_view_of_every_store_without_the_answers_it_has_not_shown_yet() -> None:
+    one, two = Store("configmaps"), Store("configmaps")
+    one.upsert(cm("11"))
+    other = cm("12")
+    other["metadata"]["namespace"] = "other"
+    two.upsert(other)
+    cache = StoreSet({"ns": one, "other": two}, ttl=30.0, now=Clock())
+    cache.remember(cm("13", "newer"))  # a read-back answer the watch has not delivered yet
+    assert [(o["metadata"]["namespace"], o["data"]["k"]) for o in cache.each()] == [("ns", "v"), ("other", "v")]
+    assert cache.get(REF)["data"] == {"k": "newer"}  # type: ignore[index]
+    assert [o["metadata"]["namespace"] for o in cache.each(lambda ref: ref.namespace == "other")] == ["other"]
