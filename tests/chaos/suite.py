@@ -18,6 +18,7 @@ import platform
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from tests.chaos.world import World
 
 from sampledb_operator.chaos.faults import Fault
-from sampledb_operator.chaos.inject import Cleanup
+from sampledb_operator.chaos.inject import Cleanup, Injection
 from sampledb_operator.chaos.plan import Target
 from sampledb_operator.chaos.report import INJECTED, SKIPPED, UNSUPPORTED
 from sampledb_operator.kube.errors import KubeError, KubeTransportError, ServerError
@@ -257,21 +258,27 @@ class Runner:
                 await world.apis["SampleDBBackup"].create(body)
                 self.result.outcomes["manual-backup"] += 1
         assert world.injector is not None
-        injection = await world.injector.inject(fault, target)
-        if fault in JOB_FAULTS and injection.outcome != INJECTED:
-            # give the Job a moment to exist: poll (not a sleep) for up to 5 s
-            deadline = time.monotonic() + 5
-            while injection.outcome != INJECTED and time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
-                injection = await world.injector.inject(fault, target)
-        if fault in EXEC_FAULTS and injection.outcome in (SKIPPED, UNSUPPORTED) and world.injector.executor:
-            # no pod, or its container is down: poll until there is one to act on
+        injector = world.injector
+
+        async def until(done: Callable[[Injection], bool], patience: float, every: float) -> Injection:
+            """Inject, and again every `every` s (polling the cluster, not a sleep) until `done` or `patience` s."""
+            deadline = time.monotonic() + patience
+            injection = await injector.inject(fault, target)
+            while not done(injection) and time.monotonic() < deadline:
+                await asyncio.sleep(every)
+                injection = await injector.inject(fault, target)
+            return injection
+
+        if fault in JOB_FAULTS:  # give the Job a moment to exist
+            injection = await until(lambda i: i.outcome == INJECTED, 5, 0.5)
+        elif fault in EXEC_FAULTS and injector.executor:  # no pod, or its container down: wait for one
             began = time.monotonic()
-            while injection.outcome in (SKIPPED, UNSUPPORTED) and time.monotonic() < began + EXEC_PATIENCE:
-                await asyncio.sleep(2)
-                injection = await world.injector.inject(fault, target)
-            self.note(f"{fault.value} {target}: {injection.outcome} after waiting {time.monotonic() - began:.0f} s "
-                      f"for a pod to exec in")
+            injection = await until(lambda i: i.outcome not in (SKIPPED, UNSUPPORTED), EXEC_PATIENCE, 2)
+            if time.monotonic() - began > 1:
+                self.note(f"{fault.value} {target}: {injection.outcome} after waiting {time.monotonic() - began:.0f} s "
+                          f"for a pod to exec in")
+        else:
+            injection = await injector.inject(fault, target)
         if injection.cleanup is not None:
             self.cleanups.append((world, injection.cleanup))
         self.result.outcomes[f"{fault.value}/{injection.outcome}"] += 1
