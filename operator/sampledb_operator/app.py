@@ -179,7 +179,6 @@ def _set_metric_sources(caches: Caches, sharding: Sharding | None) -> None:
     # a list of them was ~29 MiB for the length of each scrape: bench/bench_metrics_scrape.py)
     databases: Callable[[], Iterator[dict[str, Any]]] = \
         caches.sampledbs.each if sharding is None else sharding.owned_databases
-    metrics.set_phase_source(lambda: ((o.get("status") or {}).get("phase") for o in databases()))
     database_metrics.set_database_source(databases)
 
 
@@ -291,7 +290,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,
-                              metrics_address=settings.metrics_address)
+                              metrics_address=settings.metrics_address, take=database_metrics.taken)
         await health.start()
         _install_signal_handlers(stop)
         log.info("operator starting", identity=settings.identity, namespaces=settings.namespaces or "all",

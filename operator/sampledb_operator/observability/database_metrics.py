@@ -1,6 +1,8 @@
-"""Per-database series, read from the SampleDB cache when Prometheus scrapes (kube-state-metrics style).
+"""Series read from the SampleDB cache when Prometheus scrapes (kube-state-metrics style).
 
-One set of series per cached SampleDB, labelled `namespace` and `name`:
+sampledb_databases{phase}: how many cached SampleDBs are in each phase (every phase of
+metrics.PHASES is exported, 0 when none). Then one set of series per cached SampleDB, labelled
+`namespace` and `name`:
 
 - sampledb_database_info{version, current_version} 1: desired (spec) and running (status) version;
 - sampledb_database_phase{phase} 1: status.phase ("Pending" before the first status);
@@ -13,22 +15,27 @@ One set of series per cached SampleDB, labelled `namespace` and `name`:
 
 Invariants: computed from the objects at scrape time, never stored, so a deleted database's series
 vanish at the next scrape; an object or a timestamp that does not parse is skipped, never raises
-(a scrape must not fail because of one odd status). This module imports nothing of the package but
+(a scrape must not fail because of one odd status). The cache belongs to the event loop: `taken()`
+reads it there into plain rows for the scrape made in its context (the /metrics handler encodes in a
+worker thread, which sees those rows and never the cache); a collect() outside `taken()` reads the
+source itself, on the caller's thread. This module imports nothing of the package but
 observability.metrics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from sampledb_operator.observability.metrics import REGISTRY
+from sampledb_operator.observability.metrics import PHASES, REGISTRY
 
-_KEY = ["namespace", "name"]
+_KEY = ("namespace", "name")
 
 
 class _Row(NamedTuple):
@@ -58,17 +65,36 @@ def _row(obj: Mapping[str, Any]) -> _Row:
 
 
 class DatabaseCollector(Collector):
-    """The per-database families, from `source()`: the SampleDB objects (dicts) of the cache.
+    """The cache-derived families, from `source()`: the SampleDB objects (dicts) of the cache.
 
     One walk over `source()` keeps a small row per database (the objects are decoded one at a time when the
-    source is StoreSet.each); the families are then built and handed to the encoder one at a time, so a
-    scrape holds one family's samples, not all of them (bench/bench_metrics_scrape.py)."""
+    source is StoreSet.each); the phase counts and the families are then built from the rows and handed to
+    the encoder one at a time, so a scrape holds one family's samples, not all of them
+    (bench/bench_metrics_scrape.py)."""
 
     def __init__(self, source: Callable[[], Iterable[Mapping[str, Any]]] = tuple) -> None:
         self.source = source
 
+    def take(self) -> list[_Row]:
+        """The rows of every database `source()` yields now (on the thread that owns the source)."""
+        return [_row(obj) for obj in self.source()]
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        rows = [_row(obj) for obj in self.source()]
+        taken = _TAKEN.get()
+        if taken is None or taken[0] is not self:
+            yield from self._families(self.take())
+            return
+        try:
+            yield from self._families(taken[1])
+        finally:
+            taken[1].clear()  # one scrape's rows: gone before the encoder joins its answer (its peak)
+
+    def _families(self, rows: list[_Row]) -> Iterator[GaugeMetricFamily]:
+        counts = dict.fromkeys(PHASES, 0)
+        for r in rows:
+            counts[r.phase] = counts.get(r.phase, 0) + 1
+        yield _family("sampledb_databases", "SampleDB objects by phase", ["phase"],
+                      (([p], n) for p, n in counts.items()), key=())
         yield _family("sampledb_database_info", "A SampleDB's desired (spec) and running version",
                       ["version", "current_version"], (([*r.key, r.version, r.current], 1.0) for r in rows))
         yield _family("sampledb_database_phase", "A SampleDB's status.phase (1 for the current one)", ["phase"],
@@ -87,9 +113,13 @@ class DatabaseCollector(Collector):
                       (([*r.key, i[0]], i[3]) for r in rows for i in r.instances if i[3] is not None))
 
 
-def _family(name: str, documentation: str, labels: list[str],
-            samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation, labels=[*_KEY, *labels])
+# the rows taken for the scrape of this context (asyncio.to_thread copies the context into the worker thread)
+_TAKEN: ContextVar[tuple[DatabaseCollector, list[_Row]] | None] = ContextVar("sampledb_taken_rows", default=None)
+
+
+def _family(name: str, documentation: str, labels: list[str], samples: Iterable[tuple[list[str], float]],
+            key: tuple[str, ...] = _KEY) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=[*key, *labels])
     for values, value in samples:
         family.add_metric(values, value)
     return family
@@ -112,5 +142,17 @@ REGISTRY.register(_collector)
 
 
 def set_database_source(source: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
-    """Where the per-database series come from: every cached SampleDB (shared objects, only read)."""
+    """Where the phase counts and the per-database series come from: every cached SampleDB (shared objects,
+    only read)."""
     _collector.source = source
+
+
+@contextmanager
+def taken() -> Iterator[None]:
+    """Called on the event loop: read the cache now, once, into the rows that the one scrape made in this
+    context encodes (also in a worker thread started from it); its collect releases them when done."""
+    token = _TAKEN.set((_collector, _collector.take()))
+    try:
+        yield
+    finally:
+        _TAKEN.reset(token)

@@ -8,8 +8,6 @@ every other layer may import it. Label values known up front are pre-initialised
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -19,8 +17,6 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 # controller-runtime exports no *_created series; neither do we (it also halves the exposition).
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -212,35 +208,9 @@ shard_transitions_total = Counter(
 SHARD_EVENTS = ("acquired", "released", "lost")
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
+# every phase sampledb_databases{phase} exports (0 when none): observability.database_metrics
 PHASES = ("Pending", "Provisioning", "Initializing", "Restoring", "Running", "Upgrading", "Migrating", "Degraded",
           "Paused", "Deleting", "Failed")
-
-
-class _PhaseCollector(Collector):
-    """sampledb_databases{phase}, counted from the SampleDB cache when Prometheus scrapes (not on every
-    reconcile: that would walk every database per reconcile). Every phase is exported, 0 when none."""
-
-    def __init__(self) -> None:
-        self.source: Callable[[], Iterable[str | None]] = tuple
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        counts = dict.fromkeys(PHASES, 0)
-        for phase in self.source():
-            key = phase or "Pending"
-            counts[key] = counts.get(key, 0) + 1
-        family = GaugeMetricFamily("sampledb_databases", "SampleDB objects by phase", labels=["phase"])
-        for phase, n in counts.items():
-            family.add_metric([phase], n)
-        yield family
-
-
-_phases = _PhaseCollector()
-REGISTRY.register(_phases)
-
-
-def set_phase_source(source: Callable[[], Iterable[str | None]]) -> None:
-    """Where sampledb_databases counts from: the status.phase of every cached SampleDB."""
-    _phases.source = source
 
 
 def init_controller(controller: str, workers: int) -> None:

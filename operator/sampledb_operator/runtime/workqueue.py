@@ -277,15 +277,16 @@ class WorkQueue(Generic[K]):
         return len(self._delayed)
 
     def unfinished_work_seconds(self) -> float:
-        """Sum of the time every in-progress item has been processing."""
+        """Sum of the time every in-progress item has been processing. Safe off the loop (a scrape's thread):
+        the values are copied by one C call, which the GIL does not interleave with the loop's changes."""
+        started_at = tuple(self._started_at.values())
         now = self._clock.monotonic()
-        return sum(max(0.0, now - started) for started in self._started_at.values())
+        return sum(max(0.0, now - started) for started in started_at)
 
     def longest_running_processor_seconds(self) -> float:
-        """How long the oldest in-progress item has been processing (0 when none)."""
-        if not self._started_at:
-            return 0.0
-        return max(0.0, self._clock.monotonic() - min(self._started_at.values()))
+        """How long the oldest in-progress item has been processing (0 when none); safe off the loop, as above."""
+        started_at = tuple(self._started_at.values())
+        return max(0.0, self._clock.monotonic() - min(started_at)) if started_at else 0.0
 
     # -- shutdown ---------------------------------------------------------------------------
 

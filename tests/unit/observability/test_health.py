@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
 
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.health import HealthServer
@@ -124,6 +128,42 @@ async def test_metrics_negotiates_openmetrics(
     assert status == 200
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith("# EOF")
+
+
+async def test_metrics_are_encoded_off_the_loop_after_take_ran_on_it(
+    start: Started, http: aiohttp.ClientSession
+) -> None:
+    """The encoder runs in a worker thread while the loop keeps serving: the collector below waits for the
+    loop to answer a /healthz made during the scrape, which a scrape encoding on the loop would never let
+    happen. take() is entered on the loop's thread and left after the encoding."""
+    loop_thread = threading.get_ident()
+    answered, collecting = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    class WaitsForTheLoop:
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            seen.append(f"collect on loop thread: {threading.get_ident() == loop_thread}")
+            collecting.set()
+            family = GaugeMetricFamily("loop_answered", "1 when the loop answered during the scrape")
+            family.add_metric([], 1.0 if answered.wait(5) else 0.0)
+            yield family
+
+    @contextlib.contextmanager
+    def take() -> Iterator[None]:
+        seen.append(f"take on loop thread: {threading.get_ident() == loop_thread}")
+        yield
+        seen.append("take left")
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WaitsForTheLoop())  # type: ignore[arg-type]
+    server = await start(registry=registry, take=take)
+    scrape = asyncio.create_task(get(http, server.metrics_port, "/metrics"))
+    assert await asyncio.to_thread(collecting.wait, 5)
+    assert (await get(http, server.health_port, "/healthz"))[0] == 200
+    answered.set()
+    status, _, body = await scrape
+    assert status == 200 and "loop_answered 1.0" in body
+    assert seen == ["take on loop thread: True", "collect on loop thread: False", "take left"]
 
 
 async def test_readyz_follows_the_ready_callable(
