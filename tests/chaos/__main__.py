@@ -20,6 +20,7 @@ import random
 import secrets
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tests.chaos.report import markdown
 from tests.chaos.suite import Runner, Sizes, layout, machine, make_plan, setup
 from tests.chaos.world import World
 from tests.support.cluster import CRD_DIR, REPO
+from tests.support.operator import LOG_DIR_ENV
 
 CLUSTER = REPO / "hack" / "cluster"
 
@@ -138,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(10**6)
     print(f"chaos: seed {args.seed}", flush=True)
-    return asyncio.run(main_async(args))
+    # the operators' logs are copied into --out at the end; their working copies go with this directory
+    with tempfile.TemporaryDirectory(prefix="chaos-operator-logs-") as logs:
+        os.environ[LOG_DIR_ENV] = logs
+        return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -347,8 +347,11 @@ def test_kubectl_edit_with_a_scripted_editor_stores_the_change(namespace: str, t
 def test_kubectl_edit_that_breaks_a_rule_is_refused_with_the_reason(namespace: str, tmp_path: Path) -> None:
     assert create(VALID, namespace).returncode == 0
     editor = _editor(tmp_path, size="512Mi")
-    proc = kubectl("edit", "sdb", "db", "-n", namespace, env={"EDITOR": str(editor)}, check=False)
+    # a refused edit leaves "a copy of your changes" in $TMPDIR: the test's own directory, not /tmp
+    proc = kubectl("edit", "sdb", "db", "-n", namespace, env={"EDITOR": str(editor), "TMPDIR": str(tmp_path)},
+                   check=False)
     assert proc.returncode != 0
+    assert ["size: 512Mi" in copy.read_text() for copy in tmp_path.glob("kubectl-edit-*.yaml")] == [True]
     seen = (tmp_path / "seen.log").read_text()  # kubectl re-opens the file with the errors as comments
     assert "storage size can only grow: cannot shrink from 1Gi to 512Mi" in seen
     assert kubectl_json("get", "sdb", "db", "-n", namespace)["spec"]["storage"]["size"] == "1Gi"

@@ -3,7 +3,9 @@
 `OperatorProcess` starts `python -m sampledb_operator run` with JSON logs to a file, finds the
 metrics and health ports it bound (port 0 = any free port) from its startup log line, waits for
 /readyz, and stops it with SIGTERM (graceful) or SIGKILL (a crash). Metrics are read from its
-/metrics endpoint, parsed with prometheus_client's parser.
+/metrics endpoint, parsed with prometheus_client's parser. Logs go to $SAMPLEDB_OPERATOR_LOG_DIR
+(LOG_DIR_ENV), which tests/conftest.py points under pytest's base temporary directory, so a failed
+test's operator log stays there for the next runs to read while pytest removes those of older runs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.kube import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+LOG_DIR_ENV = "SAMPLEDB_OPERATOR_LOG_DIR"  # where the logs go; the system's temporary directory when unset
 
 
 class OperatorProcess:
@@ -33,7 +36,9 @@ class OperatorProcess:
         self.args = args
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(tempfile.mkstemp(prefix="sampledb-operator-", suffix=".log")[1])
+        log_dir = Path(os.environ.get(LOG_DIR_ENV) or tempfile.gettempdir())
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = Path(tempfile.mkstemp(prefix="sampledb-operator-", suffix=".log", dir=log_dir)[1])
         self.metrics_port: int | None = None
         self.health_port: int | None = None
         self._started_at = 0
