@@ -31,13 +31,9 @@ def operator_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The operator processes' logs in this run's base temporary directory (pytest keeps the last three
     runs' and removes older ones), not one file per process left in /tmp."""
     path = tmp_path_factory.mktemp("operator-logs", numbered=False)
-    before = os.environ.get(LOG_DIR_ENV)
-    os.environ[LOG_DIR_ENV] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop(LOG_DIR_ENV, None)
-    else:
-        os.environ[LOG_DIR_ENV] = before
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(LOG_DIR_ENV, str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")
