@@ -15,13 +15,20 @@ Invariants:
   admitted at once, by time, even while the loop still waits on the API; since renew_deadline <
   lease_duration it stops before another member may take it. A member is dead (removed from the
   members Lease by the next heartbeat) once its counter has not changed for lease_duration.
-- Every period (retry_period): heartbeat and read every shard Lease we do not hold (together, each
-  bounded by retry_period, so a hanging read cannot delay the renewals much); ask the planner
-  (decide.sharding.plan_shards) which shards to take, renew, release or drop; drop lost shards; stop
-  admitting a shard to release, keep renewing it until none of its keys is in flight (`busy`) or
-  release_wait has passed, then empty its holderIdentity; renew the held ones; take free or expired
-  ones, except in the very first period (the others' heartbeats are seen first, so a starting member
-  does not grab every shard only to give most back).
+- Every period (retry_period): heartbeat and read the shard Leases we do not hold, when due (below;
+  together, each bounded by retry_period, so a hanging read cannot delay the renewals much); ask the
+  planner (decide.sharding.plan_shards) which shards to take, renew, release or drop; drop lost shards;
+  stop admitting a shard to release, keep renewing it until none of its keys is in flight (`busy`) or
+  release_wait has passed, then empty its holderIdentity; renew the held ones when due; take free or
+  expired ones, except in the very first period (the others' heartbeats are seen first, so a starting
+  member does not grab every shard only to give most back).
+- Due: at rest a held shard is renewed, the heartbeat sent and an unheld shard read only once its last
+  success is quiet_interval() old (4 s with the default timings; a period is 2 s), so a failed try is
+  repeated every period. A member below its fair share heartbeats and reads every unheld shard every
+  period (its count of members is fresh before it takes); takes and releases are never deferred.
+  quiet_interval leaves at least three periods' tries before renew_deadline and is at most a third of
+  lease_duration, so what the others judge (our counter, our shards' records) changes several times per
+  lease_duration; a record read up to quiet_interval late is judged expired later, never sooner.
 - on_acquired(shard) is called whenever a shard becomes admitted (acquired, kept after all while being
   released, or renewed again after a key was refused during a late renewal), so its keys are enqueued.
 - stop() (after the controllers stopped) admits nothing more, releases every shard Lease naming us
@@ -81,6 +88,13 @@ class _Attempt(enum.Enum):
     FAILED = "failed"         # an API error, a conflict or a timeout: try again next period
 
 
+def quiet_interval(lease_duration: float, renew_deadline: float, retry_period: float) -> float:
+    """Seconds between two renewals of a held shard (and two heartbeats, two reads of the unheld shards)
+    at rest: at most half of renew_deadline and early enough for three more periods' tries before it,
+    never less than one period. 4 s for the defaults 15 / 10 / 2."""
+    return max(retry_period, min(renew_deadline / 2, renew_deadline - 3 * retry_period, lease_duration / 3))
+
+
 @dataclass
 class _Shard:
     index: int
@@ -91,6 +105,7 @@ class _Shard:
     observed_spec: dict[str, Any] | None = None
     observed_at: float = 0.0                    # our monotonic time when the spec last changed
     renewed_at: float = -math.inf               # when our last successful write of it was sent
+    read_at: float = -math.inf                  # when we last read it while not holding it
     releasing_since: float = 0.0
     missed: bool = False                        # a key was refused while we still held it
 
@@ -143,6 +158,8 @@ class ShardOwner:
         self._counter = 0
         self._seen: dict[str, MemberSeen] = {}
         self._share = shards
+        self._quiet = quiet_interval(lease_duration, renew_deadline, retry_period)
+        self._heartbeat_at = -math.inf      # when our last successful heartbeat was sent
         self._log = log.bind(lease_namespace=namespace, identity=identity)
         metrics.init_shards(shards)
 
@@ -192,7 +209,13 @@ class ShardOwner:
     async def period(self, *, take: bool = True) -> ShardPlan:
         """One heartbeat-and-rebalance pass (public for tests); the plan it followed."""
         self._expire()
-        await asyncio.gather(self._heartbeat(), self._read_unheld())
+        for s in self._shards:
+            if s.state is _State.FREE:
+                s.known = False
+        wanted = self._planner(self._view())        # before any read: do we hold less than our share?
+        short = len(wanted.renew) < wanted.share
+        await asyncio.gather(self._heartbeat() if short or self._due(self._heartbeat_at) else _nothing(),
+                             self._read_unheld(every=short))
         plan = self._planner(self._view())
         self._share = plan.share
         for index in plan.drop:
@@ -205,9 +228,9 @@ class ShardOwner:
                 self._log.info("releasing shard", shard=index, share=plan.share, members=self.members)
         to_release = [self._shards[i] for i in plan.release
                       if self._shards[i].state is _State.RELEASING and self._may_release(self._shards[i], now)]
-        to_renew = [self._shards[i] for i in plan.renew] + [
+        to_renew = [s for s in [self._shards[i] for i in plan.renew] + [
             self._shards[i] for i in plan.release if self._shards[i].state is _State.RELEASING
-            and self._shards[i] not in to_release]
+            and self._shards[i] not in to_release] if self._due(s.renewed_at) or s.missed]
         to_take = [self._shards[i] for i in plan.take] if take else []
         for s in to_release:
             s.state = _State.FREE
@@ -230,6 +253,11 @@ class ShardOwner:
         await asyncio.gather(*(self._release(s) for s in ours), self._leave())
 
     # -- steps ------------------------------------------------------------------------------------
+
+    def _due(self, last: float) -> bool:
+        """A quiet_interval has passed since `last` (within half a period: periods start on time only
+        roughly)."""
+        return self._clock.monotonic() - last >= self._quiet - self._retry_period / 2
 
     def _view(self) -> ShardView:
         now = self._clock.monotonic()
@@ -307,12 +335,16 @@ class ShardOwner:
     async def _heartbeat(self) -> None:
         """Bump our counter (and drop dead members) with GET + PUT, retried on a conflict."""
         self._counter += 1
-        await self._members_write(self._write_heartbeat, self._retry_period, "heartbeat failed", self._log.debug)
+        sent = self._clock.monotonic()
+        if await self._members_write(self._write_heartbeat, self._retry_period, "heartbeat failed",
+                                     self._log.debug):
+            self._heartbeat_at = sent
 
     async def _members_write(self, write: Callable[[], Awaitable[bool]], limit: float, failed: str,
-                             report: Callable[..., Any]) -> None:
+                             report: Callable[..., Any]) -> bool:
         """One read-modify-write of the members Lease, each try bounded by `limit`, re-done on a conflict
-        (HEARTBEAT_ATTEMPTS tries); a failure is reported, never raised: the next period tries again."""
+        (HEARTBEAT_ATTEMPTS tries); whether it was written. A failure is reported, never raised: the next
+        period tries again."""
         for _ in range(HEARTBEAT_ATTEMPTS):
             try:
                 done = await self._within(write(), limit)
@@ -320,11 +352,13 @@ class ShardOwner:
                 continue
             except KubeError as err:
                 report(failed, error=str(err))
-                return
+                return False
             if done is None:
                 report(failed, error="timed out")
-            return
+                return False
+            return True
         report(failed, error=f"conflicts on {HEARTBEAT_ATTEMPTS} attempts")
+        return False
 
     async def _write_heartbeat(self) -> bool:
         try:
@@ -375,17 +409,18 @@ class ShardOwner:
 
     # -- the shard Leases -------------------------------------------------------------------------
 
-    async def _read_unheld(self) -> None:
-        unheld = [s for s in self._shards if s.state is _State.FREE]
-        for s in unheld:
-            s.known = False
-        await asyncio.gather(*(self._read(s) for s in unheld))
+    async def _read_unheld(self, *, every: bool) -> None:
+        """Read the shards we do not hold: all of them when `every` (we want more), else those whose last
+        read is quiet_interval old."""
+        await asyncio.gather(*(self._read(s) for s in self._shards
+                               if s.state is _State.FREE and (every or self._due(s.read_at))))
 
     async def _read(self, s: _Shard) -> None:
+        sent = self._clock.monotonic()
         try:
             lease = await self._within(self._api.get(s.name, self.namespace), self._retry_period)
         except NotFound:
-            s.lease, s.known = None, True
+            s.lease, s.known, s.read_at = None, True, sent
             self._observe(s, {})
             return
         except KubeError as err:
@@ -393,7 +428,7 @@ class ShardOwner:
             return
         if lease is not None:
             self._observe(s, lease)
-            s.known = True
+            s.known, s.read_at = True, sent
 
     async def _bounded_hold(self, s: _Shard) -> _Attempt:
         try:
@@ -480,3 +515,7 @@ class ShardOwner:
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
         return await lease_records.within(self._clock, awaitable, seconds)
+
+
+async def _nothing() -> None:
+    """A step skipped this period (gathered in its place)."""

@@ -28,11 +28,12 @@ from sampledb_operator.runtime.shard_members import (
     shard_lease_name,
     without_member,
 )
-from sampledb_operator.runtime.shards import ShardOwner
+from sampledb_operator.runtime.shards import ShardOwner, quiet_interval
 
 NS = "sampledb-system"
 LEASE = "sdb"
 DURATION, DEADLINE, RETRY = 15.0, 10.0, 2.0
+QUIET = quiet_interval(DURATION, DEADLINE, RETRY)    # 4 s: every second period at rest
 
 
 class FakeLeases:
@@ -46,6 +47,7 @@ class FakeLeases:
         self._gate = asyncio.Event()
         self.waiting = 0                        # replaces waiting at the gate
         self.writes: list[tuple[str, str]] = []  # (verb, name)
+        self.reads: list[str] = []               # names read
         self.conflicts_left = 0                 # the next replaces of the members Lease conflict
 
     async def _enter(self, name: str) -> None:
@@ -63,6 +65,7 @@ class FakeLeases:
     async def get(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         assert namespace == NS
         await self._enter(name)
+        self.reads.append(name)
         found = self.objects.get(name)
         if found is None:
             raise NotFound(404, "NotFound", f"leases {name!r} not found")
@@ -203,16 +206,63 @@ async def test_a_lone_member_takes_every_shard_from_its_second_period(leases: Fa
     assert spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
 
 
-async def test_renewals_keep_the_shards_and_write_every_period(leases: FakeLeases, clock: FakeClock) -> None:
+def test_the_quiet_interval_leaves_three_tries_before_the_renew_deadline() -> None:
+    assert QUIET == 4.0
+    assert quiet_interval(60, 40, 5) == 20.0          # half the renew deadline
+    assert quiet_interval(15, 10, 3) == 3.0           # never below one period
+    assert quiet_interval(6, 5, 1) == 2.0             # a third of the lease duration
+    for duration, deadline, retry in ((15, 10, 2), (60, 40, 5), (15, 10, 3), (30, 20, 4), (6, 5, 1)):
+        quiet = quiet_interval(duration, deadline, retry)
+        assert (retry <= quiet <= deadline / 2 and quiet <= duration / 3) or quiet == retry
+        assert quiet + 3 * retry <= deadline or quiet == retry
+
+
+async def test_at_rest_renewals_and_heartbeats_are_written_every_quiet_interval(leases: FakeLeases,
+                                                                             clock: FakeClock) -> None:
     a = Member(leases, clock, "a", 2)
     await rounds(clock, [a], 2)
     leases.writes.clear()
-    await rounds(clock, [a], 3)
+    await rounds(clock, [a], 6)                  # 12 s: three quiet intervals
     updates = [name for verb, name in leases.writes if verb == "update"]
     assert updates.count(shard_lease_name(LEASE, 0)) == 3
+    assert updates.count(shard_lease_name(LEASE, 1)) == 3
     assert updates.count(members_lease_name(LEASE)) == 3
     assert a.owned == {0, 1} and sorted(a.acquired) == [0, 1]    # not acquired again
-    assert int(leases.members()[member_key("a")]) == 5
+    assert int(leases.members()[member_key("a")]) == 4
+
+
+async def test_at_rest_the_others_shards_are_read_every_quiet_interval_and_every_period_when_short(
+        leases: FakeLeases, clock: FakeClock) -> None:
+    a, b = Member(leases, clock, "a", 4), Member(leases, clock, "b", 4)
+    await rounds(clock, [a, b], 8)
+    assert (len(a.owned), len(b.owned)) == (2, 2)
+    theirs = set(b.owned)
+    leases.reads.clear()
+    await rounds(clock, [a], 6)                  # (b is idle: its leases stay valid for a)
+    shard_reads = [name for name in leases.reads if name != members_lease_name(LEASE)]
+    assert sorted(shard_reads) == sorted(shard_lease_name(LEASE, s) for s in theirs for _ in range(3))
+    assert leases.reads.count(members_lease_name(LEASE)) == 3
+    await b.owner.stop()                          # b leaves: a is short of its share of 4 ...
+    leases.reads.clear()
+    await rounds(clock, [a], 1)                   # ... sees it at its next heartbeat, then reads every period
+    leases.reads.clear()
+    await rounds(clock, [a], 1)
+    assert a.owned == {0, 1, 2, 3}
+    assert leases.reads.count(members_lease_name(LEASE)) == 1
+
+
+async def test_a_failed_renewal_is_tried_again_the_next_period(leases: FakeLeases, clock: FakeClock) -> None:
+    a = Member(leases, clock, "a", 1)
+    await rounds(clock, [a], 2)               # taken at 100; at 102 not due; now 104: due
+    name = shard_lease_name(LEASE, 0)
+    a.client.fail_for = {name}
+    leases.writes.clear()
+    await rounds(clock, [a], 1)
+    assert ("update", name) not in leases.writes
+    a.client.fail_for = set()
+    await rounds(clock, [a], 1)               # 106: two seconds after the failed try, not four
+    assert ("update", name) in leases.writes
+    assert a.owner.owns(0)
 
 
 async def test_the_run_loop_acquires_after_one_retry_period(leases: FakeLeases, clock: FakeClock) -> None:
@@ -224,7 +274,9 @@ async def test_the_run_loop_acquires_after_one_retry_period(leases: FakeLeases, 
         clock.advance(RETRY)
         await eventually(lambda: a.owned == {0, 1, 2})
         await eventually(lambda: clock.pending_sleepers() == 1)
-        clock.advance(RETRY)
+        for _ in range(2):                    # at rest: the next heartbeat one quiet interval later
+            clock.advance(RETRY)
+            await eventually(lambda: clock.pending_sleepers() == 1)
         await eventually(lambda: int(leases.members()[member_key("a")]) == 3)
     finally:
         task.cancel()
@@ -329,6 +381,9 @@ async def test_a_member_that_cannot_renew_stops_admitting_before_another_may_tak
     await rounds(clock, [a, b, c], 8)
     owner = next(m for m in (a, b, c) if m.owned == {0})
     others = [m for m in (a, b, c) if m is not owner]
+    leases.writes.clear()
+    while ("update", shard_lease_name(LEASE, 0)) not in leases.writes:    # until its next renewal
+        await rounds(clock, [a, b, c], 1)
     renewed = clock.monotonic() - RETRY
     owner.client.fail_for = {shard_lease_name(LEASE, 0)}     # its heartbeat still works: it stays a member
     stopped = taken = None
@@ -352,16 +407,16 @@ async def test_admission_stops_by_time_even_while_the_loop_waits_on_the_api(leas
     await rounds(clock, [a], 2)
     assert a.owner.owns(0)
     leases.hold_writes = True
-    period = asyncio.create_task(a.owner.period())      # renews RETRY after the last renewal
+    period = asyncio.create_task(a.owner.period())      # renews QUIET after the last renewal
     await eventually(lambda: leases.waiting == 1 and clock.pending_sleepers() == 1)
-    clock.advance(DEADLINE - RETRY - 0.1)
+    clock.advance(DEADLINE - QUIET - 0.1)
     assert a.owner.owns(0)
     clock.advance(0.2)
     assert not a.owner.owns(0)        # the last answered renewal is renew_deadline old: not admitted
     assert not a.owner.admits(0)      # (a key of the shard arrives and is refused)
     leases.release_writes()
     await period
-    # the renewal sent RETRY after the previous one was applied: the shard is ours until it is
+    # the renewal sent QUIET after the previous one was applied: the shard is ours until it is
     # renew_deadline old, and the refused key's shard is enqueued again
     assert a.owner.owns(0)
     assert a.acquired == [0, 0]
@@ -433,9 +488,9 @@ async def test_api_errors_do_not_end_the_loop(leases: FakeLeases, clock: FakeClo
 
 async def test_heartbeat_conflicts_are_retried(leases: FakeLeases, clock: FakeClock) -> None:
     a = Member(leases, clock, "a", 1)
-    await rounds(clock, [a], 1)
+    await rounds(clock, [a], 2)
     leases.conflicts_left = 2
-    await rounds(clock, [a], 1)
+    await rounds(clock, [a], 1)                  # the heartbeat due one quiet interval after the first
     assert leases.members() == {member_key("a"): "2"}
 
 
