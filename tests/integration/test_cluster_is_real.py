@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,8 +127,9 @@ def test_deleting_an_owner_garbage_collects_its_dependents(namespace: str) -> No
                what="garbage collection of the dependent")
 
 
-def _kubeconfig_with_token(token: str) -> str:
-    """A kubeconfig for the same server that authenticates only with a bearer token."""
+def _kubeconfig_with_token(token: str, directory: Path) -> str:
+    """A kubeconfig for the same server that authenticates only with a bearer token, in `directory` (the
+    test's own tmp_path: the token never outlives pytest's temporary directories in /tmp)."""
     view = json.loads(kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
     cluster = view["clusters"][0]["cluster"]
     cfg = {
@@ -139,16 +140,16 @@ def _kubeconfig_with_token(token: str) -> str:
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "c",
     }
-    f = tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False)  # noqa: SIM115
-    with f:
-        yaml.safe_dump(cfg, f)
-    return f.name
+    path = directory / "token.kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
 
 
-def test_service_account_without_role_binding_is_forbidden_and_allowed_after_binding(namespace: str) -> None:
+def test_service_account_without_role_binding_is_forbidden_and_allowed_after_binding(namespace: str,
+                                                                                     tmp_path: Path) -> None:
     kubectl("create", "serviceaccount", "nobody", "-n", namespace)
     token = kubectl("create", "token", "nobody", "-n", namespace).stdout.strip()
-    path = _kubeconfig_with_token(token)
+    path = _kubeconfig_with_token(token, tmp_path)
     denied = kubectl("get", "pods", "-n", namespace, check=False, env={"KUBECONFIG": path})
     assert denied.returncode != 0
     assert "forbidden" in denied.stderr.lower()
