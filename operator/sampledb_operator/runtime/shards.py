@@ -214,8 +214,10 @@ class ShardOwner:
                 s.known = False
         wanted = self._planner(self._view())        # before any read: do we hold less than our share?
         short = len(wanted.renew) < wanted.share
-        await asyncio.gather(self._heartbeat() if short or self._due(self._heartbeat_at) else _nothing(),
-                             self._read_unheld(every=short))
+        steps = [self._read_unheld(every=short)]
+        if short or self._due(self._heartbeat_at):
+            steps.append(self._heartbeat())
+        await asyncio.gather(*steps)
         plan = self._planner(self._view())
         self._share = plan.share
         for index in plan.drop:
@@ -228,9 +230,10 @@ class ShardOwner:
                 self._log.info("releasing shard", shard=index, share=plan.share, members=self.members)
         to_release = [self._shards[i] for i in plan.release
                       if self._shards[i].state is _State.RELEASING and self._may_release(self._shards[i], now)]
-        to_renew = [s for s in [self._shards[i] for i in plan.renew] + [
+        kept = [self._shards[i] for i in plan.renew] + [
             self._shards[i] for i in plan.release if self._shards[i].state is _State.RELEASING
-            and self._shards[i] not in to_release] if self._due(s.renewed_at) or s.missed]
+            and self._shards[i] not in to_release]
+        to_renew = [s for s in kept if s.missed or self._due(s.renewed_at)]
         to_take = [self._shards[i] for i in plan.take] if take else []
         for s in to_release:
             s.state = _State.FREE
@@ -516,6 +519,3 @@ class ShardOwner:
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
         return await lease_records.within(self._clock, awaitable, seconds)
 
-
-async def _nothing() -> None:
-    """A step skipped this period (gathered in its place)."""
