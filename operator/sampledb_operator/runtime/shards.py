@@ -4,7 +4,8 @@ The Leases, all in the lease namespace (RBAC: leases get, create, update; no lis
 - "<lease_name>-shard-<i>", i in 0 .. shards-1: the lock of shard i, a record as leader.py writes it
   (holderIdentity, leaseDurationSeconds, acquireTime, renewTime, leaseTransitions).
 - "<lease_name>-members": its annotations map each member (member_key(identity)) to a counter the
-  member bumps every retry_period; who is alive, hence the fair share, is read from it.
+  member bumps on every heartbeat; who is alive, hence the fair share, is read from it. Its reads and
+  writes are runtime/members_lease.py's, its pure rules runtime/shard_members.py's.
 
 Invariants:
 - As leader.py: a record (a shard's, or a member's counter) is judged only on our own monotonic clock
@@ -39,7 +40,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import copy
 import enum
 import math
 from collections.abc import Awaitable, Callable
@@ -54,22 +54,13 @@ from sampledb_operator.observability import metrics
 from sampledb_operator.runtime import lease as lease_records
 from sampledb_operator.runtime.clock import Clock, sleep_until
 from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
-from sampledb_operator.runtime.shard_members import (
-    MemberSeen,
-    heartbeat_annotations,
-    live_members,
-    member_key,
-    members_lease_name,
-    observe_members,
-    shard_lease_name,
-    without_member,
-)
+from sampledb_operator.runtime.members_lease import MembersLease
+from sampledb_operator.runtime.shard_members import members_lease_name, shard_lease_name
 
 log = structlog.stdlib.get_logger(__name__)
 
 T = TypeVar("T")
 Planner = Callable[[ShardView], ShardPlan]
-HEARTBEAT_ATTEMPTS = 3           # a heartbeat PUT that conflicts is re-read and retried this often per period
 RELEASE_WAIT = 10.0              # seconds a shard being released waits for its in-flight keys
 
 
@@ -153,14 +144,13 @@ class ShardOwner:
         self._on_acquired = on_acquired
         self._busy = busy
         self._shards = [_Shard(i, shard_lease_name(lease_name, i)) for i in range(shards)]
-        self.members_lease = members_lease_name(lease_name)
-        self._me = member_key(identity)
-        self._counter = 0
-        self._seen: dict[str, MemberSeen] = {}
+        self._log = log.bind(lease_namespace=namespace, identity=identity)
+        self._members = MembersLease(api, name=members_lease_name(lease_name), namespace=namespace,
+                                     identity=identity, clock=clock, lease_duration=lease_duration, log=self._log)
+        self.members_lease = self._members.name
         self._share = shards
         self._quiet = quiet_interval(lease_duration, renew_deadline, retry_period)
         self._heartbeat_at = -math.inf      # when our last successful heartbeat was sent
-        self._log = log.bind(lease_namespace=namespace, identity=identity)
         metrics.init_shards(shards)
 
     # -- what the controllers and the metrics ask ---------------------------------------------
@@ -187,7 +177,7 @@ class ShardOwner:
     @property
     def members(self) -> int:
         """Live members we see, us included."""
-        return len(live_members(self._seen, self._clock.monotonic(), self._lease_duration) | {self._me})
+        return self._members.members
 
     @property
     def share(self) -> int:
@@ -253,7 +243,7 @@ class ShardOwner:
         for s in ours:
             s.state = _State.FREE
         self._publish()
-        await asyncio.gather(*(self._release(s) for s in ours), self._leave())
+        await asyncio.gather(*(self._release(s) for s in ours), self._members.leave(self._renew_deadline))
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -336,79 +326,9 @@ class ShardOwner:
     # -- the members Lease ------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        """Bump our counter (and drop dead members) with GET + PUT, retried on a conflict."""
-        self._counter += 1
         sent = self._clock.monotonic()
-        if await self._members_write(self._write_heartbeat, self._retry_period, "heartbeat failed",
-                                     self._log.debug):
+        if await self._members.heartbeat(self._retry_period):
             self._heartbeat_at = sent
-
-    async def _members_write(self, write: Callable[[], Awaitable[bool]], limit: float, failed: str,
-                             report: Callable[..., Any]) -> bool:
-        """One read-modify-write of the members Lease, each try bounded by `limit`, re-done on a conflict
-        (HEARTBEAT_ATTEMPTS tries); whether it was written. A failure is reported, never raised: the next
-        period tries again."""
-        for _ in range(HEARTBEAT_ATTEMPTS):
-            try:
-                done = await self._within(write(), limit)
-            except Conflict:
-                continue
-            except KubeError as err:
-                report(failed, error=str(err))
-                return False
-            if done is None:
-                report(failed, error="timed out")
-                return False
-            return True
-        report(failed, error=f"conflicts on {HEARTBEAT_ATTEMPTS} attempts")
-        return False
-
-    async def _write_heartbeat(self) -> bool:
-        try:
-            lease = await self._api.get(self.members_lease, self.namespace)
-        except NotFound:
-            written = await self._api.create(self._new_members_lease(), self.namespace)
-            self._observe_members(written)
-            return True
-        self._observe_members(lease)
-        updated = copy.deepcopy(lease)
-        metadata = updated.setdefault("metadata", {})
-        metadata["annotations"] = heartbeat_annotations(
-            metadata.get("annotations") or {}, self._me, self._counter, self._seen,
-            now=self._clock.monotonic(), lease_duration=self._lease_duration)
-        self._observe_members(await self._api.replace(updated))
-        return True
-
-    async def _leave(self) -> None:
-        """Remove our annotation (best effort, bounded)."""
-        await self._members_write(self._write_leave, self._renew_deadline, "could not leave the members lease",
-                                  self._log.warning)
-
-    async def _write_leave(self) -> bool:
-        try:
-            lease = await self._api.get(self.members_lease, self.namespace)
-        except NotFound:
-            return True
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
-        if self._me not in annotations:
-            return True
-        updated = copy.deepcopy(lease)
-        updated["metadata"]["annotations"] = without_member(annotations, self._me)
-        await self._api.replace(updated)
-        return True
-
-    def _observe_members(self, lease: dict[str, Any]) -> None:
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
-        self._seen = observe_members(self._seen, annotations, self._clock.monotonic())
-
-    def _new_members_lease(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.members_lease, "namespace": self.namespace,
-                         "annotations": {self._me: str(self._counter)}},
-            "spec": {},
-        }
 
     # -- the shard Leases -------------------------------------------------------------------------
 
