@@ -376,8 +376,9 @@ def test_waits_for_the_role_label_then_proceeds(instances: Callable[..., Instanc
     inst = instances("db-0", "sdb_db_0")
     inst.set_role(None)
 
-    inst.launch(inst.port)
-    time.sleep(1.5)  # the operator labels the pod a moment after it started
+    inst.launch(inst.port)  # the operator labels the pod a moment after it started: the script waits for it
+    wait_until(lambda: any("waiting for the label sampledb.io/role" in line for line in inst.script_lines()),
+               timeout=30, what="the script to wait for its role label")
     assert inst.proc is not None and inst.proc.poll() is None
     assert not (inst.pgdata / "PG_VERSION").exists()
     inst.set_role("primary")

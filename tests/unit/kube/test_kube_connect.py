@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import warnings
+from asyncio import base_subprocess
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +203,8 @@ async def test_a_credential_plugin_that_hangs_at_start_fails_connect_in_time(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         await eventually(lambda: not any(_running(pid) for pid in pids), limit=10)
-        await asyncio.sleep(0.1)
+        transports = [o for o in gc.get_objects() if isinstance(o, base_subprocess.BaseSubprocessTransport)]
+        await eventually(lambda: all(t.get_returncode() is not None for t in transports), limit=10)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
