@@ -19,6 +19,8 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
+
 from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.runtime import lease as lease_records
 from sampledb_operator.runtime.clock import Clock
@@ -39,7 +41,7 @@ class MembersLease:
     """Our member annotation on the members Lease, and what we saw of the others'."""
 
     def __init__(self, api: LeaseApi, *, name: str, namespace: str, identity: str, clock: Clock,
-                 lease_duration: float, log: Any) -> None:
+                 lease_duration: float, log: structlog.stdlib.BoundLogger) -> None:
         self._api = api
         self.name = name
         self.namespace = namespace
