@@ -58,6 +58,9 @@ log = get_logger(__name__)
 CONTROLLER = "sampledb"
 BACKUP_CONTROLLER = "sampledbbackup"
 EVENT_FLUSH_SECONDS = 5.0  # on shutdown, queued Events get this long to be posted
+# The lock holders' own connections (leader election, or the shard owner's reads, renewals and heartbeat at
+# once): their Lease requests never wait for a connection behind the reconcilers' writes (KubeClient.sibling).
+LOCK_CONNECTIONS = 4
 CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
 
 
@@ -231,6 +234,23 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
     return handlers
 
 
+def _lock_holders(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding | None, *,
+                  databases: Controller, backups: Controller) -> LeaderElector | None:
+    """The shard owner (attached to `sharding`) or the leader elector (None without leader election), on a
+    sibling client of LOCK_CONNECTIONS: their Lease requests have connections of their own."""
+    locks = client.sibling(connections=LOCK_CONNECTIONS)
+    if sharding is not None:  # with shards, the shard Leases are the locks
+        sharding.attach(settings, locks, clock, databases, backups)
+        return None
+    if not settings.leader_elect:
+        return None
+    return LeaderElector(
+        ResourceApi(locks, LEASE), name=settings.lease_name, namespace=settings.lease_namespace,
+        identity=settings.identity, clock=clock, lease_duration=settings.lease_duration,
+        renew_deadline=settings.renew_deadline, retry_period=settings.retry_period,
+    )
+
+
 async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
     """Run the operator until `stop` is set (or a signal arrives); the process exit code."""
     clock = RealClock()
@@ -268,15 +288,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         backup_controller = Controller(BACKUP_CONTROLLER, BackupReconciler(ctx), clock=clock,
                                        workers=max(1, settings.workers // 2),
                                        admit=sharding.admit_backup if sharding is not None else None)
-        if sharding is not None:
-            sharding.attach(settings, client, clock, controller, backup_controller)
-        leader = None
-        if settings.leader_elect and sharding is None:   # with shards, the shard Leases are the locks
-            leader = LeaderElector(
-                ResourceApi(client, LEASE), name=settings.lease_name, namespace=settings.lease_namespace,
-                identity=settings.identity, clock=clock, lease_duration=settings.lease_duration,
-                renew_deadline=settings.renew_deadline, retry_period=settings.retry_period,
-            )
+        leader = _lock_holders(settings, client, clock, sharding, databases=controller,
+                               backups=backup_controller)
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,
                           resync_period=settings.resync_period or None)
         for kind, watcher in watchers:

@@ -26,6 +26,10 @@ Invariants:
   watch, held open for minutes) has a connection of its own in a second, unbounded pool, so no number of
   watches can take the connections requests need. Each TLS connection holds a 256 KiB read buffer in
   asyncio's SSL transport: the pool's size is memory (100 connections: 25 MiB; docs/benchmarks.md).
+- a sibling (`sibling()`) is the same endpoint and credentials with a requests' pool of its own, for
+  requests that must never wait behind the others for a connection (the Lease renewals of leader
+  election and sharding: behind a full pool of slow writes they missed their renew deadline); the
+  client that made it closes it.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class KubeClient:
         self._connect_timeout = connect_timeout
         self._connections = connections
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # streaming? -> its session
+        self._siblings: list[KubeClient] = []
 
     @classmethod
     async def connect(
@@ -155,8 +160,22 @@ class KubeClient:
         """The HTTP proxy every request goes through, or None."""
         return self._proxy
 
+    def sibling(self, *, connections: int) -> KubeClient:
+        """A client of the same endpoint and credentials with its own pool of `connections` for requests
+        (and its own for streams), so its requests never wait for a connection behind this client's;
+        closed with this client."""
+        sibling = KubeClient(self.host, ssl_context=self._ssl if isinstance(self._ssl, ssl.SSLContext) else None,
+                             authorization=self._authorization, server_hostname=self._server_hostname,
+                             proxy=self._proxy, trust_env=self._trust_env, connect_timeout=self._connect_timeout,
+                             connections=connections)
+        self._siblings.append(sibling)
+        return sibling
+
     async def close(self) -> None:
-        """Close the connection pools; the client must not be used afterwards."""
+        """Close the connection pools (and the siblings'); the client must not be used afterwards."""
+        siblings, self._siblings = self._siblings, []
+        for sibling in siblings:
+            await sibling.close()
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()

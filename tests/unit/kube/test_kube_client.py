@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from tests.support.aio import eventually
 from tests.support.apiserver import json_line, respond, status_body, stream_lines
 
 from sampledb_operator.kube import client as client_module
@@ -387,3 +388,55 @@ def test_the_settings_default_is_the_clients() -> None:
     assert Settings.model_fields["api_connections"].default == client_module.DEFAULT_CONNECTIONS
     with pytest.raises(ValueError, match="connections"):
         KubeClient("http://127.0.0.1:1", connections=0)
+
+
+async def test_a_siblings_requests_never_wait_behind_a_full_pool(serve: Serve, release: asyncio.Event) -> None:
+    """The Lease renewals' case: every connection of the pool is held by a slow request, and the sibling's
+    request is answered at once on a connection of its own, with the same credentials."""
+    held = 0
+    authorizations: list[str | None] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        nonlocal held
+        held += 1
+        await release.wait()  # the server's work: keeps the connection busy until the test releases it
+        return web.json_response({"ok": True})
+
+    async def lease(request: web.Request) -> web.Response:
+        authorizations.append(request.headers.get("Authorization"))
+        return web.json_response({"kind": "Lease"})
+
+    async def token() -> str:
+        return "Bearer t0ken"
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/lease", lease)
+    client = await serve(app, connections=2, authorization=token)
+    locks = client.sibling(connections=1)
+    slow_requests = [asyncio.create_task(client.request("GET", "/slow", timeout=30)) for _ in range(3)]
+    await eventually(lambda: held == 2, limit=5)  # the pool is full; the third request waits for a connection
+    with pytest.raises(errors.KubeTransportError):
+        await client.request("GET", "/lease", timeout=0.5)  # through the full pool: no connection in time
+    assert await locks.request("GET", "/lease", timeout=5) == {"kind": "Lease"}
+    assert authorizations == ["Bearer t0ken"]
+    release.set()
+    assert await asyncio.gather(*slow_requests) == [{"ok": True}] * 3
+
+
+async def test_closing_a_client_closes_its_siblings_connections(serve: Serve) -> None:
+    transports: list[asyncio.BaseTransport] = []
+    app = web.Application()
+
+    async def get(request: web.Request) -> web.Response:
+        if request.transport is not None:
+            transports.append(request.transport)
+        return web.json_response({"ok": True})
+
+    app.router.add_get("/r", get)
+    client = await serve(app)
+    sibling = client.sibling(connections=1)
+    assert await sibling.request("GET", "/r") == {"ok": True}
+    assert len(transports) == 1 and not transports[0].is_closing()  # kept alive in the sibling's pool
+    await client.close()
+    await eventually(transports[0].is_closing, limit=5)
