@@ -28,7 +28,7 @@ Invariants:
   asyncio's SSL transport: the pool's size is memory (100 connections: 25 MiB; docs/benchmarks.md).
 - a sibling (`sibling()`) is the same endpoint and credentials with a requests' pool of its own, for
   requests that must never wait behind the others for a connection (the Lease renewals of leader
-  election and sharding: behind a full pool of slow writes they missed their renew deadline); the
+  election and sharding: behind a full pool of slow writes a renewal can miss its renew deadline); the
   client that made it closes it.
 """
 
