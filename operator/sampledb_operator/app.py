@@ -237,12 +237,13 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
 def _lock_holders(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding | None, *,
                   databases: Controller, backups: Controller) -> LeaderElector | None:
     """The shard owner (attached to `sharding`) or the leader elector (None without leader election), on a
-    sibling client of LOCK_CONNECTIONS: their Lease requests have connections of their own."""
+    sibling client of LOCK_CONNECTIONS, made only when one of them runs: their Lease requests have
+    connections of their own."""
+    if sharding is None and not settings.leader_elect:
+        return None
     locks = client.sibling(connections=LOCK_CONNECTIONS)
     if sharding is not None:  # with shards, the shard Leases are the locks
         sharding.attach(settings, locks, clock, databases, backups)
-        return None
-    if not settings.leader_elect:
         return None
     return LeaderElector(
         ResourceApi(locks, LEASE), name=settings.lease_name, namespace=settings.lease_namespace,
