@@ -30,7 +30,7 @@ from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import backup_files
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.effects import Applied, apply_plan
+from sampledb_operator.reconcilers.effects import Applied, apply_plan, one_pass
 from sampledb_operator.reconcilers.job_result import job_result
 
 log = get_logger(__name__)
@@ -53,6 +53,9 @@ class BackupReconciler:
         except ValidationError as exc:
             log.warning("unreadable SampleDBBackup", namespace=ref.namespace, name=ref.name, error=str(exc)[:500])
             return None
+        return await one_pass(self._reconcile(backup))
+
+    async def _reconcile(self, backup: SampleDBBackup) -> Result | None:
         if backup.metadata.deletion_timestamp is not None:
             return await backup_files.finalize(self.ctx, backup)
         facts = await self.read_facts(backup)
@@ -64,7 +67,7 @@ class BackupReconciler:
                 return planned.plan.result
             answer = applied.patched.get((bp.KIND, facts.backup.metadata.name))
             if answer is None:
-                return None  # changed since read (the newer object's event brings it back), or gone
+                return None  # gone, or changed since read (one_pass brings it back)
             facts = replace(facts, backup=bp.with_resource_version(planned.patched, answer))
         return None  # not reached: each metadata plan puts in place what the next one looks for
 

@@ -4,22 +4,66 @@ The effects are applied in order, one at a time (a later effect may depend on an
 a finalizer removed only after the children went). Each write is logged with its kind and name;
 how the server's answers are treated is in decide/effects.py. Nothing here decides: what to write,
 and what to announce, is in the plan.
+
+A write refused because its resourceVersion precondition failed (Conflict) stops the plan, and is
+recorded on the pass it happened in (`one_pass`): that pass then comes back LOOK_AGAIN_AFTER_CONFLICT
+seconds later whatever the step did with the refusal. The newer object's watch event normally brings
+the key back sooner, but nothing guarantees there is one to wait for (a 409 from something between
+the operator and etcd, a watch that is down), and a key left waiting for it is a lost wake-up: a
+deletion that never finishes, a backup that never records its end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.result import Result, combine
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 
 log = get_logger(__name__)
+
+LOOK_AGAIN_AFTER_CONFLICT = 1.0  # seconds: a pass with a refused write comes back at the latest this much later
+
+
+@dataclass
+class PassRecord:
+    """What the writes of one pass met (mutable: the pass's concurrent sub-tasks share it)."""
+
+    refused: bool = False  # a write's resourceVersion precondition failed
+
+
+_current_pass: ContextVar[PassRecord | None] = ContextVar("sampledb_current_pass", default=None)
+
+
+def write_refused() -> None:
+    """Record, on the pass running now (if any), that one of its writes was refused as stale."""
+    record = _current_pass.get()
+    if record is not None:
+        record.refused = True
+
+
+async def one_pass(reconcile: Awaitable[Result | None]) -> Result | None:
+    """Run one reconcile pass; its Result, looking again within LOOK_AGAIN_AFTER_CONFLICT seconds when any
+    of its writes was refused as stale (write_refused), even if the step that met the refusal asked for
+    nothing. A Result asking for a rate-limited requeue already brings the key back: it is kept as it is."""
+    record = PassRecord()
+    token = _current_pass.set(record)
+    try:
+        result = await reconcile
+    finally:
+        _current_pass.reset(token)
+    if not record.refused or (result is not None and result.requeue):
+        return result
+    return combine(result, Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT))
 
 
 @dataclass
@@ -89,6 +133,7 @@ async def _apply(ctx: Context, subject: Obj, namespace: str | None, effect: Effe
             if (effect.patch.get("metadata") or {}).get("resourceVersion"):
                 log.info("not written: the object changed since it was read; looking again", kind=effect.kind,
                          object=effect.name, namespace=namespace)
+                write_refused()
                 return False
             raise
         applied.patched[(effect.kind, effect.name)] = answer

@@ -54,6 +54,7 @@ from sampledb_operator.reconcilers import (
     volumes,
 )
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.effects import one_pass, write_refused
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 
 log = get_logger(__name__)
@@ -86,7 +87,7 @@ class SampleDBReconciler:
         obj = self.caches.sampledbs.get(ref)
         if obj is None:
             return None  # gone: the finalizer's steps and the garbage collector have done their work
-        return await self._reconcile(obj)
+        return await one_pass(self._reconcile(obj))
 
     # ------------------------------------------------------------------ one pass
 
@@ -199,6 +200,7 @@ class SampleDBReconciler:
         except Conflict:
             log.info("status not written: the SampleDB changed since it was read; looking again",
                      namespace=db.metadata.namespace, name=db.metadata.name)
+            write_refused()
             return StatusWrite(None, stale=True)
         for event in events.transition_events(db.status, new):
             await self._event(db, event.type, event.reason, event.message)
@@ -226,8 +228,10 @@ class SampleDBReconciler:
                 meta["name"], {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                                "status": {"phase": "Failed", "conditions": [cond, ready]}},
                 namespace=meta.get("namespace"), subresource="status")
-        except (NotFound, Conflict):
-            return  # gone, or changed since read: the next pass looks at the newer object
+        except NotFound:
+            return
+        except Conflict:
+            write_refused()  # changed since read: the next pass looks at the newer object
 
 
 def watched_resources() -> list[tuple[Resource, str | None]]:

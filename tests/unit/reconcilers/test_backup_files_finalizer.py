@@ -10,7 +10,9 @@ from tests.support.fake_cluster import NS, FakeCluster, running_database
 from sampledb_operator.decide.backup_files import FILES_FINALIZER
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.result import Result
 from sampledb_operator.reconcilers.backup import BackupReconciler
+from sampledb_operator.reconcilers.effects import LOOK_AGAIN_AFTER_CONFLICT
 
 
 async def test_a_running_backup_keeps_its_files_finalizer_until_its_job_ends() -> None:
@@ -127,7 +129,7 @@ async def test_a_stale_release_writes_nothing_and_the_newer_object_is_released()
     cluster.freeze_cache()
     cluster.patch("SampleDBBackup", "b1", {"metadata": {"annotations": {"note": "x"}}})
     backups, ref = BackupReconciler(cluster.ctx), ObjectRef(NS, "b1")
-    assert await backups(ref) is None
+    assert await backups(ref) == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)  # refused: it looks again
     stored = cluster.get("SampleDBBackup", "b1")
     assert stored is not None and FILES_FINALIZER in stored["metadata"]["finalizers"]
     cluster.sync_cache()

@@ -21,6 +21,7 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers.backup import BackupReconciler
 from sampledb_operator.reconcilers.context import Caches, Context
+from sampledb_operator.reconcilers.effects import LOOK_AGAIN_AFTER_CONFLICT
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -245,7 +246,7 @@ async def test_a_stale_label_patch_ends_the_pass() -> None:
     cluster, backups, ref = await _cluster_with_backup()
     cluster.freeze_cache()
     cluster.patch("SampleDBBackup", "b1", {"metadata": {"annotations": {"note": "x"}}})  # not seen yet
-    assert await backups(ref) is None
+    assert await backups(ref) == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)
     assert cluster.written() == [("patch", "SampleDBBackup", "b1")]  # refused: nothing after it
     assert cluster.get("Job", JOB) is None
     cluster.sync_cache()

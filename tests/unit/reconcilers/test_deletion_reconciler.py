@@ -13,8 +13,10 @@ from tests.support.fake_cluster import NS, FakeCluster, condition, running_datab
 
 from sampledb_operator.decide import lifecycle
 from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SCRIPTS_CONFIGMAP
+from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result
+from sampledb_operator.reconcilers.effects import LOOK_AGAIN_AFTER_CONFLICT
 
 DB = "orders"
 UID = "uid-sampledb-orders"  # the fake cluster's uid of the SampleDB
@@ -190,13 +192,13 @@ async def test_a_database_that_never_ran_is_deleted_without_a_snapshot() -> None
         "the database never ran: there is nothing to snapshot"]
 
 
-async def test_a_stale_finalizer_removal_stops_quietly_and_the_next_pass_releases() -> None:
+async def test_a_stale_finalizer_removal_stops_and_looks_again_and_the_next_pass_releases() -> None:
     cluster = FakeCluster()
     await running_database(cluster, deletionPolicy="Delete")
     await delete_db(cluster)
     cluster.freeze_cache()
     cluster.patch("SampleDB", DB, {"metadata": {"labels": {"team": "a"}}})  # the cache has an older version
-    assert await cluster.reconcile(DB) is None
+    assert await cluster.reconcile(DB) == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)
     obj = cluster.get("SampleDB", DB)
     assert obj is not None and lifecycle.FINALIZER in obj["metadata"]["finalizers"]
     assert child_deletes(cluster)  # the deletes came first
@@ -204,6 +206,20 @@ async def test_a_stale_finalizer_removal_stops_quietly_and_the_next_pass_release
     await cluster.reconcile(DB)
     assert cluster.get("SampleDB", DB) is None and children(cluster) == GONE
     assert len(events(cluster, "DataDeleted")) == 1  # the second pass only released the finalizer
+
+
+async def test_a_refused_finalizer_removal_with_no_newer_object_still_comes_back() -> None:
+    """A 409 that no newer object explains (a proxy's, a webhook's: no watch event will follow) must not
+    leave the deletion waiting for an event: the pass asks to look again, and that pass releases."""
+    cluster = FakeCluster()
+    await running_database(cluster, deletionPolicy="Delete")
+    await delete_db(cluster)
+    cluster.fail("SampleDB", "patch", Conflict(409, "Conflict", "the object has been modified"))
+    assert await cluster.reconcile(DB) == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)
+    assert lifecycle.FINALIZER in cluster.get("SampleDB", DB)["metadata"]["finalizers"]  # type: ignore[index]
+    cluster.fail("SampleDB", "patch", None)
+    assert await cluster.reconcile(DB) is None
+    assert cluster.get("SampleDB", DB) is None and children(cluster) == GONE
 
 
 async def test_a_snapshot_in_a_terminating_namespace_is_skipped() -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
 
+from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result
 from sampledb_operator.observability import metrics
 from sampledb_operator.reconcilers.backup import BackupReconciler
+from sampledb_operator.reconcilers.effects import LOOK_AGAIN_AFTER_CONFLICT
 from sampledb_operator.reconcilers.sampledb import STATUS_RECHECK_SECONDS
 
 STS = names.statefulset_name("orders")
@@ -86,3 +88,22 @@ async def test_a_pass_that_changed_the_status_looks_again_and_a_quiet_one_does_n
     changed = await cluster.reconcile("orders")
     assert len(cluster.written("patch/status", "SampleDB")) > before
     assert changed is not None and changed.requeue_after == STATUS_RECHECK_SECONDS
+
+
+async def test_a_refused_backup_status_write_comes_back_even_when_no_newer_backup_exists() -> None:
+    """The chaos suite's lost wake-up: a 409 on the write that records a finished backup, with no newer object
+    behind it, so no watch event follows. The pass must ask to look again itself, or the backup (and a
+    deletion waiting for its snapshot) stays Running for good."""
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.put("SampleDBBackup", {"metadata": {"name": "b1"}, "spec": {"database": "orders"}})
+    backups = BackupReconciler(cluster.ctx)
+    ref = ObjectRef(NS, "b1")
+    await backups(ref)
+    cluster.finish_job(names.backup_job_name("orders", "b1"))
+    cluster.fail("SampleDBBackup", "patch", Conflict(409, "Conflict", "the object has been modified"))
+    assert await backups(ref) == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)
+    assert cluster.get("SampleDBBackup", "b1")["status"]["phase"] == "Running"  # type: ignore[index]
+    cluster.fail("SampleDBBackup", "patch", None)
+    assert await backups(ref) is None
+    assert cluster.get("SampleDBBackup", "b1")["status"]["phase"] == "Succeeded"  # type: ignore[index]
