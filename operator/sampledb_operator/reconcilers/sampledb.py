@@ -100,7 +100,10 @@ class SampleDBReconciler:
         if db.metadata.deletion_timestamp is not None:
             return await deletion.finalize(self.ctx, db)
         if lifecycle.FINALIZER not in db.metadata.finalizers and not db.spec.paused:
-            db = await self._add_finalizer(db)
+            with_finalizer = await self._add_finalizer(db)
+            if with_finalizer is None:
+                return None  # refused (changed since read, or gone): one_pass looks again
+            db = with_finalizer
         problems = tuple(validate_spec(db.spec))
         if problems or db.spec.paused:
             written = await self._write_status(db, obj, st.Observed(problems=problems))
@@ -168,12 +171,21 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ deletion
 
-    async def _add_finalizer(self, db: SampleDB) -> SampleDB:
-        """Add the finalizer (Conflict on a stale object: the pass is retried); the SampleDB with the
-        resourceVersion it has now, so the pass's later writes carry the right precondition."""
+    async def _add_finalizer(self, db: SampleDB) -> SampleDB | None:
+        """Add the finalizer; the SampleDB with the resourceVersion it has now, so the pass's later writes
+        carry the right precondition. None when the write was refused (Conflict on a stale object: recorded
+        on the pass, which looks again) or the object is gone: the pass ends there."""
         patch = {"metadata": {"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
                               "resourceVersion": db.metadata.resource_version}}
-        answer = await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+        try:
+            answer = await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
+        except NotFound:
+            return None
+        except Conflict:
+            log.info("finalizer not added: the SampleDB changed since it was read; looking again",
+                     namespace=db.metadata.namespace, name=db.metadata.name)
+            write_refused()
+            return None
         rv = (answer.get("metadata") or {}).get("resourceVersion")
         meta = db.metadata.model_copy(update={"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
                                               "resource_version": rv or db.metadata.resource_version})

@@ -7,8 +7,9 @@ Conflict, and it comes back for the newer object.
 
 from __future__ import annotations
 
-from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
+from tests.support.fake_cluster import NS, FakeCluster, condition, running_database, sampledb
 
+from sampledb_operator.decide.lifecycle import FINALIZER
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef
@@ -107,3 +108,18 @@ async def test_a_refused_backup_status_write_comes_back_even_when_no_newer_backu
     cluster.fail("SampleDBBackup", "patch", None)
     assert await backups(ref) is None
     assert cluster.get("SampleDBBackup", "b1")["status"]["phase"] == "Succeeded"  # type: ignore[index]
+
+
+async def test_a_refused_finalizer_write_ends_the_pass_quietly_and_it_looks_again() -> None:
+    """The first pass adds the finalizer before anything else: refused, it writes nothing more and is not
+    an error (no traceback, no error count, no ReconcileError), and it comes back by itself."""
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb("orders"))
+    cluster.fail("SampleDB", "patch", Conflict(409, "Conflict", "the object has been modified"))
+    assert await cluster.reconcile("orders") == Result(requeue_after=LOOK_AGAIN_AFTER_CONFLICT)
+    assert cluster.written() == [("patch", "SampleDB", "orders")]
+    cluster.fail("SampleDB", "patch", None)
+    await cluster.reconcile("orders")
+    stored = cluster.get("SampleDB", "orders")
+    assert stored is not None and stored["metadata"]["finalizers"] == [FINALIZER]
+    assert cluster.get("StatefulSet", STS) is not None
