@@ -41,11 +41,16 @@ def own_cluster(state_dir: Path) -> tuple[str, tuple[str, ...]]:
         raise SystemExit(f"chaos: hack/cluster up ({state_dir}) failed:\n{out.stderr[-3000:]}")
     kubectl = (f"{(state_dir / 'bin-dir').read_text().strip()}/testcluster", "kubectl")
     kubeconfig = str(state_dir / "kubeconfig")
+    install_crds(kubeconfig, kubectl)
+    return kubeconfig, kubectl
+
+
+def install_crds(kubeconfig: str, kubectl: tuple[str, ...]) -> None:
+    """The CRDs applied (server-side, idempotent) and Established: a fresh cluster has none."""
     kenv = {**os.environ, "KUBECONFIG": kubeconfig}
     for args in (["apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR)],
                  ["wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR)]):
         subprocess.run([*kubectl, *args], check=True, capture_output=True, timeout=120, env=kenv)
-    return kubeconfig, kubectl
 
 
 def stop_own_cluster(state_dir: Path) -> None:
@@ -63,6 +68,7 @@ def shared_cluster(kubeconfig: str | None) -> tuple[str, tuple[str, ...]]:
     if probe.returncode != 0:
         raise SystemExit(f"chaos: the real-node cluster ({path}) does not answer; start it (make cluster-up) or "
                          "give --real-dbs 0:\n" + probe.stderr[-500:])
+    install_crds(path, kubectl)  # right after `make cluster-up` the tests' fixtures have not installed them
     return path, kubectl
 
 
