@@ -331,6 +331,10 @@ class Runner:
                 return
             if time.monotonic() > deadline:
                 self.result.failures.append(f"not settled after {self.sizes.settle_timeout}s: {bad[:20]}")
+                for w in self.worlds.values():
+                    with contextlib.suppress(KubeError):
+                        if pods := await w.pods_in_trouble():
+                            self.result.failures.append(f"{w.name}: {len(pods)} pods not running: {pods[:20]}")
                 return
             await asyncio.sleep(2)  # poll interval of a wait loop
 

@@ -80,6 +80,30 @@ def ready(obj: Obj | None) -> bool:
                for c in ((obj or {}).get("status") or {}).get("conditions") or [])
 
 
+def why_not_ready(obj: Obj | None) -> str:
+    """The Ready condition's reason and message (what the operator says it waits for), or why there is none."""
+    if obj is None:
+        return "the SampleDB is missing"
+    cond = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return f"{cond.get('reason')}: {str(cond.get('message') or '')[:160]}" if cond else "no Ready condition"
+
+
+def pod_trouble(pod: Obj) -> str | None:
+    """`ns/name phase (the failing condition's reason: message)` for a pod that is neither running ready nor
+    finished; None for the others."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Unknown"
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    if phase == "Succeeded" or (phase == "Running" and (conditions.get("Ready") or {}).get("status") == "True"):
+        return None
+    failing = next((c for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                    if (c := conditions.get(t)) is not None and c.get("status") != "True"), None)
+    detail = f" ({failing.get('type')} {failing.get('reason')}: {str(failing.get('message') or '')[:120]})" \
+        if failing else ""
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')} {phase}{detail}"
+
+
 class World:
     """A cluster: `kubeconfig` (admin), `kubectl` argv for pods/exec of psql, `cluster_dir` when the
     suite owns the cluster (apiserver restarts allowed)."""
@@ -230,7 +254,8 @@ class World:
         """Live SampleDBs not Ready or missing a child (StatefulSet, client Service, ConfigMap, Secret: a stale
         Ready would not show it), and deleted ones still present; [] when all is well."""
         seen = {Target(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in await self.list_in("SampleDB")}
-        bad = [f"{t} not Ready" for t, d in self.dbs.items() if d.deleted_at is None and not ready(seen.get(t))]
+        bad = [f"{t} not Ready ({why_not_ready(seen.get(t))})" for t, d in self.dbs.items()
+               if d.deleted_at is None and not ready(seen.get(t))]
         live = [t for t, d in self.dbs.items() if d.deleted_at is None]
         for kind, name_of in (("StatefulSet", names.statefulset_name), ("Service", names.client_service_name),
                               ("ConfigMap", names.configmap_name), ("Secret", names.secret_name)):
@@ -242,6 +267,11 @@ class World:
                 f"{(seen[t].get('metadata') or {}).get('finalizers')}"
                 for t, d in self.dbs.items() if d.deleted_at is not None and t in seen]
         return bad
+
+    async def pods_in_trouble(self) -> list[str]:
+        """The pods of the run's namespaces that are neither running ready nor finished, with why (for a
+        report that did not settle: a pod the scheduler never placed is not the operator's doing)."""
+        return [line for pod in await self.list_in("Pod") if (line := pod_trouble(pod)) is not None]
 
     # ------------------------------------------------------------------ sampling while faults fall
 
