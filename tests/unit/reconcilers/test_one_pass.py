@@ -22,12 +22,11 @@ async def test_a_pass_without_a_refusal_keeps_its_result() -> None:
     async def quiet() -> Result | None:
         return None
 
+    async def later() -> Result | None:
+        return Result(requeue_after=300.0)
+
     assert await one_pass(quiet()) is None
-    assert await one_pass(_refusing_not()) == Result(requeue_after=300.0)
-
-
-async def _refusing_not() -> Result | None:
-    return Result(requeue_after=300.0)
+    assert await one_pass(later()) == Result(requeue_after=300.0)
 
 
 async def test_a_refusal_makes_the_pass_look_again_at_the_earliest_time_asked() -> None:
