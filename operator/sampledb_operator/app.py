@@ -24,7 +24,7 @@ from typing import Any
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache, urgency
 from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
-from sampledb_operator.decide.sharding import plan_shards, shard_of
+from sampledb_operator.decide.sharding import filterable, plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -38,11 +38,13 @@ from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
+from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector, label_children
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.memory import MemoryTrimmer
+from sampledb_operator.runtime.shard_caches import ShardCaches
 from sampledb_operator.runtime.shards import ShardOwner
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -64,13 +66,22 @@ LOCK_CONNECTIONS = 4
 CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
 
 
+def filters_caches(settings: Settings) -> bool:
+    """Whether this replica caches only its shards' children (--shard-caches, shards dividing the buckets)."""
+    return settings.shards > 1 and settings.shard_caches and filterable(settings.shards)
+
+
 def build_caches(client: KubeClient, settings: Settings,
                  clock: Clock) -> tuple[dict[str, StoreSet], list[tuple[str, Watcher]]]:
     """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind);
-    the watchers with the kind they watch."""
+    the watchers with the kind they watch. With filtered caches the children's watchers start with the
+    selector of no shard (the shared bucket only); ShardCaches moves it with the shards held."""
     sets: dict[str, StoreSet] = {}
     watchers: list[tuple[str, Watcher]] = []
-    for resource, selector in watched_resources():
+    filtered = filters_caches(settings)
+    for resource, base_selector in watched_resources():
+        filtered_kind = filtered and resource.kind in FILTERED_KINDS
+        selector = children_selector((), settings.shards) if filtered_kind else base_selector
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             # large unread fields dropped; the database label indexed (every pass lists its database's objects)
@@ -81,6 +92,22 @@ def build_caches(client: KubeClient, settings: Settings,
                                                     streaming=settings.streaming_lists)))
         sets[resource.kind] = StoreSet(stores)
     return sets, watchers
+
+
+def _shard_caches(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding,
+                  watchers: list[tuple[str, Watcher]]) -> ShardCaches:
+    """The runnable that moves the children's watchers with the shards held, attached to `sharding`."""
+    shards = settings.shards
+    apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in FILTERED_KINDS]
+
+    async def relabel() -> int:
+        return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager)
+
+    caches = ShardCaches([w for kind, w in watchers if kind in FILTERED_KINDS],
+                         selector_of=lambda held: children_selector(held, shards), clock=clock, relabel=relabel,
+                         on_ready=sharding.on_cache_ready, retry_period=settings.retry_period)
+    sharding.shard_caches = caches
+    return caches
 
 
 def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
@@ -115,6 +142,7 @@ class Sharding:
         self.shards = shards
         self.caches = caches
         self.owner: ShardOwner | None = None
+        self.shard_caches: ShardCaches | None = None  # set when this replica caches only its shards' children
         self.databases: Controller | None = None
         self.backups: Controller | None = None
 
@@ -128,6 +156,7 @@ class Sharding:
             identity=settings.identity, shards=self.shards, clock=clock, planner=plan_shards,
             lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
             retry_period=settings.retry_period, on_acquired=self.on_acquired, busy=self.busy,
+            on_held=self.on_held,
         )
         return self.owner
 
@@ -139,12 +168,19 @@ class Sharding:
         database = _backup_database(obj) if obj is not None else None
         return self.of_database(database) if database is not None else None
 
+    def _cached(self, shard: int) -> bool:
+        """The caches hold `shard`'s children (always, unless they are filtered)."""
+        return self.shard_caches is None or self.shard_caches.ready(shard)
+
+    def _admits(self, shard: int) -> bool:
+        return self.owner is not None and self._cached(shard) and self.owner.admits(shard)
+
     def admit_database(self, ref: ObjectRef) -> bool:
-        return self.owner is not None and self.owner.admits(self.of_database(ref))
+        return self._admits(self.of_database(ref))
 
     def admit_backup(self, ref: ObjectRef) -> bool:
         shard = self.of_backup(ref)
-        return shard is None or (self.owner is not None and self.owner.admits(shard))
+        return shard is None or self._admits(shard)
 
     def owned_databases(self) -> Iterator[dict[str, Any]]:
         """The cached SampleDBs of the owned shards, decoded one at a time (StoreSet.each)."""
@@ -160,7 +196,23 @@ class Sharding:
         return any(self.of_database(ref) == shard for ref in dbs) or any(
             self.of_backup(ref) == shard for ref in backups)
 
+    def on_held(self, held: frozenset[int]) -> None:
+        """The ShardOwner's shards held, every period: what the filtered caches must hold."""
+        if self.shard_caches is not None:
+            self.shard_caches.want(held)
+
+    def on_cache_ready(self, shard: int) -> None:
+        """The filtered caches now hold `shard`'s children: its keys, refused until now, are enqueued."""
+        if self.owner is not None and self.owner.owns(shard):
+            self._enqueue_shard(shard)
+
     def on_acquired(self, shard: int) -> None:
+        """Enqueue the shard's keys, or, while the filtered caches do not hold its children yet, leave them
+        to on_cache_ready."""
+        if self._cached(shard):
+            self._enqueue_shard(shard)
+
+    def _enqueue_shard(self, shard: int) -> None:
         """Enqueue every cached SampleDB of `shard` and every backup of those databases."""
         databases = [ref for o in self.caches.sampledbs.list()
                      if self.of_database(ref := ObjectRef.of(o)) == shard]
@@ -301,6 +353,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager.add_controller(backup_controller)
         if sharding is not None and sharding.owner is not None:
             manager.add_runnable("shards", sharding.owner)
+            if filters_caches(settings):
+                manager.add_runnable("shard-caches", _shard_caches(settings, client, clock, sharding, watchers))
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,

@@ -83,6 +83,7 @@ class Settings(BaseModel):
     renew_deadline: float = Field(default=10.0, ge=1)
     retry_period: float = Field(default=2.0, ge=1)
     shards: int = Field(default=1, ge=1, le=128)
+    shard_caches: bool = True
     field_manager: str = Field(default="sampledb-operator", min_length=1)
     recheck_period: float = Field(default=60.0, ge=1)
     exec_plugin_timeout: float = Field(default=30.0, gt=0)
@@ -194,6 +195,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("shards", "number of shards of the SampleDBs; above 1 every replica reconciles a fair share of "
            "them, one Lease <lease-name>-shard-<i> per shard, and the leader election is not used",
            "an integer from 1 to 128", "int"),
+    Option("shard_caches", "with --shards dividing 60 (1-6, 10, 12, 15, 20, 30 or 60), cache only the children "
+           "of the shards held (watches on their bucket label); else every replica caches every child",
+           "true or false", "bool"),
     Option("field_manager", "field manager name of server-side apply", "a non-empty name"),
     Option("recheck_period", "seconds between looks at references nothing watches (the migrations "
            "ConfigMap) while a database waits on them", _SECONDS, "float"),

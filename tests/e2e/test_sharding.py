@@ -2,9 +2,13 @@
 
 The shard Leases end up held by three identities, two each; ~24 SampleDBs across two namespaces all
 become Ready, each reconciled only by the process that owns its shard (from the processes' debug
-logs); a SIGKILLed process's shards are taken by the others within the lease duration plus a few
-retry periods, and a new SampleDB in one of those shards becomes Ready. kwok namespaces: the pods
-"run" without PostgreSQL.
+logs); each process caches exactly the children of its own shards (the shard-filtered caches: their
+sampledb_cache_objects against the cluster's objects by bucket label); a SIGKILLed process's shards
+are taken by the others within the lease duration plus a few retry periods, whose caches then hold
+their three shards' children; a database of those shards whose children lost their bucket label
+(as from a version before it) is labelled again by the new owner and keeps its volume and its Ready
+condition; and a new SampleDB in one of those shards becomes Ready. kwok namespaces: the pods "run"
+without PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from tests.support import kube
 from tests.support.kube import kubectl, wait_until
 from tests.support.operator import OperatorProcess
 
-from sampledb_operator.decide.sharding import shard_of
+from sampledb_operator.decide.sharding import BUCKET_LABEL, buckets_of, shard_of
 
 pytestmark = pytest.mark.cluster
 
@@ -35,6 +39,8 @@ LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 1.0
 # period: lease_duration + 2 periods, plus API time.
 TAKEOVER_BOUND = LEASE_DURATION + 3 * RETRY_PERIOD + 2.0
 IDENTITIES = ("r1", "r2", "r3")
+CHILD_KINDS = "statefulsets,persistentvolumeclaims,jobs,services,configmaps,secrets"  # the filtered caches
+MANAGED = "app.kubernetes.io/managed-by=sampledb-operator"
 RECONCILE_EVENTS = ("reconcile done", "reconcile done, requeue after", "reconcile done, rate-limited requeue",
                     "reconcile failed")
 
@@ -112,6 +118,36 @@ def reconciled(op: OperatorProcess) -> set[tuple[str, str]]:
             if ln.get("controller") == "sampledb" and ln.get("event") in RECONCILE_EVENTS}
 
 
+def children(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every managed child of the filtered kinds in `namespaces`."""
+    return [item for ns in namespaces
+            for item in kube.kubectl_json("get", CHILD_KINDS, "-n", ns, "-l", MANAGED)["items"]]
+
+
+def caches_hold_their_shards(ops: dict[str, OperatorProcess], owned: dict[str, set[int]],
+                             namespaces: tuple[str, str]) -> dict[str, Counter[str]] | None:
+    """Each process's cached children per resource, once they equal the cluster's children of its shards
+    (by bucket label, the shared bucket included); else None."""
+    found = children(namespaces)
+    if any(BUCKET_LABEL not in (o["metadata"].get("labels") or {}) for o in found):
+        return None
+    cached: dict[str, Counter[str]] = {}
+    for identity, shards in owned.items():
+        buckets = set(buckets_of(shards, SHARDS))
+        want = Counter(o["kind"].lower() + "s" for o in found if o["metadata"]["labels"][BUCKET_LABEL] in buckets)
+        have = Counter({r: int(ops[identity].metric("sampledb_cache_objects", resource=r))
+                        for r in CHILD_KINDS.split(",")})
+        if +have != +want:
+            return None
+        cached[identity] = have
+    return cached
+
+
+def unlabel(name: str, ns: str) -> None:
+    """Remove the bucket label from every child of database `name`, as a version before it made them."""
+    kubectl("label", CHILD_KINDS, "-n", ns, "-l", f"sampledb.io/database={name}", f"{BUCKET_LABEL}-")
+
+
 def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfig: str, namespace: str,
                                                                      other_namespace: str) -> None:
     namespaces = (namespace, other_namespace)
@@ -139,11 +175,19 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
             assert not strays, f"{identity} (shards {sorted(owned[identity])}) reconciled {sorted(strays)}"
             seen |= done
         assert seen >= set(names)
+        cached = wait_until(lambda: caches_hold_their_shards(ops, owned, namespaces), timeout=30,
+                            what="each replica caching exactly its shards' children")
+        everything = Counter(o["kind"].lower() + "s" for o in children(namespaces))
+        assert all(cached[i]["services"] < everything["services"] for i in IDENTITIES)
 
         victim = "r3"
         orphans = owned[victim]
+        legacy = next((ns, n) for ns, n in names if shard_of(ns, n, SHARDS) in orphans)
+        data_uid = kube.kubectl_json("get", "pvc", "-n", legacy[0], "-l",
+                                     f"sampledb.io/database={legacy[1]},app.kubernetes.io/component=storage")["items"]
         killed = time.time()
         assert ops[victim].kill() == -9
+        unlabel(legacy[1], legacy[0])  # before the survivors take its shard
         taken = wait_until(lambda: held_by(namespace, orphans, ("r1", "r2")), timeout=TAKEOVER_BOUND + 20,
                            interval=0.2, what=f"the shards {sorted(orphans)} taken over")
         # When the survivors took the shards, by the acquireTime they wrote (the processes run on this
@@ -154,6 +198,16 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         assert sorted(Counter(after).values()) == [3, 3]
         wait_until(lambda: [ops[i].metric("sampledb_shards_owned") for i in ("r1", "r2")] == [3, 3],
                    timeout=10, what="r1 and r2 owning 3 shards each")
+        survivors = {i: {s for s, h in enumerate(after) if h == i} for i in ("r1", "r2")}
+        wait_until(lambda: caches_hold_their_shards(ops, survivors, namespaces), timeout=30,
+                   what="r1 and r2 caching their three shards' children, the unlabelled ones labelled again")
+        kept = kube.kubectl_json("get", "pvc", "-n", legacy[0], "-l",
+                                 f"sampledb.io/database={legacy[1]},app.kubernetes.io/component=storage")["items"]
+        assert [p["metadata"]["uid"] for p in kept] == [p["metadata"]["uid"] for p in data_uid] != []
+        conditions = {c["type"]: c for c in kube.kubectl_json("get", "sampledb", legacy[1], "-n",
+                                                              legacy[0])["status"]["conditions"]}
+        assert conditions["Ready"]["status"] == "True", conditions["Ready"]
+        assert "DataVolumeLost" not in str(conditions)
 
         late = next(f"late-{i}" for i in range(1000) if shard_of(namespace, f"late-{i}", SHARDS) in orphans)
         new_owner = after[shard_of(namespace, late, SHARDS)]

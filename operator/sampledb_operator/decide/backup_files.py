@@ -34,6 +34,7 @@ from sampledb_operator.decide.desired import (
     DATABASE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    bucket_label,
     container_security,
     pod_security,
 )
@@ -67,7 +68,7 @@ def prune_job(backup: SampleDBBackup, *, image: str, pod_annotations: dict[str, 
     stem = file_name.removesuffix(".dump")
     db, name = backup.spec.database, backup.metadata.name
     labels = {MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: "prune",
-              DATABASE_LABEL: db}
+              DATABASE_LABEL: db, **bucket_label(backup.metadata.namespace or "", db)}
     template_meta: Obj = {"labels": labels}
     if pod_annotations:
         template_meta["annotations"] = dict(pod_annotations)

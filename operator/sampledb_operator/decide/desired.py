@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide.sharding import BUCKET_LABEL, SHARED_BUCKET, bucket_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB, image_for
@@ -79,14 +80,36 @@ def namespace_of(db: SampleDB) -> str:
 
 
 def labels(db: SampleDB, component: str) -> dict[str, str]:
-    """The labels every child carries; the selector labels are a stable subset of them."""
+    """The labels every child carries; the selector labels are a stable subset of them. The bucket label
+    (decide/sharding.py: what a sharded replica's caches select on) is on every child but the database
+    pods (a pod template change would restart them; pods are cached whole)."""
     return {
         "app.kubernetes.io/name": "postgresql",
         "app.kubernetes.io/instance": db_name(db),
         MANAGED_BY_LABEL: MANAGED_BY,
         COMPONENT_LABEL: component,
         DATABASE_LABEL: db_name(db),
+        **bucket_label(namespace_of(db), db_name(db)),
     }
+
+
+def bucket_label(namespace: str, database: str) -> dict[str, str]:
+    """The bucket label of the children of the database namespace/database."""
+    return {BUCKET_LABEL: str(bucket_of(namespace, database))}
+
+
+def bucket_of_child(obj: Obj) -> str:
+    """The bucket label value a child should carry: its database label's bucket, the shared bucket for an
+    object of no single database (the namespace's scripts ConfigMap)."""
+    meta = obj.get("metadata") or {}
+    database = (meta.get("labels") or {}).get(DATABASE_LABEL)
+    return str(bucket_of(meta.get("namespace") or "", str(database))) if database else SHARED_BUCKET
+
+
+def pod_labels(db: SampleDB) -> dict[str, str]:
+    """The labels of the database pods' template: labels() without the bucket label (adding it to the
+    template of a StatefulSet made before it would restart its pods)."""
+    return {k: v for k, v in labels(db, "database").items() if k != BUCKET_LABEL}
 
 
 def selector_labels(db: SampleDB) -> dict[str, str]:
@@ -183,8 +206,8 @@ def scripts_configmap(inputs: Inputs) -> Obj:
     no owner: every database's pass keeps it as desired (the same body: a write only on drift), and the
     deletion of the namespace's last database removes it."""
     db = inputs.db
-    shared_labels = {k: v for k, v in labels(db, "scripts").items()
-                     if k not in (DATABASE_LABEL, "app.kubernetes.io/instance")}
+    shared_labels = {**{k: v for k, v in labels(db, "scripts").items()
+                        if k not in (DATABASE_LABEL, "app.kubernetes.io/instance")}, BUCKET_LABEL: SHARED_BUCKET}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -339,7 +362,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
             "podManagementPolicy": "OrderedReady",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": {**labels(db, "database"), names.INSTANCE_LABEL: str(index)},
+                "metadata": {"labels": {**pod_labels(db), names.INSTANCE_LABEL: str(index)},
                              "annotations": {pgconfig.RESTART_ANNOTATION: pgconfig.restart_hash(db.spec.parameters)}},
                 "spec": {
                     "securityContext": pod_security(),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.decide.cache import DATA_DIGEST, data_digest
+from sampledb_operator.decide.sharding import BUCKET_LABEL
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import is_quantity, parse_quantity
 
@@ -128,11 +129,7 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
         skip = (*skip, ("spec", "resources"))
         if pvc_needs_expansion(desired, observed):
             return f"expand storage from {_pvc_size(observed)} to {_pvc_size(desired)}"
-    meta_diff = first_difference(
-        {k: desired["metadata"][k] for k in ("labels", "annotations", "ownerReferences") if k in desired["metadata"]},
-        observed.get("metadata", {}),
-        ("metadata",),
-    )
+    meta_diff = first_difference(_compared_metadata(desired["metadata"]), observed.get("metadata", {}), ("metadata",))
     if meta_diff is not None:
         return f"{meta_diff} differs"
     body = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "metadata")}
@@ -142,6 +139,16 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
         del body["data"]
     body_diff = first_difference(body, observed, skip=skip)
     return f"{body_diff} differs" if body_diff is not None else None
+
+
+def _compared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata drift compares: labels, annotations and owners, but not the bucket label, which a child
+    made before it gets from the sharded replicas' labelling pass (runtime/shard_caches.py), not from one
+    re-apply of every child of every database after an upgrade."""
+    out = {k: metadata[k] for k in ("labels", "annotations", "ownerReferences") if k in metadata}
+    if BUCKET_LABEL in out.get("labels", {}):
+        out["labels"] = {k: v for k, v in out["labels"].items() if k != BUCKET_LABEL}
+    return out
 
 
 def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozenset[Key] = frozenset()) -> list[Action]:

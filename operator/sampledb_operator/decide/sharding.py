@@ -15,6 +15,11 @@ Invariants:
   function only never asks for a valid foreign lease.
 - Which shards a member keeps, releases or takes follows a per-member rendezvous ranking (sha256 of
   "identity/shard"), so concurrent members mostly want different shards and the choice is stable.
+- Buckets (the shard-filtered caches): bucket_of is the same hash mod BUCKETS (60), whatever --shards is;
+  every child carries its database's bucket in BUCKET_LABEL (objects shared by the databases of a
+  namespace carry SHARED_BUCKET). When shards divides BUCKETS (filterable), bucket_of(k) mod shards ==
+  shard_of(k, shards) for every key, so the buckets of a set of shards name exactly their databases'
+  children, and a server-side selector `BUCKET_LABEL in (...)` (bucket_selector) watches them alone.
 """
 
 from __future__ import annotations
@@ -25,15 +30,49 @@ from collections.abc import Iterable
 
 from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 
-__all__ = ["ShardPlan", "ShardRecord", "ShardView", "available", "fair_share", "plan_shards", "rank", "shard_of"]
+__all__ = ["BUCKETS", "BUCKET_LABEL", "SHARED_BUCKET", "ShardPlan", "ShardRecord", "ShardView", "available",
+           "bucket_of", "bucket_selector", "buckets_of", "fair_share", "filterable", "plan_shards", "rank",
+           "shard_of"]
+
+BUCKETS = 60                        # fixed: divisible by 1-6, 10, 12, 15, 20, 30 and 60 shards
+BUCKET_LABEL = "sampledb.io/bucket"
+SHARED_BUCKET = "shared"            # the bucket of what no single database owns (the scripts ConfigMap)
+
+
+def _hash(namespace: str, name: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{namespace}/{name}".encode()).digest()[:8], "big")
 
 
 def shard_of(namespace: str, name: str, shards: int) -> int:
     """The shard (0 .. shards-1) of the object namespace/name."""
     if shards < 1:
         raise ValueError("shards must be >= 1")
-    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % shards
+    return _hash(namespace, name) % shards
+
+
+def bucket_of(namespace: str, name: str) -> int:
+    """The bucket (0 .. BUCKETS-1) of the database namespace/name: the value its children's BUCKET_LABEL holds."""
+    return _hash(namespace, name) % BUCKETS
+
+
+def filterable(shards: int) -> bool:
+    """Whether the buckets split exactly along `shards` shards (shards divides BUCKETS), so a replica may
+    watch only its shards' children."""
+    return shards >= 1 and BUCKETS % shards == 0
+
+
+def buckets_of(shards_held: Iterable[int], shards: int) -> list[str]:
+    """The BUCKET_LABEL values of the children of `shards_held` (of `shards`), the shared bucket first."""
+    if not filterable(shards):
+        raise ValueError(f"{shards} shards do not divide {BUCKETS} buckets")
+    held = set(shards_held)
+    return [SHARED_BUCKET] + [str(b) for b in range(BUCKETS) if b % shards in held]
+
+
+def bucket_selector(base: str, shards_held: Iterable[int], shards: int) -> str:
+    """`base` narrowed to the children of `shards_held`: base,BUCKET_LABEL in (shared,...). With no shard
+    held it still names the shared bucket (a set-based selector needs one value at least)."""
+    return f"{base},{BUCKET_LABEL} in ({','.join(buckets_of(shards_held, shards))})"
 
 
 def fair_share(shards: int, members: int) -> int:

@@ -32,6 +32,8 @@ Invariants:
   lease_duration; a record read up to quiet_interval late is judged expired later, never sooner.
 - on_acquired(shard) is called whenever a shard becomes admitted (acquired, kept after all while being
   released, or renewed again after a key was refused during a late renewal), so its keys are enqueued.
+- on_held(shards) is called at the end of every period (and by stop()) with the shards held, admitted
+  or being released: what a replica's shard-filtered caches must hold (runtime/shard_caches.py).
 - stop() (after the controllers stopped) admits nothing more, releases every shard Lease naming us
   (best effort, as leader.py's release) and removes our member annotation, so the others rebalance
   at once. run() and stop() are called one at a time by one owner (the manager).
@@ -124,6 +126,7 @@ class ShardOwner:
         release_wait: float = RELEASE_WAIT,
         on_acquired: Callable[[int], None] | None = None,
         busy: Callable[[int], bool] | None = None,
+        on_held: Callable[[frozenset[int]], None] | None = None,
     ) -> None:
         if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period or retry_period < 1:
             raise ValueError("need lease_duration > renew_deadline > 1.2 * retry_period, retry_period >= 1")
@@ -143,6 +146,7 @@ class ShardOwner:
         self._release_wait = release_wait
         self._on_acquired = on_acquired
         self._busy = busy
+        self._on_held = on_held
         self._shards = [_Shard(i, shard_lease_name(lease_name, i)) for i in range(shards)]
         self._log = log.bind(lease_namespace=namespace, identity=identity)
         self._members = MembersLease(api, name=members_lease_name(lease_name), namespace=namespace,
@@ -173,6 +177,11 @@ class ShardOwner:
     @property
     def owned(self) -> frozenset[int]:
         return frozenset(s.index for s in self._shards if self.owns(s.index))
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The shards we hold: admitted, late in their renewal, or being released."""
+        return frozenset(s.index for s in self._shards if s.state is not _State.FREE)
 
     @property
     def members(self) -> int:
@@ -322,6 +331,11 @@ class ShardOwner:
         for s in self._shards:
             metrics.shard_owned.labels(shard=str(s.index)).set(1 if s.index in owned else 0)
         metrics.shard_members.set(self.members)
+        if self._on_held is not None:
+            try:
+                self._on_held(self.held)
+            except Exception as err:
+                self._log.error("on_held hook failed", error=repr(err), exc_info=err)
 
     # -- the members Lease ------------------------------------------------------------------------
 

@@ -28,6 +28,11 @@ Invariants:
   a stream that stayed open for the healthy period resets the backoff, events or not;
 - the store is updated before handlers see an event; a handler's exception is logged and
   never stops the watcher; every wait is on the injected Clock.
+- select(selector) changes the label selector: the running stream (or list, or backoff wait) is dropped
+  at once and the next cycle lists with the new selector; until that list completes the store keeps what
+  the old selector listed and watched (stale, as during any relist). `listed_selector` is the selector
+  of the listing the store holds and the stream goes on with: set with the store's replacement, before
+  the difference is delivered; the listed handlers are called after it.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 from sampledb_operator.kube.api import ListResult, WatchEvent, initial_events_end
 from sampledb_operator.kube.client import ReadTimeout, StreamInterrupted, StreamWentQuiet
@@ -58,6 +63,7 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Packed, Store
 
+T = TypeVar("T")
 EventHandler = Callable[[str, dict[str, Any]], None]
 """("ADDED" | "MODIFIED" | "DELETED", object); synchronous and cheap (enqueue only)."""
 
@@ -170,6 +176,10 @@ class Watcher:
         self.backoff = Backoff(backoff_initial, backoff_max, self._rng)
         self._healthy_period = healthy_period
         self._handlers: list[EventHandler] = []
+        self._listed_handlers: list[Callable[[], None]] = []
+        self._reselected = asyncio.Event()
+        self._cycle_selector = label_selector  # the selector the running cycle lists and watches with
+        self.listed_selector: str | None = None  # the selector of the listing the store holds (None: none yet)
         self._need_list = True
         self.streaming = streaming  # lists are streaming lists; cleared for good when the server refuses one
         self._initial: list[Packed] | None = None  # a streaming list's objects so far, until its end bookmark
@@ -180,6 +190,22 @@ class Watcher:
         """Handlers see every change after the store has it, in registration order."""
         self._handlers.append(handler)
 
+    def add_listed_handler(self, handler: Callable[[], None]) -> None:
+        """Called after every listing that replaced the store (listed_selector names its selector)."""
+        self._listed_handlers.append(handler)
+
+    @property
+    def label_selector(self) -> str | None:
+        return self._label_selector
+
+    def select(self, label_selector: str | None) -> None:
+        """List and watch with `label_selector` from now on (see the module's invariants)."""
+        if label_selector == self._label_selector:
+            return
+        self._label_selector = label_selector
+        self._need_list = True
+        self._reselected.set()
+
     def resync(self) -> None:
         """Deliver MODIFIED for every cached object (a periodic replay; no API call)."""
         for obj in self.store.list():
@@ -188,13 +214,29 @@ class Watcher:
     async def run(self) -> None:
         """List and watch until cancelled."""
         while True:
-            delay = await self._cycle()
-            if delay > 0:
-                await self._clock.sleep(delay)
+            self._reselected.clear()
+            delay = await self._unless_reselected(self._cycle())
+            if delay is not None and delay > 0:
+                await self._unless_reselected(self._clock.sleep(delay))
+
+    async def _unless_reselected(self, step: Coroutine[Any, Any, T]) -> T | None:
+        """`step`'s result, or None once select() changed the selector first (`step` is then cancelled)."""
+        task = asyncio.ensure_future(step)
+        reselected = asyncio.ensure_future(self._reselected.wait())
+        try:
+            await asyncio.wait((task, reselected), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reselected.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return task.result() if not task.cancelled() else None
 
     async def _cycle(self) -> float:
         """A relist if needed, then one watch stream; the delay before the next cycle."""
         streamed = self._need_list and self.streaming
+        self._cycle_selector = self._label_selector
         try:
             if self._need_list and not streamed:
                 await self._relist()
@@ -216,7 +258,7 @@ class Watcher:
 
     async def _relist(self) -> None:
         result = await self._api.list_all(
-            self._namespace, label_selector=self._label_selector, field_selector=self._field_selector,
+            self._namespace, label_selector=self._cycle_selector, field_selector=self._field_selector,
             page_size=self._page_size, keep=self.store.pack,
         )  # packed page by page: a listing is never held as parsed JSON all at once
         self._replaced(result.items, result.resource_version, streamed=False)
@@ -232,7 +274,7 @@ class Watcher:
             self._initial = []
         stream = self._api.watch(
             self._namespace, resource_version="" if listing else self.resource_version,
-            label_selector=self._label_selector, field_selector=self._field_selector,
+            label_selector=self._cycle_selector, field_selector=self._field_selector,
             timeout_seconds=self._rng.randint(*self._timeouts), read_timeout=self._read_timeout,
             send_initial_events=listing,
         )
@@ -301,12 +343,18 @@ class Watcher:
         """A full listing swapped in: recorded, and its difference delivered to the handlers."""
         metrics.watch_relists_total.labels(resource=self.name).inc()
         changes = self.store.replace_packed(items, resource_version=resource_version)
-        self._need_list = False
+        self._need_list = self._label_selector != self._cycle_selector  # select() came while listing
+        self.listed_selector = self._cycle_selector
         self.resource_version = resource_version
         self._log.info("listed", objects=len(items), changes=len(changes), resource_version=resource_version,
                        streamed=streamed)
         for type_, packed in changes:
             self._deliver(type_, self.store.unpack(packed))  # decoded one at a time
+        for handler in self._listed_handlers:
+            try:
+                handler()
+            except Exception:
+                self._log.exception("listed handler failed")
 
     def _deliver(self, type_: str, obj: dict[str, Any]) -> None:
         for handler in self._handlers:

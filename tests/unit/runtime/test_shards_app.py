@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.app import Sharding
+from sampledb_operator.app import Sharding, filters_caches
 from sampledb_operator.config import ConfigError, load_settings
 from sampledb_operator.decide.sharding import shard_of
 from sampledb_operator.model.refs import ObjectRef
@@ -125,3 +125,46 @@ def test_the_shards_setting_defaults_to_1_and_comes_from_the_flag_or_the_environ
     for bad in ("0", "129", "two"):
         with pytest.raises(ConfigError, match="--shards"):
             load_settings({"shards": bad}, environ={})
+
+
+class StubShardCaches:
+    def __init__(self, ready: set[int]) -> None:
+        self.ready_shards = ready
+        self.wanted: list[frozenset[int]] = []
+
+    def ready(self, shard: int) -> bool:
+        return shard in self.ready_shards
+
+    def want(self, shards: frozenset[int]) -> None:
+        self.wanted.append(shards)
+
+
+def test_with_filtered_caches_a_held_shard_is_admitted_and_enqueued_only_once_its_children_are_cached() -> None:
+    mine = names_in(2, 2)
+    sharding, dbs, _ = setup([sampledb("ns", n) for n in mine], owned={2})
+    stub = StubShardCaches(ready=set())
+    sharding.shard_caches = stub  # type: ignore[assignment]
+    sharding.on_held(frozenset({2}))
+    assert stub.wanted == [frozenset({2})]
+    sharding.on_acquired(2)
+    assert dbs.enqueued == []  # left to on_cache_ready
+    assert not sharding.admit_database(ObjectRef("ns", mine[0]))
+    stub.ready_shards.add(2)
+    sharding.on_cache_ready(2)
+    assert sorted(dbs.enqueued) == sorted(ObjectRef("ns", n) for n in mine)
+    assert sharding.admit_database(ObjectRef("ns", mine[0]))
+
+
+def test_a_shard_cached_but_no_longer_owned_is_neither_enqueued_nor_admitted() -> None:
+    (db,) = names_in(3, 1)
+    sharding, dbs, _ = setup([sampledb("ns", db)], owned=set())
+    sharding.shard_caches = StubShardCaches(ready={3})  # type: ignore[assignment]
+    sharding.on_cache_ready(3)
+    assert dbs.enqueued == [] and not sharding.admit_database(ObjectRef("ns", db))
+
+
+def test_filtered_caches_need_shards_dividing_the_buckets_and_can_be_turned_off() -> None:
+    assert filters_caches(load_settings({"shards": "6"}, environ={}))
+    assert not filters_caches(load_settings({"shards": "7"}, environ={}))
+    assert not filters_caches(load_settings({}, environ={}))
+    assert not filters_caches(load_settings({"shards": "6", "shard_caches": "false"}, environ={}))
