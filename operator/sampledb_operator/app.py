@@ -202,8 +202,9 @@ class Sharding:
             self.shard_caches.want(held)
 
     def on_cache_ready(self, shard: int) -> None:
-        """The filtered caches now hold `shard`'s children: its keys, refused until now, are enqueued."""
-        if self.owner is not None and self.owner.owns(shard):
+        """The filtered caches now hold `shard`'s children: its keys, refused until now, are enqueued (a shard
+        held but late in its renewal is marked by admits(), and enqueued when it is renewed)."""
+        if self.owner is not None and self.owner.admits(shard):
             self._enqueue_shard(shard)
 
     def on_acquired(self, shard: int) -> None:
