@@ -37,6 +37,7 @@ log = structlog.stdlib.get_logger(__name__)
 
 RELABEL_PERIOD = 60.0  # seconds between labelling passes while shards are held
 
+
 class Selectable(Protocol):
     """What ShardCaches needs of a Watcher."""
 
