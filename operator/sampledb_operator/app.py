@@ -38,7 +38,12 @@ from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
-from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector, label_children
+from sampledb_operator.reconcilers.shard_labels import (
+    FILTERED_KINDS,
+    children_selector,
+    label_children,
+    shard_buckets,
+)
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
@@ -100,8 +105,9 @@ def _shard_caches(settings: Settings, client: KubeClient, clock: Clock, sharding
     shards = settings.shards
     apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in FILTERED_KINDS]
 
-    async def relabel() -> int:
-        return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager)
+    async def relabel(held: frozenset[int]) -> int:
+        return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager,
+                                    buckets=shard_buckets(held, shards))
 
     caches = ShardCaches([w for kind, w in watchers if kind in FILTERED_KINDS],
                          selector_of=lambda held: children_selector(held, shards), clock=clock, relabel=relabel,

@@ -1,7 +1,8 @@
 """The shard-filtered caches' selectors and labelling pass against the real API server.
 
 A labelling pass gives each managed object without the bucket label its database's bucket (the shared
-bucket when it names no database) and leaves labelled and foreign objects alone; a Watcher whose
+bucket when it names no database), only those of the buckets asked for, and leaves labelled and foreign
+objects alone; a Watcher whose
 selector is moved from one set of shards to another lists exactly the objects of the new set.
 """
 
@@ -58,7 +59,11 @@ async def test_the_labelling_pass_labels_only_managed_objects_without_the_label(
     client = await KubeClient.connect(kubeconfig)
     try:
         api = ResourceApi(client, CONFIGMAP)
-        assert await label_children([api], [namespace], field_manager="sampledb-operator") == 2
+        # a replica labels only its own shards' children: here the shared bucket's
+        assert await label_children([api], [namespace], field_manager="sampledb-operator",
+                                    buckets=frozenset({SHARED_BUCKET})) == 1
+        assert BUCKET_LABEL not in labels_of(namespace)["legacy"]
+        assert await label_children([api], [namespace], field_manager="sampledb-operator") == 1
         assert await label_children([api], [namespace], field_manager="sampledb-operator") == 0
     finally:
         await client.close()

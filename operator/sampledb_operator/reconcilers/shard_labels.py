@@ -5,17 +5,19 @@ version before the label has none, and a cache that selects on the label would n
 pass gives each managed child without the label its bucket (decide.desired.bucket_of_child); the
 selectors name exactly the children of a set of shards (decide.sharding.bucket_selector).
 
-Invariant: one merge patch of the label per unlabelled object, at most LABEL_CONCURRENCY at once; an
-object deleted meanwhile is skipped; any other error ends the pass (ShardCaches retries it).
+Invariant: one merge patch of the label per unlabelled object of the buckets asked for (a replica's own
+shards'), at most LABEL_CONCURRENCY at once; an object deleted meanwhile is skipped; any other error ends
+the pass (ShardCaches retries it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from sampledb_operator.decide.desired import MANAGED_SELECTOR, bucket_of_child
-from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector
+from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector, buckets_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound
 
@@ -26,14 +28,28 @@ UNLABELLED_SELECTOR = f"{MANAGED_SELECTOR},!{BUCKET_LABEL}"
 LABEL_CONCURRENCY = 8
 
 
+def shard_buckets(held: Iterable[int], shards: int) -> frozenset[str]:
+    """The bucket label values of the shards `held`, the shared bucket included."""
+    return frozenset(buckets_of(held, shards))
+
+
 def children_selector(held: Iterable[int], shards: int) -> str:
     """The selector of the managed children of the shards `held` (and the shared bucket's objects)."""
     return bucket_selector(MANAGED_SELECTOR, sorted(held), shards)
 
 
-async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str | None], *, field_manager: str) -> int:
+def _target(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(name, namespace, bucket) of an unlabelled child."""
+    meta = obj["metadata"]
+    return str(meta["name"]), str(meta.get("namespace") or ""), bucket_of_child(obj)
+
+
+async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str | None], *, field_manager: str,
+                         buckets: Collection[str] | None = None) -> int:
     """Give every managed child of `apis`' kinds in `namespaces` (None: all) that lacks the bucket label its
-    bucket (decide.desired.bucket_of_child); the number labelled. Objects deleted meanwhile are skipped."""
+    bucket (decide.desired.bucket_of_child), only those of `buckets` when given (a replica labels its own
+    shards' children: after an upgrade the replicas do not all patch every child); the number labelled.
+    Objects deleted meanwhile are skipped."""
     limit = asyncio.Semaphore(LABEL_CONCURRENCY)
 
     async def label(api: ResourceApi, name: str, namespace: str, value: str) -> int:
@@ -48,9 +64,9 @@ async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str |
     done = 0
     for api in apis:
         for namespace in namespaces:
-            found = await api.list_all(namespace, label_selector=UNLABELLED_SELECTOR, page_size=100)
-            results = await asyncio.gather(*(
-                label(api, str(o["metadata"]["name"]), str(o["metadata"].get("namespace") or ""), bucket_of_child(o))
-                for o in found.items))
+            # each page reduced to what the patch needs as it arrives (after an upgrade: every child, unlabelled)
+            found = await api.list_all(namespace, label_selector=UNLABELLED_SELECTOR, page_size=100, keep=_target)
+            results = await asyncio.gather(*(label(api, *target) for target in found.items
+                                             if buckets is None or target[2] in buckets))
             done += sum(results)
     return done

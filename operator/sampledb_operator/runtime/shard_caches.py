@@ -2,9 +2,9 @@
 
 The owner of the watchers gives `selector_of(shards)`, a label selector naming exactly the objects of a
 set of shards (the app: children labelled with a bucket of their database's hash, selected with
-`bucket in (...)`), and `relabel`, which labels the objects made before the label existed. The ShardOwner
-reports the shards held every period (want); this runnable moves the watchers' selectors, so a replica
-lists, watches, decodes and keeps about 1/members of those objects.
+`bucket in (...)`), and `relabel(shards)`, which labels those shards' objects made before the label
+existed. The ShardOwner reports the shards held every period (want); this runnable moves the watchers'
+selectors, so a replica lists, watches, decodes and keeps about 1/members of those objects.
 
 Invariants:
 - ready(shard) only while every filtered watcher's listing (Watcher.listed_selector) covers the shard's
@@ -53,7 +53,7 @@ class ShardCaches:
     """Moves the filtered watchers' selectors with the shards held (see the module's invariants)."""
 
     def __init__(self, watchers: Sequence[Selectable], *, selector_of: Callable[[frozenset[int]], str],
-                 clock: Clock, relabel: Callable[[], Awaitable[int]], on_ready: Callable[[int], None],
+                 clock: Clock, relabel: Callable[[frozenset[int]], Awaitable[int]], on_ready: Callable[[int], None],
                  retry_period: float = 2.0, relabel_period: float = RELABEL_PERIOD) -> None:
         """The watchers start with selector_of(frozenset()) (set by their owner when it made them)."""
         self._watchers = list(watchers)
@@ -87,13 +87,13 @@ class ShardCaches:
         while True:
             if not await self._changed_within(self._relabel_period):
                 if self._selected:
-                    await self._labelled()
+                    await self._labelled(self._selected)
                 continue
             self._changed.clear()
             wanted = self._wanted
             if wanted == self._selected:
                 continue
-            if wanted - self._selected and not await self._labelled():
+            if wanted - self._selected and not await self._labelled(wanted):
                 await self._clock.sleep(self._retry_period)
                 self._changed.set()
                 continue
@@ -113,9 +113,10 @@ class ShardCaches:
     async def stop(self) -> None:
         """Nothing to release (the watchers are the manager's)."""
 
-    async def _labelled(self) -> bool:
+    async def _labelled(self, shards: frozenset[int]) -> bool:
+        """Run the labelling pass for `shards`; whether it succeeded."""
         try:
-            labelled = await self._relabel()
+            labelled = await self._relabel(shards)
         except asyncio.CancelledError:
             raise
         except Exception as err:

@@ -47,13 +47,15 @@ class Harness:
         self.watchers = [FakeWatcher(), FakeWatcher()]
         self.ready: list[int] = []
         self.relabels = 0
+        self.relabelled: list[frozenset[int]] = []
         self.relabel_error: Exception | None = None
         self.relabel_gate: asyncio.Event | None = None
         self.caches = ShardCaches(self.watchers, selector_of=selector_of, clock=self.clock,
                                   relabel=self.relabel, on_ready=self.ready.append, retry_period=2.0)
 
-    async def relabel(self) -> int:
+    async def relabel(self, shards: frozenset[int]) -> int:
         self.relabels += 1
+        self.relabelled.append(shards)
         if self.relabel_gate is not None:
             await self.relabel_gate.wait()
         if self.relabel_error is not None:
@@ -121,7 +123,7 @@ async def test_the_newest_wanted_set_wins_after_a_slow_labelling_pass(h: Harness
     h.caches.want({0, 3})  # arrives while the first pass runs
     h.relabel_gate.set()
     await eventually(lambda: all(w.selected == "b in (s,0,3)" for w in h.watchers))
-    assert h.relabels == 2  # shard 3 was wanted after the first pass started: labelled again
+    assert h.relabelled == [{0}, {0, 3}]  # shard 3 was wanted after the first pass started: labelled again
     h.list_all()
     assert h.ready == [0, 3]
 
@@ -144,4 +146,5 @@ async def test_the_labelling_pass_runs_again_every_period_while_shards_are_held(
     await eventually(lambda: h.clock.pending_sleepers() == 1)
     h.clock.advance(60.0)
     await eventually(lambda: h.relabels == 2)
+    assert h.relabelled == [{1}, {1}]
     assert all(len(w.selects) == 1 for w in h.watchers)  # the selector stays
