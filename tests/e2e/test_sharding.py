@@ -177,6 +177,7 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         assert seen >= set(names)
         cached = wait_until(lambda: caches_hold_their_shards(ops, owned, namespaces), timeout=30,
                             what="each replica caching exactly its shards' children")
+        assert all(ops[i].metric("sampledb_shards_cached") == 2 for i in IDENTITIES)
         everything = Counter(o["kind"].lower() + "s" for o in children(namespaces))
         assert all(cached[i]["services"] < everything["services"] for i in IDENTITIES)
 

@@ -195,6 +195,12 @@ shard_owned = Gauge(
     "sampledb_shard_owned", "1 for each shard this replica owns, 0 for the others (only with --shards > 1)",
     ["shard"], registry=REGISTRY,
 )
+shards_cached = Gauge(
+    "sampledb_shards_cached",
+    "Shards whose children this replica's shard-filtered caches have listed and watch (--shard-caches); a shard"
+    " is reconciled only once it is owned and cached",
+    registry=REGISTRY,
+)
 shard_members = Gauge(
     "sampledb_shard_members", "Live replicas this one sees in the shard members Lease (itself included)",
     registry=REGISTRY,

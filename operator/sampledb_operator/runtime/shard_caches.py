@@ -31,6 +31,7 @@ from typing import Protocol
 
 import structlog
 
+from sampledb_operator.observability import metrics
 from sampledb_operator.runtime.clock import Clock
 
 log = structlog.stdlib.get_logger(__name__)
@@ -146,6 +147,7 @@ class ShardCaches:
         current = {w.listed_selector for w in self._watchers} | {self._selector_of(self._selected)}
         self._covers = {sel: shards for sel, shards in self._covers.items() if sel in current}
         new, self._ready = ready - self._ready, ready
+        metrics.shards_cached.set(len(ready))
         for shard in sorted(new):
             try:
                 self._on_ready(shard)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from tests.support.aio import eventually
 
+from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.shard_caches import ShardCaches
 
@@ -85,8 +86,10 @@ async def test_a_wanted_shard_is_ready_only_once_every_watcher_listed_it(h: Harn
     assert h.relabels == 1
     h.watchers[0].list_done()
     assert not h.caches.ready(1) and not h.caches.ready(4)  # the second cache lacks them still
+    assert REGISTRY.get_sample_value("sampledb_shards_cached") == 0
     h.watchers[1].list_done()
     assert h.caches.ready(1) and h.caches.ready(4) and h.ready == [1, 4]
+    assert REGISTRY.get_sample_value("sampledb_shards_cached") == 2
     h.list_all()  # another listing with the same selector: no new readiness
     assert h.ready == [1, 4]
 
