@@ -9,8 +9,11 @@ stops work at once and exits 1 so the Deployment restarts the process as a stand
 With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
 beside the controllers and reconciles only the keys of the shards it owns (decide.sharding.shard_of
 of the SampleDB's namespace/name; a SampleDBBackup goes with its spec.database, and one not in the
-cache is admitted). Every replica still watches and caches every object. The per-database metrics
-and sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
+cache is admitted). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
+its shards' children (ShardCaches moves their watchers' selectors; a shard is admitted once they have
+listed it), otherwise every replica watches and caches every object; the SampleDBs, SampleDBBackups and
+database pods are always cached whole. The per-database metrics and sampledb_databases count only the
+owned shards' databases, so sums across replicas stay right.
 """
 
 from __future__ import annotations
