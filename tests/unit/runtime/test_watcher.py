@@ -367,3 +367,54 @@ def test_backoff_jitter_stays_within_one_to_two_times_the_base() -> None:
         assert base <= backoff.next() < 2 * base
     backoff.reset()
     assert 0.8 <= backoff.next() < 1.6
+
+
+# --- select: a new label selector drops the running stream and relists with it; listed_selector names
+# the selector of the listing the store holds (the shard-filtered caches' readiness rests on it)
+
+async def test_select_drops_the_stream_and_relists_with_the_new_selector(h: Harness) -> None:
+    listed: list[str | None] = []
+    h.watcher.add_listed_handler(lambda: listed.append(h.watcher.listed_selector))
+    await h.api.lists.put(listing("10", sts("a", "1"), sts("b", "2")))
+    await h.watching(1)
+    assert h.watcher.listed_selector == "app=db" and listed == ["app=db"]
+    h.watcher.select("app=db,bucket in (1)")
+    await eventually(lambda: len(h.api.list_calls) == 2)
+    assert h.api.list_calls[1]["label_selector"] == "app=db,bucket in (1)"
+    assert h.watcher.listed_selector == "app=db"  # the store still holds the old listing
+    await h.api.lists.put(listing("20", sts("b", "2"), sts("c", "3")))
+    await h.watching(2)
+    assert h.api.watch_calls[1]["label_selector"] == "app=db,bucket in (1)"
+    assert h.api.watch_calls[1]["resource_version"] == "20"
+    assert h.watcher.listed_selector == "app=db,bucket in (1)" and listed[-1] == "app=db,bucket in (1)"
+    assert sorted(ref.name for ref in h.store.refs()) == ["b", "c"]
+    assert ("DELETED", "a", "1") in h.seen and ("ADDED", "c", "3") in h.seen  # the difference delivered
+
+
+async def test_the_same_selector_again_changes_nothing(h: Harness) -> None:
+    await h.api.lists.put(listing("10", sts("a", "1")))
+    await h.watching(1)
+    h.watcher.select("app=db")
+    await h.api.watches.put([event("MODIFIED", "a", "11")])
+    await h.watching(2)
+    assert len(h.api.list_calls) == 1 and h.api.watch_calls[1]["resource_version"] == "11"
+
+
+async def test_a_select_during_a_list_lists_again_with_the_newest_selector(h: Harness) -> None:
+    await eventually(lambda: len(h.api.list_calls) == 1)  # the first list is parked
+    h.watcher.select("app=db,bucket in (2)")
+    await eventually(lambda: len(h.api.list_calls) == 2)
+    assert h.api.list_calls[1]["label_selector"] == "app=db,bucket in (2)"
+    assert h.watcher.listed_selector is None and not h.store.synced.is_set()
+    await h.api.lists.put(listing("10", sts("x", "1")))
+    await h.watching(1)
+    assert h.watcher.listed_selector == "app=db,bucket in (2)"
+
+
+async def test_a_select_during_the_backoff_wait_lists_at_once(h: Harness) -> None:
+    await h.api.lists.put(listing("10", sts("a", "1")))
+    await h.api.watches.put([ServerError(500, "InternalError", "boom")])
+    await h.next_delay()  # waiting to retry
+    h.watcher.select("app=db,bucket in (3)")
+    await eventually(lambda: len(h.api.list_calls) == 2)
+    assert h.api.list_calls[1]["label_selector"] == "app=db,bucket in (3)"
