@@ -11,9 +11,11 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -126,3 +128,20 @@ async def wait_all(
     finally:
         timer.cancel()
         await asyncio.wait({timer})
+
+
+async def within(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T | None:
+    """The result of `awaitable`, or None if `seconds` of `clock` pass first (it is cancelled)."""
+    task = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        return None
+    finally:
+        task.cancel()
+        timer.cancel()
+        await asyncio.wait({task, timer})   # both end promptly; an outer cancel still propagates
+        if not task.cancelled():
+            task.exception()                # mark retrieved (it was raised above if it mattered)

@@ -24,7 +24,7 @@ import structlog
 from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime import lease as lease_records
-from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.clock import Clock, within
 from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
 
 log = structlog.stdlib.get_logger(__name__)
@@ -220,4 +220,4 @@ class LeaderElector:
         metrics.leader_election_master_status.labels(name=self.name).set(1 if leading else 0)
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
-        return await lease_records.within(self._clock, awaitable, seconds)
+        return await within(self._clock, awaitable, seconds)

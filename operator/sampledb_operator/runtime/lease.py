@@ -9,17 +9,14 @@ with the resourceVersion they read (optimistic concurrency); wall-clock times ar
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from sampledb_operator.kube.errors import Conflict
-from sampledb_operator.runtime.clock import Clock
 
-T = TypeVar("T")
 JITTER_FACTOR = 1.2   # client-go: acquire retries wait retry_period * [1, 2.2)
 RELEASE_ATTEMPTS = 3
 
@@ -94,20 +91,3 @@ async def write_release(api: LeaseApi, lease: dict[str, Any], *, name: str, name
         observe(written)
         return True
     raise Conflict(409, "Conflict", f"lease kept changing during {RELEASE_ATTEMPTS} release attempts")
-
-
-async def within(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T | None:
-    """The result of `awaitable`, or None if `seconds` of `clock` pass first (it is cancelled)."""
-    task = asyncio.ensure_future(awaitable)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            return task.result()
-        return None
-    finally:
-        task.cancel()
-        timer.cancel()
-        await asyncio.wait({task, timer})   # both end promptly; an outer cancel still propagates
-        if not task.cancelled():
-            task.exception()                # mark retrieved (it was raised above if it mattered)

@@ -22,8 +22,7 @@ from typing import Any
 import structlog
 
 from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
-from sampledb_operator.runtime import lease as lease_records
-from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.clock import Clock, within
 from sampledb_operator.runtime.lease import LeaseApi
 from sampledb_operator.runtime.shard_members import (
     MemberSeen,
@@ -70,7 +69,7 @@ class MembersLease:
                      report: Callable[..., Any]) -> bool:
         for _ in range(HEARTBEAT_ATTEMPTS):
             try:
-                done = await lease_records.within(self._clock, write(), limit)
+                done = await within(self._clock, write(), limit)
             except Conflict:
                 continue
             except KubeError as err:

@@ -32,7 +32,7 @@ from typing import Protocol
 import structlog
 
 from sampledb_operator.observability import metrics
-from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.clock import Clock, within
 
 log = structlog.stdlib.get_logger(__name__)
 
@@ -102,14 +102,7 @@ class ShardCaches:
 
     async def _changed_within(self, seconds: float) -> bool:
         """want() changed the shards within `seconds` (on the clock), else False."""
-        changed = asyncio.ensure_future(self._changed.wait())
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait((changed, timer), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            changed.cancel()
-            timer.cancel()
-        return self._changed.is_set()
+        return await within(self._clock, self._changed.wait(), seconds) is not None
 
     async def stop(self) -> None:
         """Nothing to release (the watchers are the manager's)."""

@@ -54,7 +54,7 @@ from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 from sampledb_operator.observability import metrics
 from sampledb_operator.runtime import lease as lease_records
-from sampledb_operator.runtime.clock import Clock, sleep_until
+from sampledb_operator.runtime.clock import Clock, sleep_until, within
 from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
 from sampledb_operator.runtime.members_lease import MembersLease
 from sampledb_operator.runtime.shard_members import members_lease_name, shard_lease_name
@@ -451,5 +451,5 @@ class ShardOwner:
         return lease_records.renewed(current, self.identity, self._lease_duration, self._clock.now())
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
-        return await lease_records.within(self._clock, awaitable, seconds)
+        return await within(self._clock, awaitable, seconds)
 
