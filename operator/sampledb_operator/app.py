@@ -7,13 +7,12 @@ finish within the shutdown timeout, the lease is released, the process exits 0. 
 stops work at once and exits 1 so the Deployment restarts the process as a standby.
 
 With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
-beside the controllers and reconciles only the keys of the shards it owns (decide.sharding.shard_of
-of the SampleDB's namespace/name; a SampleDBBackup goes with its spec.database, and one not in the
-cache is admitted). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
-its shards' children (ShardCaches moves their watchers' selectors; a shard is admitted once they have
-listed it), otherwise every replica watches and caches every object; the SampleDBs, SampleDBBackups and
-database pods are always cached whole. The per-database metrics and sampledb_databases count only the
-owned shards' databases, so sums across replicas stay right.
+beside the controllers and reconciles only the keys of the shards it owns (sharded.py: which shard a key
+is in, admission). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
+its shards' children (the children's watchers start with the selector of no shard; sharded.py's
+ShardCaches moves it), otherwise every replica watches and caches every object; the SampleDBs,
+SampleDBBackups and database pods are always cached whole. The per-database metrics and
+sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from typing import Any
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache, urgency
 from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
-from sampledb_operator.decide.sharding import filterable, plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -41,19 +39,12 @@ from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
-from sampledb_operator.reconcilers.shard_labels import (
-    FILTERED_KINDS,
-    children_selector,
-    label_children,
-    shard_buckets,
-)
+from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.memory import MemoryTrimmer
-from sampledb_operator.runtime.shard_caches import ShardCaches
-from sampledb_operator.runtime.shards import ShardOwner
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.runtime.triggers import (
@@ -63,6 +54,7 @@ from sampledb_operator.runtime.triggers import (
     unless_own_write,
 )
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
+from sampledb_operator.sharded import Sharding, filters_caches, shard_caches_for
 
 log = get_logger(__name__)
 CONTROLLER = "sampledb"
@@ -72,11 +64,6 @@ EVENT_FLUSH_SECONDS = 5.0  # on shutdown, queued Events get this long to be post
 # once): their Lease requests never wait for a connection behind the reconcilers' writes (KubeClient.sibling).
 LOCK_CONNECTIONS = 4
 CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
-
-
-def filters_caches(settings: Settings) -> bool:
-    """Whether this replica caches only its shards' children (--shard-caches, shards dividing the buckets)."""
-    return settings.shards > 1 and settings.shard_caches and filterable(settings.shards)
 
 
 def build_caches(client: KubeClient, settings: Settings,
@@ -102,23 +89,6 @@ def build_caches(client: KubeClient, settings: Settings,
     return sets, watchers
 
 
-def _shard_caches(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding,
-                  watchers: list[tuple[str, Watcher]]) -> ShardCaches:
-    """The runnable that moves the children's watchers with the shards held, attached to `sharding`."""
-    shards = settings.shards
-    apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in FILTERED_KINDS]
-
-    async def relabel(held: frozenset[int]) -> int:
-        return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager,
-                                    buckets=shard_buckets(held, shards))
-
-    caches = ShardCaches([w for kind, w in watchers if kind in FILTERED_KINDS],
-                         selector_of=lambda held: children_selector(held, shards), clock=clock, relabel=relabel,
-                         on_ready=sharding.on_cache_ready, retry_period=settings.retry_period)
-    sharding.shard_caches = caches
-    return caches
-
-
 def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
     """A child (by its database label) or a SampleDBBackup (by spec.database) -> its SampleDB."""
     meta = obj.get("metadata") or {}
@@ -131,110 +101,6 @@ def _sharing(ctx: Context, obj: dict[str, Any]) -> list[ObjectRef]:
     if not is_shared_scripts(obj):
         return []
     return sorted(ctx.caches.sampledbs.refs((obj.get("metadata") or {}).get("namespace") or ""))
-
-
-def _backup_database(obj: dict[str, Any]) -> ObjectRef | None:
-    """The SampleDB a SampleDBBackup is of (spec.database, same namespace); None when it names none."""
-    name = (obj.get("spec") or {}).get("database")
-    return ObjectRef((obj.get("metadata") or {}).get("namespace") or "", str(name)) if name else None
-
-
-class Sharding:
-    """Which shard a key belongs to, for the ShardOwner and the controllers' admission.
-
-    A SampleDB's shard is shard_of(namespace, name); a SampleDBBackup's is its database's (so a
-    database and its backups are reconciled by one replica); a backup not in the cache, or naming no
-    database, is admitted everywhere (its reconcile finds it gone, or reports the missing field).
-    """
-
-    def __init__(self, shards: int, caches: Caches) -> None:
-        self.shards = shards
-        self.caches = caches
-        self.owner: ShardOwner | None = None
-        self.shard_caches: ShardCaches | None = None  # set when this replica caches only its shards' children
-        self.databases: Controller | None = None
-        self.backups: Controller | None = None
-
-    def attach(self, settings: Settings, client: KubeClient, clock: Clock, databases: Controller,
-               backups: Controller) -> ShardOwner:
-        """Create the ShardOwner (the same Lease namespace and timings as leader election) for the two
-        controllers."""
-        self.databases, self.backups = databases, backups
-        self.owner = ShardOwner(
-            ResourceApi(client, LEASE), lease_name=settings.lease_name, namespace=settings.lease_namespace,
-            identity=settings.identity, shards=self.shards, clock=clock, planner=plan_shards,
-            lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
-            retry_period=settings.retry_period, on_acquired=self.on_acquired, busy=self.busy,
-            on_held=self.on_held,
-        )
-        return self.owner
-
-    def of_database(self, ref: ObjectRef) -> int:
-        return shard_of(ref.namespace, ref.name, self.shards)
-
-    def of_backup(self, ref: ObjectRef) -> int | None:
-        obj = self.caches.backups.get(ref)
-        database = _backup_database(obj) if obj is not None else None
-        return self.of_database(database) if database is not None else None
-
-    def _cached(self, shard: int) -> bool:
-        """The caches hold `shard`'s children (always, unless they are filtered)."""
-        return self.shard_caches is None or self.shard_caches.ready(shard)
-
-    def _admits(self, shard: int) -> bool:
-        return self.owner is not None and self._cached(shard) and self.owner.admits(shard)
-
-    def admit_database(self, ref: ObjectRef) -> bool:
-        return self._admits(self.of_database(ref))
-
-    def admit_backup(self, ref: ObjectRef) -> bool:
-        shard = self.of_backup(ref)
-        return shard is None or self._admits(shard)
-
-    def owned_databases(self) -> Iterator[dict[str, Any]]:
-        """The cached SampleDBs of the owned shards, decoded one at a time (StoreSet.each)."""
-        owner = self.owner
-        if owner is None:
-            return iter(())
-        return self.caches.sampledbs.each(lambda ref: owner.owns(self.of_database(ref)))
-
-    def busy(self, shard: int) -> bool:
-        """A key of `shard` is being reconciled."""
-        dbs = self.databases.in_flight if self.databases is not None else frozenset()
-        backups = self.backups.in_flight if self.backups is not None else frozenset()
-        return any(self.of_database(ref) == shard for ref in dbs) or any(
-            self.of_backup(ref) == shard for ref in backups)
-
-    def on_held(self, held: frozenset[int]) -> None:
-        """The ShardOwner's shards held, every period: what the filtered caches must hold."""
-        if self.shard_caches is not None:
-            self.shard_caches.want(held)
-
-    def on_cache_ready(self, shard: int) -> None:
-        """The filtered caches now hold `shard`'s children: its keys, refused until now, are enqueued (a shard
-        held but late in its renewal is marked by admits(), and enqueued when it is renewed)."""
-        if self.owner is not None and self.owner.admits(shard):
-            self._enqueue_shard(shard)
-
-    def on_acquired(self, shard: int) -> None:
-        """Enqueue the shard's keys, or, while the filtered caches do not hold its children yet, leave them
-        to on_cache_ready."""
-        if self._cached(shard):
-            self._enqueue_shard(shard)
-
-    def _enqueue_shard(self, shard: int) -> None:
-        """Enqueue every cached SampleDB of `shard` and every backup of those databases."""
-        databases = [ref for o in self.caches.sampledbs.list()
-                     if self.of_database(ref := ObjectRef.of(o)) == shard]
-        backups = [ObjectRef.of(o) for o in self.caches.backups.list()
-                   if (db := _backup_database(o)) is not None and self.of_database(db) == shard]
-        if self.databases is not None:
-            for ref in databases:
-                self.databases.enqueue(ref)
-        if self.backups is not None:
-            for ref in backups:
-                self.backups.enqueue(ref)
-        log.info("shard's objects enqueued", shard=shard, databases=len(databases), backups=len(backups))
 
 
 def _set_metric_sources(caches: Caches, sharding: Sharding | None) -> None:
@@ -364,7 +230,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         if sharding is not None and sharding.owner is not None:
             manager.add_runnable("shards", sharding.owner)
             if filters_caches(settings):
-                manager.add_runnable("shard-caches", _shard_caches(settings, client, clock, sharding, watchers))
+                manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers))
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,

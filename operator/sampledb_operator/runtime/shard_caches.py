@@ -8,7 +8,7 @@ selectors, so a replica lists, watches, decodes and keeps about 1/members of tho
 
 Invariants:
 - ready(shard) only while every filtered watcher's listing (Watcher.listed_selector) covers the shard's
-  buckets; app.Sharding admits a shard's keys only then, so no pass reads a cache that lacks the shard's
+  buckets; sharded.Sharding admits a shard's keys only then, so no pass reads a cache that lacks the shard's
   objects (a missing data volume would read as a lost one, a missing child would be made again).
 - A selector that adds shards is set only after a labelling pass that started after those shards were
   wanted has succeeded: every managed child without the bucket label (made before the label existed, or

@@ -1,4 +1,5 @@
-"""app.Sharding: which shard a SampleDB and a SampleDBBackup belong to, admission, enqueue on acquire; --shards."""
+"""sharded.Sharding: which shard a SampleDB and a SampleDBBackup belong to, admission, enqueue on acquire;
+the filtered caches' gating; --shards and --shard-caches."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.app import Sharding, filters_caches
 from sampledb_operator.config import ConfigError, load_settings
 from sampledb_operator.decide.sharding import shard_of
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
+from sampledb_operator.sharded import Sharding, filters_caches
 
 SHARDS = 4
 

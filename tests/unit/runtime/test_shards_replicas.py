@@ -1,5 +1,5 @@
-"""Three in-process replicas wired as app.py wires them (Sharding, ShardOwner, admitting Controllers) over
-one in-memory Lease store: each database is reconciled only by the replica that owns its shard, and a
+"""Three in-process replicas wired as sharded.py wires them (Sharding, ShardOwner, admitting Controllers)
+over one in-memory Lease store: each database is reconciled only by the replica that owns its shard, and a
 crashed replica's databases are reconciled by the others once its Leases expired."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 from tests.unit.runtime.test_shards import DEADLINE, DURATION, LEASE, NS, RETRY, Client, FakeLeases
 from tests.unit.runtime.test_shards_app import backup, caches, sampledb
 
-from sampledb_operator.app import Sharding
 from sampledb_operator.decide.sharding import plan_shards, shard_of
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.controller import Controller
 from sampledb_operator.runtime.shards import ShardOwner
+from sampledb_operator.sharded import Sharding
 
 SHARDS = 6
 _names = itertools.count()
