@@ -143,7 +143,7 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
 
 def _compared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata drift compares: labels, annotations and owners, but not the bucket label, which a child
-    made before it gets from the sharded replicas' labelling pass (runtime/shard_caches.py), not from one
+    made before it gets from the sharded replicas' labelling pass (reconcilers/shard_labels.py), not from one
     re-apply of every child of every database after an upgrade."""
     out = {k: metadata[k] for k in ("labels", "annotations", "ownerReferences") if k in metadata}
     if BUCKET_LABEL in out.get("labels", {}):

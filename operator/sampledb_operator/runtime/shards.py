@@ -268,8 +268,8 @@ class ShardOwner:
             if s.state is not _State.FREE or s.known:
                 duration = float((s.observed_spec or {}).get("leaseDurationSeconds") or self._lease_duration)
                 records[s.index] = ShardRecord(s.holder, now - s.observed_at, duration)
-        held = frozenset(s.index for s in self._shards if s.state is not _State.FREE)
-        return ShardView(shards=self.shards, me=self.identity, members=self.members, records=records, held=held)
+        return ShardView(shards=self.shards, me=self.identity, members=self.members, records=records,
+                         held=self.held)
 
     def _may_release(self, s: _Shard, now: float) -> bool:
         if now - s.releasing_since >= self._release_wait:
