@@ -9,9 +9,10 @@ stops work at once and exits 1 so the Deployment restarts the process as a stand
 With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
 beside the controllers and reconciles only the keys of the shards it owns (sharded.py: which shard a key
 is in, admission). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
-its shards' children (the children's watchers start with the selector of no shard; sharded.py's
-ShardCaches moves it), otherwise every replica watches and caches every object; the SampleDBs,
-SampleDBBackups and database pods are always cached whole. The per-database metrics and
+its shards' children and database pods (their watchers start with the selector of no shard; sharded.py's
+ShardCaches moves it) and every pod made from a template without the bucket label (a watch of its own),
+otherwise every replica watches and caches every object; the SampleDBs and SampleDBBackups are always
+cached whole. The per-database metrics and
 sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
 """
 
@@ -29,7 +30,7 @@ from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.kube.resources import LEASE
+from sampledb_operator.kube.resources import LEASE, Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import database_metrics, metrics
@@ -39,7 +40,7 @@ from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
-from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector
+from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector, unlabelled_selector
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
@@ -54,7 +55,7 @@ from sampledb_operator.runtime.triggers import (
     unless_own_write,
 )
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
-from sampledb_operator.sharded import Sharding, filters_caches, shard_caches_for
+from sampledb_operator.sharded import UNLABELLED_PODS, Sharding, Watched, filters_caches, shard_caches_for
 
 log = get_logger(__name__)
 CONTROLLER = "sampledb"
@@ -67,25 +68,34 @@ CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pa
 
 
 def build_caches(client: KubeClient, settings: Settings,
-                 clock: Clock) -> tuple[dict[str, StoreSet], list[tuple[str, Watcher]]]:
-    """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind);
-    the watchers with the kind they watch. With filtered caches the children's watchers start with the
-    selector of no shard (the shared bucket only); ShardCaches moves it with the shards held."""
+                 clock: Clock) -> tuple[dict[str, StoreSet], list[Watched]]:
+    """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind); the
+    watchers with the kind they watch. With filtered caches the children's and pods' watchers start with the
+    selector of no shard (the shared bucket only; ShardCaches moves it with the shards held), and the pods
+    without the bucket label (made from a template older than the label) have watchers and a StoreSet of
+    their own (UNLABELLED_PODS), never moved."""
     sets: dict[str, StoreSet] = {}
-    watchers: list[tuple[str, Watcher]] = []
+    watchers: list[Watched] = []
     filtered = filters_caches(settings)
-    for resource, base_selector in watched_resources():
-        filtered_kind = filtered and resource.kind in FILTERED_KINDS
-        selector = children_selector((), settings.shards) if filtered_kind else base_selector
+
+    def watch(key: str, resource: Resource, selector: str | None, base: str | None, moved: bool) -> None:
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             # large unread fields dropped; the database label indexed (every pass lists its database's objects)
             store = Store(resource.plural, transform=cache.compact, index_labels=(DATABASE_LABEL,))
             stores[ns] = store
-            watchers.append((resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
-                                                    namespace=ns, label_selector=selector,
-                                                    streaming=settings.streaming_lists)))
-        sets[resource.kind] = StoreSet(stores)
+            watchers.append(Watched(resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
+                                                           namespace=ns, label_selector=selector,
+                                                           streaming=settings.streaming_lists), base, moved))
+        sets[key] = StoreSet(stores)
+
+    for resource, base_selector in watched_resources():
+        if filtered and resource.kind in FILTERED_KINDS and base_selector is not None:
+            watch(resource.kind, resource, children_selector((), settings.shards, base_selector), base_selector, True)
+            if resource.kind == "Pod":
+                watch(UNLABELLED_PODS, resource, unlabelled_selector(base_selector), base_selector, False)
+        else:
+            watch(resource.kind, resource, base_selector, base_selector, False)
     return sets, watchers
 
 
@@ -196,6 +206,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
+            unlabelled_pods=sets.get(UNLABELLED_PODS),
         )
         sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
         _set_metric_sources(caches, sharding)
@@ -221,10 +232,10 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
                                backups=backup_controller)
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,
                           resync_period=settings.resync_period or None)
-        for kind, watcher in watchers:
-            for handler in _handlers_for(kind, controller, backup_controller, ctx):
-                watcher.add_handler(handler)
-            manager.add_watcher(watcher)
+        for watched in watchers:
+            for handler in _handlers_for(watched.kind, controller, backup_controller, ctx):
+                watched.watcher.add_handler(handler)
+            manager.add_watcher(watched.watcher)
         manager.add_controller(controller)
         manager.add_controller(backup_controller)
         if sharding is not None and sharding.owner is not None:

@@ -3,8 +3,8 @@
 Sharding says which shard a key belongs to (decide.sharding.shard_of of a SampleDB's namespace/name; a
 SampleDBBackup goes with its spec.database) and admits a key only while the ShardOwner (runtime/shards.py)
 owns its shard and, with the shard-filtered caches, once they have listed the shard's children
-(shard_caches_for: runtime/shard_caches.ShardCaches over the children's watchers, labelling with
-reconcilers/shard_labels.py). app.py makes the parts and hands them here.
+(shard_caches_for: runtime/shard_caches.ShardCaches over the children's and pods' watchers, labelling with
+reconcilers/shard_labels.py). app.py makes the parts (the watchers as Watched) and hands them here.
 
 Invariants: a shard's keys are enqueued whenever it becomes admitted (acquired while cached, or cached
 while owned); a backup not in the cache, or naming no database, is admitted everywhere (its reconcile
@@ -14,6 +14,7 @@ finds it gone, or reports the missing field).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.config import Settings
@@ -26,18 +27,31 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.reconcilers.sampledb import watched_resources
 from sampledb_operator.reconcilers.shard_labels import (
-    FILTERED_KINDS,
+    LABELLED_KINDS,
     children_selector,
     label_children,
     shard_buckets,
 )
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.controller import Controller
-from sampledb_operator.runtime.shard_caches import ShardCaches
+from sampledb_operator.runtime.shard_caches import SelectorOf, ShardCaches
 from sampledb_operator.runtime.shards import ShardOwner
 from sampledb_operator.runtime.watcher import Watcher
 
 log = get_logger(__name__)
+
+UNLABELLED_PODS = "Pod/unlabelled"  # app.build_caches' key of the pods without the bucket label
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """One of app.build_caches' watchers: the kind it watches, the kind's own selector (`base`) and whether
+    ShardCaches moves its selector with the shards held (`filtered`: base narrowed to their buckets)."""
+
+    kind: str
+    watcher: Watcher
+    base: str | None
+    filtered: bool = False
 
 
 def filters_caches(settings: Settings) -> bool:
@@ -150,17 +164,21 @@ class Sharding:
 
 
 def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding,
-                  watchers: list[tuple[str, Watcher]]) -> ShardCaches:
-    """The runnable that moves the children's watchers with the shards held, attached to `sharding`."""
+                     watchers: list[Watched]) -> ShardCaches:
+    """The runnable that moves the filtered watchers (children, pods) with the shards held, attached to
+    `sharding`."""
     shards = settings.shards
-    apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in FILTERED_KINDS]
+    apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in LABELLED_KINDS]
 
     async def relabel(held: frozenset[int]) -> int:
         return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager,
                                     buckets=shard_buckets(held, shards))
 
-    caches = ShardCaches([w for kind, w in watchers if kind in FILTERED_KINDS],
-                         selector_of=lambda held: children_selector(held, shards), clock=clock, relabel=relabel,
-                         on_ready=sharding.on_cache_ready, retry_period=settings.retry_period)
+    def selector_of(base: str) -> SelectorOf:
+        return lambda held: children_selector(held, shards, base)
+
+    caches = ShardCaches([(w.watcher, selector_of(w.base)) for w in watchers if w.filtered and w.base is not None],
+                         clock=clock, relabel=relabel, on_ready=sharding.on_cache_ready,
+                         retry_period=settings.retry_period)
     sharding.shard_caches = caches
     return caches

@@ -2,13 +2,14 @@
 
 The shard Leases end up held by three identities, two each; ~24 SampleDBs across two namespaces all
 become Ready, each reconciled only by the process that owns its shard (from the processes' debug
-logs); each process caches exactly the children of its own shards (the shard-filtered caches: their
-sampledb_cache_objects against the cluster's objects by bucket label); a SIGKILLed process's shards
-are taken by the others within the lease duration plus a few retry periods, whose caches then hold
-their three shards' children; a database of those shards whose children lost their bucket label
-(as from a version before it) is labelled again by the new owner and keeps its volume and its Ready
-condition; and a new SampleDB in one of those shards becomes Ready. kwok namespaces: the pods "run"
-without PostgreSQL.
+logs); each process caches exactly the children and database pods of its own shards (the shard-filtered
+caches: their sampledb_cache_objects against the cluster's objects by bucket label); a SIGKILLed
+process's shards are taken by the others within the lease duration plus a few retry periods, whose
+caches then hold their three shards' children; a database of those shards whose children and pod
+template lost their bucket label (as from a version before it) has its children labelled again by the
+new owner, keeps its volume, is Ready again, and its template stays without the label (adding it would
+restart the pod) while every replica caches its pod (the watch of unlabelled pods); and a new SampleDB
+in one of those shards becomes Ready. kwok namespaces: the pods "run" without PostgreSQL.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ TAKEOVER_BOUND = LEASE_DURATION + 3 * RETRY_PERIOD + 2.0
 IDENTITIES = ("r1", "r2", "r3")
 CHILD_KINDS = "statefulsets,persistentvolumeclaims,jobs,services,configmaps,secrets"  # the filtered caches
 MANAGED = "app.kubernetes.io/managed-by=sampledb-operator"
+DATABASE_PODS = f"{MANAGED},app.kubernetes.io/component=database"
 RECONCILE_EVENTS = ("reconcile done", "reconcile done, requeue after", "reconcile done, rate-limited requeue",
                     "reconcile failed")
 
@@ -124,28 +126,84 @@ def children(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
             for item in kube.kubectl_json("get", CHILD_KINDS, "-n", ns, "-l", MANAGED)["items"]]
 
 
+def database_pods(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [item for ns in namespaces
+            for item in kube.kubectl_json("get", "pods", "-n", ns, "-l", DATABASE_PODS)["items"]]
+
+
 def caches_hold_their_shards(ops: dict[str, OperatorProcess], owned: dict[str, set[int]],
                              namespaces: tuple[str, str]) -> dict[str, Counter[str]] | None:
-    """Each process's cached children per resource, once they equal the cluster's children of its shards
-    (by bucket label, the shared bucket included); else None."""
+    """Each process's cached children and database pods per resource, once they equal the cluster's children
+    and pods of its shards (by bucket label, the shared bucket included) and, for pods, every pod without the
+    label (made from a template without it); else None."""
     found = children(namespaces)
     if any(BUCKET_LABEL not in (o["metadata"].get("labels") or {}) for o in found):
         return None
+    pods = database_pods(namespaces)
     cached: dict[str, Counter[str]] = {}
     for identity, shards in owned.items():
         buckets = set(buckets_of(shards, SHARDS))
         want = Counter(o["kind"].lower() + "s" for o in found if o["metadata"]["labels"][BUCKET_LABEL] in buckets)
+        want["pods"] = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(BUCKET_LABEL, "-") in buckets
+                           or BUCKET_LABEL not in (p["metadata"].get("labels") or {}))
         have = Counter({r: int(ops[identity].metric("sampledb_cache_objects", resource=r))
-                        for r in CHILD_KINDS.split(",")})
+                        for r in [*CHILD_KINDS.split(","), "pods"]})
         if +have != +want:
             return None
         cached[identity] = have
     return cached
 
 
+def statefulsets_of(name: str, ns: str) -> list[dict[str, Any]]:
+    return list(kube.kubectl_json("get", "statefulsets", "-n", ns, "-l", f"sampledb.io/database={name}")["items"])
+
+
+def template_labels(sts: dict[str, Any]) -> dict[str, str]:
+    return dict(sts["spec"]["template"]["metadata"].get("labels") or {})
+
+
+def rolled(db: tuple[str, str]) -> bool:
+    """Every StatefulSet of database (namespace, name) has all its pods at its latest template."""
+    return all((sts.get("status") or {}).get("currentRevision") == (sts.get("status") or {}).get("updateRevision")
+               for sts in statefulsets_of(db[1], db[0]))
+
+
 def unlabel(name: str, ns: str) -> None:
-    """Remove the bucket label from every child of database `name`, as a version before it made them."""
+    """Remove the bucket label from every child of database `name` and from its pod template (which rolls its
+    pod: the new one has no label), as a version before it made them."""
     kubectl("label", CHILD_KINDS, "-n", ns, "-l", f"sampledb.io/database={name}", f"{BUCKET_LABEL}-")
+    path = "/spec/template/metadata/labels/" + BUCKET_LABEL.replace("/", "~1")
+    for sts in statefulsets_of(name, ns):
+        kubectl("patch", "statefulset", sts["metadata"]["name"], "-n", ns, "--type", "json",
+                "-p", f'[{{"op": "remove", "path": "{path}"}}]')
+
+
+def legacy_kept(ops: dict[str, OperatorProcess], legacy: tuple[str, str], *, after: list[str],
+                survivors: dict[str, set[int]], data_uid: list[dict[str, Any]], namespaces: tuple[str, str]) -> None:
+    """The database whose children and pod template lost the bucket label (before its shard moved): same data
+    volume, Ready, its new pod (without the label) cached by every replica, its template never given the
+    label again by its new owner's passes (which would roll the pod a second time)."""
+    ns, name = legacy
+    kept = kube.kubectl_json("get", "pvc", "-n", ns, "-l",
+                             f"sampledb.io/database={name},app.kubernetes.io/component=storage")["items"]
+    assert [p["metadata"]["uid"] for p in kept] == [p["metadata"]["uid"] for p in data_uid] != []
+
+    def unlabelled_pods() -> list[str]:
+        return [p["metadata"]["labels"]["sampledb.io/database"] for p in database_pods(namespaces)
+                if BUCKET_LABEL not in (p["metadata"].get("labels") or {})]
+
+    wait_until(lambda: unlabelled_pods() == [name] and rolled(legacy), timeout=60,
+               what="the legacy database's pod rolled to its template without the label")
+    wait_ready(name, ns, timeout=60)
+    wait_until(lambda: legacy in reconciled(ops[after[shard_of(ns, name, SHARDS)]]), timeout=30,
+               what="the new owner's pass over the legacy database")  # it never had it before the kill
+    wait_until(lambda: caches_hold_their_shards(ops, survivors, namespaces), timeout=30,
+               what="r1 and r2 caching the legacy database's unlabelled pod beside their shards' pods")
+    [sts] = statefulsets_of(name, ns)
+    assert BUCKET_LABEL in sts["metadata"]["labels"]  # labelled again by the labelling pass
+    assert BUCKET_LABEL not in template_labels(sts) and rolled(legacy)  # the template kept as made: no second roll
+    conditions = {c["type"]: c for c in kube.kubectl_json("get", "sampledb", name, "-n", ns)["status"]["conditions"]}
+    assert "DataVolumeLost" not in str(conditions)
 
 
 def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfig: str, namespace: str,
@@ -180,6 +238,7 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         assert all(ops[i].metric("sampledb_shards_cached") == 2 for i in IDENTITIES)
         everything = Counter(o["kind"].lower() + "s" for o in children(namespaces))
         assert all(cached[i]["services"] < everything["services"] for i in IDENTITIES)
+        assert all(0 < cached[i]["pods"] < len(names) for i in IDENTITIES)  # the pods are filtered too
 
         victim = "r3"
         orphans = owned[victim]
@@ -202,13 +261,7 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         survivors = {i: {s for s, h in enumerate(after) if h == i} for i in ("r1", "r2")}
         wait_until(lambda: caches_hold_their_shards(ops, survivors, namespaces), timeout=30,
                    what="r1 and r2 caching their three shards' children, the unlabelled ones labelled again")
-        kept = kube.kubectl_json("get", "pvc", "-n", legacy[0], "-l",
-                                 f"sampledb.io/database={legacy[1]},app.kubernetes.io/component=storage")["items"]
-        assert [p["metadata"]["uid"] for p in kept] == [p["metadata"]["uid"] for p in data_uid] != []
-        conditions = {c["type"]: c for c in kube.kubectl_json("get", "sampledb", legacy[1], "-n",
-                                                              legacy[0])["status"]["conditions"]}
-        assert conditions["Ready"]["status"] == "True", conditions["Ready"]
-        assert "DataVolumeLost" not in str(conditions)
+        legacy_kept(ops, legacy, after=after, survivors=survivors, data_uid=data_uid, namespaces=namespaces)
 
         late = next(f"late-{i}" for i in range(1000) if shard_of(namespace, f"late-{i}", SHARDS) in orphans)
         new_owner = after[shard_of(namespace, late, SHARDS)]

@@ -81,8 +81,9 @@ def namespace_of(db: SampleDB) -> str:
 
 def labels(db: SampleDB, component: str) -> dict[str, str]:
     """The labels every child carries; the selector labels are a stable subset of them. The bucket label
-    (decide/sharding.py: what a sharded replica's caches select on) is on every child but the database
-    pods (a pod template change would restart them; pods are cached whole)."""
+    (decide/sharding.py: what a sharded replica's caches select on) is on every child, and on the database
+    pods of a StatefulSet made with it in its template (decide/plan.py keeps an older template as it is:
+    adding it would restart the pods)."""
     return {
         "app.kubernetes.io/name": "postgresql",
         "app.kubernetes.io/instance": db_name(db),
@@ -107,9 +108,9 @@ def bucket_of_child(obj: Obj) -> str:
 
 
 def pod_labels(db: SampleDB) -> dict[str, str]:
-    """The labels of the database pods' template: labels() without the bucket label (adding it to the
-    template of a StatefulSet made before it would restart its pods)."""
-    return {k: v for k, v in labels(db, "database").items() if k != BUCKET_LABEL}
+    """The labels of the database pods' template, the bucket label included (decide/plan.py leaves it out of
+    the template of a StatefulSet made without it, whose pods it would restart)."""
+    return labels(db, "database")
 
 
 def selector_labels(db: SampleDB) -> dict[str, str]:

@@ -5,7 +5,9 @@ value on the server (fields the server or other managers add are ignored; quanti
 value, so "1024Mi" matches "1Gi"; a ConfigMap the cache keeps as a digest of its data, see
 decide/cache.py, compares by that digest). A matching child needs no write: steady state costs nothing.
 Invariant (tested with Hypothesis): planning against the result of applying a plan yields no action.
-A PVC's applied size is never below the size it has (`never_shrink`).
+A PVC's applied size is never below the size it has (`never_shrink`). A StatefulSet whose pod template was
+made without the bucket label keeps it without (`template_as_made`: adding a label to a template restarts
+the pods).
 """
 
 from __future__ import annotations
@@ -163,6 +165,8 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozense
         have = observed.get(key)
         size = _pvc_size(have) if have is not None and key in keep_size else None
         obj = _with_size(wanted, size) if size is not None else wanted
+        if have is not None and key[0] == "StatefulSet":
+            obj = template_as_made(obj, have)
         if have is None:
             actions.append(Action(obj, f"{key[0]} {key[1]} is missing"))
             continue
@@ -170,6 +174,22 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozense
         if reason is not None:
             actions.append(Action(never_shrink(obj, have), f"{key[0]} {key[1]}: {reason}"))
     return actions
+
+
+def _template_labels(sts: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((sts.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+
+
+def template_as_made(desired: Obj, observed: Mapping[str, Any]) -> Obj:
+    """`desired` (a StatefulSet) without the bucket label in its pod template when `observed`'s template was made
+    without it (by a version before the label): adding it would be a template change, which restarts every
+    pod; those pods stay cached by the replicas' watch of unlabelled pods (app.build_caches)."""
+    if BUCKET_LABEL not in _template_labels(desired) or BUCKET_LABEL in _template_labels(observed):
+        return desired
+    template = desired["spec"]["template"]
+    labels = {k: v for k, v in template["metadata"]["labels"].items() if k != BUCKET_LABEL}
+    return {**desired, "spec": {**desired["spec"], "template": {
+        **template, "metadata": {**template["metadata"], "labels": labels}}}}
 
 
 def _with_size(pvc: Obj, size: str) -> Obj:

@@ -1,13 +1,16 @@
 """What every reconciler shares: the caches, an API per kind, the event recorder, the clock.
 
-Caches hold only the operator's own children (selected on the server by the managed-by label),
-every SampleDB and every SampleDBBackup. Objects read from a cache are shared: never mutate them.
+Caches hold only the operator's own children (selected on the server by the managed-by label), every
+SampleDB and every SampleDBBackup (a sharded replica with filtered caches: its shards' children and
+database pods, and the database pods made without the bucket label, in a cache of their own). Objects
+read from a cache are shared: never mutate them.
 Every write through `Context.apis` is read back by the caches until their watches deliver it
 (runtime/storeset.py, read-your-writes): a pass never decides from a copy older than its own writes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,6 +55,22 @@ class Caches:
     configmaps: StoreSet
     secrets: StoreSet
     pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))  # database pods only
+    unlabelled_pods: StoreSet | None = None  # filtered caches: the database pods without the bucket label
+
+    def database_pods(self, namespace: str, label_selector: Mapping[str, str]) -> list[Obj]:
+        """The cached database pods of `namespace` that `label_selector` matches: the pods cache's and, with
+        filtered caches, those without the bucket label (made from an older template). A pod in both (the
+        read-back answer of a write to an unlabelled pod is kept by the pods cache): its newer copy."""
+        found = self.pods.list(namespace, label_selector)
+        if self.unlabelled_pods is None:
+            return found
+        newest: dict[ObjectRef, Obj] = {}
+        for obj in [*found, *self.unlabelled_pods.list(namespace, label_selector)]:
+            ref = ObjectRef.of(obj)
+            have = newest.get(ref)
+            if have is None or _version(obj) > _version(have):
+                newest[ref] = obj
+        return list(newest.values())
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
@@ -66,6 +85,11 @@ class Caches:
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
         }[kind]
+
+
+def _version(obj: Obj) -> int:
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else -1
 
 
 class RememberingApi(ResourceApi):

@@ -1,9 +1,12 @@
 """The bucket label of the children, for a sharded replica's filtered caches (runtime/shard_caches.py).
 
-Every child the operator makes carries sampledb.io/bucket (decide/desired.labels); a child made by a
-version before the label has none, and a cache that selects on the label would not see it. The labelling
-pass gives each managed child without the label its bucket (decide.desired.bucket_of_child); the
-selectors name exactly the children of a set of shards (decide.sharding.bucket_selector).
+Every child the operator makes carries sampledb.io/bucket (decide/desired.labels), and so do the database
+pods of a StatefulSet made with it in its template; a child made by a version before the label has none,
+and a cache that selects on the label would not see it. The labelling pass gives each managed child
+without the label its bucket (decide.desired.bucket_of_child), but not the pods: a pod of a template
+without the label is cached by every replica through the watch of unlabelled pods (unlabelled_selector),
+since a pod the StatefulSet controller makes again would come back without it. The selectors name exactly
+the children of a set of shards (decide.sharding.bucket_selector on each kind's own selector).
 
 Invariant: one merge patch of the label per unlabelled object of the buckets asked for (a replica's own
 shards'), at most LABEL_CONCURRENCY at once; an object deleted meanwhile is skipped; any other error ends
@@ -21,10 +24,10 @@ from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector, buc
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound
 
-# the cached kinds a sharded replica filters: the children carrying the bucket label (not the database pods,
-# whose template has none, nor the users' SampleDBs and SampleDBBackups)
-FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret"})
-UNLABELLED_SELECTOR = f"{MANAGED_SELECTOR},!{BUCKET_LABEL}"
+# the cached kinds a sharded replica filters: the children carrying the bucket label and the database pods
+# (not the users' SampleDBs and SampleDBBackups); the labelling pass labels all of them but the pods
+FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret", "Pod"})
+LABELLED_KINDS = FILTERED_KINDS - {"Pod"}
 LABEL_CONCURRENCY = 8
 
 
@@ -33,9 +36,15 @@ def shard_buckets(held: Iterable[int], shards: int) -> frozenset[str]:
     return frozenset(buckets_of(held, shards))
 
 
-def children_selector(held: Iterable[int], shards: int) -> str:
-    """The selector of the managed children of the shards `held` (and the shared bucket's objects)."""
-    return bucket_selector(MANAGED_SELECTOR, sorted(held), shards)
+def children_selector(held: Iterable[int], shards: int, base: str = MANAGED_SELECTOR) -> str:
+    """The selector of the managed children (those `base` selects) of the shards `held` (and the shared
+    bucket's objects)."""
+    return bucket_selector(base, sorted(held), shards)
+
+
+def unlabelled_selector(base: str = MANAGED_SELECTOR) -> str:
+    """The selector of the objects `base` selects that have no bucket label."""
+    return f"{base},!{BUCKET_LABEL}"
 
 
 def _target(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -65,7 +74,7 @@ async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str |
     for api in apis:
         for namespace in namespaces:
             # each page reduced to what the patch needs as it arrives (after an upgrade: every child, unlabelled)
-            found = await api.list_all(namespace, label_selector=UNLABELLED_SELECTOR, page_size=100, keep=_target)
+            found = await api.list_all(namespace, label_selector=unlabelled_selector(), page_size=100, keep=_target)
             results = await asyncio.gather(*(label(api, *target) for target in found.items
                                              if buckets is None or target[2] in buckets))
             done += sum(results)

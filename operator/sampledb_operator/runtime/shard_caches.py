@@ -1,10 +1,11 @@
 """ShardCaches: a sharded replica's filtered watchers hold only the objects of the shards it holds.
 
-The owner of the watchers gives `selector_of(shards)`, a label selector naming exactly the objects of a
-set of shards (the app: children labelled with a bucket of their database's hash, selected with
-`bucket in (...)`), and `relabel(shards)`, which labels those shards' objects made before the label
-existed. The ShardOwner reports the shards held every period (want); this runnable moves the watchers'
-selectors, so a replica lists, watches, decodes and keeps about 1/members of those objects.
+The owner of the watchers gives, with each watcher, its `selector_of(shards)`: a label selector naming
+exactly that watcher's objects of a set of shards (the app: children labelled with a bucket of their
+database's hash, selected with `bucket in (...)` added to the kind's own selector), and
+`relabel(shards)`, which labels those shards' objects made before the label existed. The ShardOwner
+reports the shards held every period (want); this runnable moves the watchers' selectors, so a replica
+lists, watches, decodes and keeps about 1/members of those objects.
 
 Invariants:
 - ready(shard) only while every filtered watcher's listing (Watcher.listed_selector) covers the shard's
@@ -50,15 +51,19 @@ class Selectable(Protocol):
     def add_listed_handler(self, handler: Callable[[], None]) -> None: ...
 
 
+SelectorOf = Callable[[frozenset[int]], str]
+
+
 class ShardCaches:
     """Moves the filtered watchers' selectors with the shards held (see the module's invariants)."""
 
-    def __init__(self, watchers: Sequence[Selectable], *, selector_of: Callable[[frozenset[int]], str],
-                 clock: Clock, relabel: Callable[[frozenset[int]], Awaitable[int]], on_ready: Callable[[int], None],
+    def __init__(self, watchers: Sequence[tuple[Selectable, SelectorOf]], *, clock: Clock,
+                 relabel: Callable[[frozenset[int]], Awaitable[int]], on_ready: Callable[[int], None],
                  retry_period: float = 2.0, relabel_period: float = RELABEL_PERIOD) -> None:
-        """The watchers start with selector_of(frozenset()) (set by their owner when it made them)."""
-        self._watchers = list(watchers)
-        self._selector_of = selector_of
+        """Each watcher with its selector_of; a watcher starts with its selector_of(frozenset()) (set by its
+        owner when it made it)."""
+        self._watchers = [watcher for watcher, _ in watchers]
+        self._selectors_of = [selector_of for _, selector_of in watchers]
         self._clock = clock
         self._relabel = relabel
         self._on_ready = on_ready
@@ -66,7 +71,7 @@ class ShardCaches:
         self._relabel_period = relabel_period
         self._wanted: frozenset[int] = frozenset()
         self._selected: frozenset[int] = frozenset()
-        self._covers: dict[str, frozenset[int]] = {selector_of(frozenset()): frozenset()}
+        self._covers: dict[str, frozenset[int]] = {of(frozenset()): frozenset() for of in self._selectors_of}
         self._ready: frozenset[int] = frozenset()
         self._changed = asyncio.Event()
         for watcher in self._watchers:
@@ -122,11 +127,11 @@ class ShardCaches:
         return True
 
     def _select(self, shards: frozenset[int]) -> None:
-        selector = self._selector_of(shards)
-        self._covers[selector] = shards
         self._selected = shards
         log.info("shard caches follow the shards held", shards=sorted(shards))
-        for watcher in self._watchers:
+        for watcher, selector_of in zip(self._watchers, self._selectors_of, strict=True):
+            selector = selector_of(shards)
+            self._covers[selector] = shards
             watcher.select(selector)
         self._recompute()
 
@@ -137,7 +142,7 @@ class ShardCaches:
             covered = self._covers.get(watcher.listed_selector or "", frozenset())
             ready = covered if ready is None else ready & covered
         ready = ready or frozenset()
-        current = {w.listed_selector for w in self._watchers} | {self._selector_of(self._selected)}
+        current = {w.listed_selector for w in self._watchers} | {of(self._selected) for of in self._selectors_of}
         self._covers = {sel: shards for sel, shards in self._covers.items() if sel in current}
         new, self._ready = ready - self._ready, ready
         metrics.shards_cached.set(len(ready))

@@ -194,6 +194,11 @@ class Watcher:
         """Called after every listing that replaced the store (listed_selector names its selector)."""
         self._listed_handlers.append(handler)
 
+    @property
+    def label_selector(self) -> str | None:
+        """The label selector the watcher lists and watches with from its next cycle on (select() sets it)."""
+        return self._label_selector
+
     def select(self, label_selector: str | None) -> None:
         """List and watch with `label_selector` from now on (see the module's invariants)."""
         if label_selector == self._label_selector:

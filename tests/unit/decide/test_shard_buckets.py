@@ -1,9 +1,11 @@
 """The buckets of the shard-filtered caches: a child's bucket label names exactly its database's shard, for
-every shard count that divides the buckets; the pods' template and drift leave the label out."""
+every shard count that divides the buckets; drift ignores a child's missing label, and a StatefulSet whose pod
+template was made without it keeps it so (its pods would restart)."""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -55,14 +57,14 @@ def test_the_selector_narrows_the_base_to_the_shards_buckets() -> None:
     assert bucket_selector("m=x", [], 20) == f"m=x,{BUCKET_LABEL} in (shared)"
 
 
-def test_every_child_carries_its_databases_bucket_but_the_pod_template_does_not() -> None:
+def test_every_child_and_the_pod_template_carry_their_databases_bucket() -> None:
     db = make_db("orders", "shop")
     want = str(bucket_of("shop", "orders"))
     for child in (d.secret(db, "pw"), d.configmap(db), d.data_pvc(db), d.backup_pvc(db), d.headless_service(db),
                   d.client_service(db), d.statefulset(db)):
         assert child["metadata"]["labels"][BUCKET_LABEL] == want, child["kind"]
         assert d.bucket_of_child(child) == want
-    assert BUCKET_LABEL not in d.statefulset(db)["spec"]["template"]["metadata"]["labels"]
+    assert d.statefulset(db)["spec"]["template"]["metadata"]["labels"][BUCKET_LABEL] == want
     scripts = d.scripts_configmap(d.Inputs(db=db, scripts={"a.sh": "x"}))
     assert scripts["metadata"]["labels"][BUCKET_LABEL] == SHARED_BUCKET == d.bucket_of_child(scripts)
 
@@ -75,3 +77,34 @@ def test_a_child_without_the_bucket_label_does_not_drift_for_it() -> None:
         assert plan.drift(child, live) is None
         live["metadata"]["labels"]["sampledb.io/database"] = "other"
         assert plan.drift(child, live) is not None  # the other labels still count
+
+
+def _template_labels(sts: dict[str, Any]) -> dict[str, str]:
+    return dict(sts["spec"]["template"]["metadata"]["labels"])
+
+
+def test_a_statefulset_whose_template_lacks_the_label_is_never_given_it() -> None:
+    db = make_db("orders", "shop")
+    wanted = d.statefulset(db)
+    old = copy.deepcopy(wanted)  # made by a version before the label: neither the template nor the object has it
+    del old["spec"]["template"]["metadata"]["labels"][BUCKET_LABEL]
+    del old["metadata"]["labels"][BUCKET_LABEL]
+    key = ("StatefulSet", wanted["metadata"]["name"])
+    assert plan.plan([wanted], {key: old}) == []  # no drift for the label (a template change restarts the pods)
+    edited = d.statefulset(db, replicas=0)  # another change (fencing): applied, but the template stays as it was
+    [action] = plan.plan([edited], {key: old})
+    assert action.obj["spec"]["replicas"] == 0
+    assert BUCKET_LABEL not in _template_labels(action.obj)
+    assert _template_labels(action.obj) == _template_labels(old)
+    assert action.obj["metadata"]["labels"][BUCKET_LABEL] == str(bucket_of("shop", "orders"))  # the object's own
+    assert BUCKET_LABEL in _template_labels(edited)  # the desired object itself is not changed
+
+
+def test_a_statefulset_made_with_the_label_keeps_it_in_its_template() -> None:
+    db = make_db("orders", "shop")
+    have = d.statefulset(db)
+    key = ("StatefulSet", have["metadata"]["name"])
+    [action] = plan.plan([d.statefulset(db, replicas=0)], {key: have})
+    assert _template_labels(action.obj)[BUCKET_LABEL] == str(bucket_of("shop", "orders"))
+    [created] = plan.plan([d.statefulset(db)], {})
+    assert BUCKET_LABEL in _template_labels(created.obj)

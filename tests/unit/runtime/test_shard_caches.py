@@ -15,15 +15,17 @@ from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.shard_caches import ShardCaches
 
 
-def selector_of(held: frozenset[int]) -> str:
-    return "b in (" + ",".join(["s", *map(str, sorted(held))]) + ")"
+def selector_of(base: str) -> Callable[[frozenset[int]], str]:
+    """A watcher's selectors: each watcher has its own (as the Pods' differs from the other children's)."""
+    return lambda held: f"{base},b in (" + ",".join(["s", *map(str, sorted(held))]) + ")"
 
 
 class FakeWatcher:
     """Records select() calls; a test completes its listing with list_done()."""
 
-    def __init__(self) -> None:
-        self.selected = selector_of(frozenset())
+    def __init__(self, base: str) -> None:
+        self.selector_of = selector_of(base)
+        self.selected = self.selector_of(frozenset())
         self.listed_selector: str | None = None
         self.selects: list[str | None] = []
         self._listed: list[Callable[[], None]] = []
@@ -36,6 +38,10 @@ class FakeWatcher:
     def add_listed_handler(self, handler: Callable[[], None]) -> None:
         self._listed.append(handler)
 
+    def on(self, shards: set[int]) -> bool:
+        """The watcher's selector names `shards` (with its own base)."""
+        return self.selected == self.selector_of(frozenset(shards))
+
     def list_done(self) -> None:
         self.listed_selector = self.selected
         for handler in self._listed:
@@ -45,13 +51,13 @@ class FakeWatcher:
 class Harness:
     def __init__(self) -> None:
         self.clock = FakeClock()
-        self.watchers = [FakeWatcher(), FakeWatcher()]
+        self.watchers = [FakeWatcher("managed"), FakeWatcher("managed,component=database")]
         self.ready: list[int] = []
         self.relabels = 0
         self.relabelled: list[frozenset[int]] = []
         self.relabel_error: Exception | None = None
         self.relabel_gate: asyncio.Event | None = None
-        self.caches = ShardCaches(self.watchers, selector_of=selector_of, clock=self.clock,
+        self.caches = ShardCaches([(w, w.selector_of) for w in self.watchers], clock=self.clock,
                                   relabel=self.relabel, on_ready=self.ready.append, retry_period=2.0)
 
     async def relabel(self, shards: frozenset[int]) -> int:
@@ -62,6 +68,9 @@ class Harness:
         if self.relabel_error is not None:
             raise self.relabel_error
         return 3
+
+    def all_on(self, shards: set[int]) -> bool:
+        return all(w.on(shards) for w in self.watchers)
 
     def list_all(self) -> None:
         for w in self.watchers:
@@ -82,7 +91,7 @@ async def test_a_wanted_shard_is_ready_only_once_every_watcher_listed_it(h: Harn
     h.list_all()  # the initial listings: no shard
     assert not h.caches.ready(1) and h.ready == []
     h.caches.want({1, 4})
-    await eventually(lambda: all(w.selected == "b in (s,1,4)" for w in h.watchers))
+    await eventually(lambda: h.all_on({1, 4}))
     assert h.relabels == 1
     h.watchers[0].list_done()
     assert not h.caches.ready(1) and not h.caches.ready(4)  # the second cache lacks them still
@@ -96,10 +105,10 @@ async def test_a_wanted_shard_is_ready_only_once_every_watcher_listed_it(h: Harn
 
 async def test_dropping_a_shard_selects_at_once_without_labelling_and_it_stops_being_ready(h: Harness) -> None:
     h.caches.want({1, 4})
-    await eventually(lambda: h.watchers[1].selected == "b in (s,1,4)")
+    await eventually(lambda: h.watchers[1].on({1, 4}))
     h.list_all()
     h.caches.want({4})
-    await eventually(lambda: all(w.selected == "b in (s,4)" for w in h.watchers))
+    await eventually(lambda: h.all_on({4}))
     assert h.relabels == 1
     assert h.caches.ready(1)  # the stores hold the old listing until the new one is in
     h.list_all()
@@ -113,7 +122,7 @@ async def test_a_failed_labelling_pass_keeps_the_selector_and_is_retried_after_t
     assert all(w.selects == [] for w in h.watchers)
     h.relabel_error = None
     h.clock.advance(2.0)
-    await eventually(lambda: all(w.selected == "b in (s,2)" for w in h.watchers))
+    await eventually(lambda: h.all_on({2}))
     assert h.relabels == 2
     h.list_all()
     assert h.ready == [2]
@@ -125,7 +134,7 @@ async def test_the_newest_wanted_set_wins_after_a_slow_labelling_pass(h: Harness
     await eventually(lambda: h.relabels == 1)
     h.caches.want({0, 3})  # arrives while the first pass runs
     h.relabel_gate.set()
-    await eventually(lambda: all(w.selected == "b in (s,0,3)" for w in h.watchers))
+    await eventually(lambda: h.all_on({0, 3}))
     assert h.relabelled == [{0}, {0, 3}]  # shard 3 was wanted after the first pass started: labelled again
     h.list_all()
     assert h.ready == [0, 3]
@@ -133,7 +142,7 @@ async def test_the_newest_wanted_set_wins_after_a_slow_labelling_pass(h: Harness
 
 async def test_the_same_wanted_set_again_changes_nothing(h: Harness) -> None:
     h.caches.want({5})
-    await eventually(lambda: h.watchers[1].selected == "b in (s,5)")
+    await eventually(lambda: h.watchers[1].on({5}))
     h.caches.want({5})
     await asyncio.sleep(0)
     assert h.relabels == 1 and all(len(w.selects) == 1 for w in h.watchers)
@@ -145,7 +154,7 @@ async def test_the_labelling_pass_runs_again_every_period_while_shards_are_held(
     await eventually(lambda: h.clock.pending_sleepers() == 1)
     assert h.relabels == 0
     h.caches.want({1})
-    await eventually(lambda: h.watchers[1].selected == "b in (s,1)")
+    await eventually(lambda: h.watchers[1].on({1}))
     await eventually(lambda: h.clock.pending_sleepers() == 1)
     h.clock.advance(60.0)
     await eventually(lambda: h.relabels == 2)

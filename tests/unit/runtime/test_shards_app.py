@@ -3,17 +3,20 @@ the filtered caches' gating; --shards and --shard-caches."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from sampledb_operator.app import build_caches
 from sampledb_operator.config import ConfigError, load_settings
-from sampledb_operator.decide.sharding import shard_of
+from sampledb_operator.decide.sharding import BUCKET_LABEL, shard_of
+from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import Caches
+from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
-from sampledb_operator.sharded import Sharding, filters_caches
+from sampledb_operator.sharded import UNLABELLED_PODS, Sharding, filters_caches, shard_caches_for
 
 SHARDS = 4
 
@@ -169,3 +172,27 @@ def test_filtered_caches_need_shards_dividing_the_buckets_and_can_be_turned_off(
     assert not filters_caches(load_settings({"shards": "7"}, environ={}))
     assert not filters_caches(load_settings({}, environ={}))
     assert not filters_caches(load_settings({"shards": "6", "shard_caches": "false"}, environ={}))
+
+
+def test_filtered_caches_watch_their_shards_pods_and_every_pod_made_without_the_bucket_label() -> None:
+    settings = load_settings({"shards": "6", "namespaces": "a,b"}, environ={})
+    client = cast(KubeClient, None)  # nothing is requested: the watchers are not run
+    sets, watched = build_caches(client, settings, FakeClock())
+    pods = "app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database"
+    assert sorted((w.watcher.label_selector, w.filtered) for w in watched if w.kind == "Pod") == [
+        (f"{pods},!{BUCKET_LABEL}", False), (f"{pods},!{BUCKET_LABEL}", False),
+        (f"{pods},{BUCKET_LABEL} in (shared)", True), (f"{pods},{BUCKET_LABEL} in (shared)", True)]
+    assert UNLABELLED_PODS in sets and "Pod" in sets
+    assert {w.kind for w in watched if w.filtered} == {"StatefulSet", "PersistentVolumeClaim", "Job", "Service",
+                                                       "ConfigMap", "Secret", "Pod"}
+    moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
+    moved._select(frozenset({1}))  # what run() does once the labelling pass for shard 1 succeeded
+    selectors = {w.watcher.label_selector for w in watched if w.kind == "Pod"}
+    assert selectors == {f"{pods},!{BUCKET_LABEL}", f"{pods},{BUCKET_LABEL} in (shared,1,7,13,19,25,31,37,43,49,55)"}
+
+
+def test_without_filtered_caches_there_is_one_pods_watch_per_namespace() -> None:
+    sets, watched = build_caches(cast(KubeClient, None), load_settings({"shards": "7"}, environ={}), FakeClock())
+    assert [w.watcher.label_selector for w in watched if w.kind == "Pod"] == [
+        "app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database"]
+    assert UNLABELLED_PODS not in sets and not any(w.filtered for w in watched)
