@@ -28,7 +28,9 @@ Recorded per run: all-Ready time (first create to last Ready), median create->Re
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
 operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
 and the load average; for the operator, once all are Ready, a restart: seconds to synced, writes in the
-15 s after, RSS. Systems run interleaved (round 1: each system, round 2: each system, ...).
+15 s after, RSS (for sharded replicas, replica 0 SIGKILLed and started again with its identity while the
+others run: seconds until its caches hold its shards again, sampledb_shards_cached). Systems run
+interleaved (round 1: each system, round 2: each system, ...).
 
     .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
     make bench-scale N=1000
@@ -543,6 +545,52 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path,
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
+def gauge(port: int, name: str) -> float | None:
+    """The unlabelled gauge `name` from /metrics (None while the process does not answer or lacks it)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError:
+        return None
+    found = [float(line.split()[1]) for line in text.splitlines() if line.startswith(f"{name} ")]
+    return found[0] if found else None
+
+
+def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, per_namespace: int, *,
+                            fleet: list[tuple[subprocess.Popen[bytes], int | None]],
+                            index: int = 0) -> tuple[float, float, float]:
+    """One replica of a sharded fleet SIGKILLed while the others run (its shard Leases still name it) and
+    started again with the same identity: seconds from its start until its caches hold as many shards as
+    before (sampledb_shards_cached, polled every 0.1 s: with filtered caches, after it took its shards
+    back, labelled and listed them), its writes in the RESTART_WINDOW after that, its peak RSS. The new
+    process takes `index`'s place in `fleet` (the caller stops it)."""
+    proc, port = fleet[index]
+    held = gauge(port, "sampledb_shards_cached") if port is not None else None
+    if not held:
+        raise RuntimeError(f"replica {index} caches no shard before its restart")
+    proc.kill()
+    proc.wait()
+    start = time.monotonic()
+    extra = ["--shards", str(system.shards), "--lease-namespace", NAMESPACE, "--identity", f"bench-{index}"]
+    new, new_port = start_system(system, env, workdir, per_namespace, log_name=f"restart-{index}", extra=extra)
+    fleet[index] = (new, new_port)
+    readyz = time.monotonic() - start
+    if new.poll() is not None or new_port is None:
+        raise RuntimeError("the restarted replica exited")
+    deadline = start + 300
+    while (gauge(new_port, "sampledb_shards_cached") or 0) < held:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the restarted replica did not cache its {held:.0f} shards again")
+        time.sleep(0.1)  # polling another process's metrics from the driver
+    synced = time.monotonic() - start
+    window_end = time.monotonic() + RESTART_WINDOW
+    wait_until(lambda: time.monotonic() >= window_end, RESTART_WINDOW + 5)  # a measurement window
+    requests, _reconciles, _by_resource = scrape(new_port)
+    _cpu, rss = proc_stats(new.pid)
+    print(f"  restart of replica {index} of {system.label}: its {held:.0f} shards cached {synced:.2f} s after its"
+          f" start, /readyz answered after {readyz:.2f} s", file=sys.stderr)
+    return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
+
+
 def settle(max_load: float, timeout: float) -> None:
     """Wait (at most `timeout` s) until the 1-minute load average is under `max_load`: a restart is timed on a
     cluster at rest, after the control plane has finished the work the creation left (pods, Jobs, volumes),
@@ -648,12 +696,14 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
         env = cluster_env(cluster_dir, nodes)
         prepare(env, namespaces(n, per_namespace))
         fleet = start_fleet(system, env, workdir, per_namespace)
+        restart: tuple[float | None, float | None, float | None] = (None, None, None)
         try:
             made = make_ready(fleet, env, n=n, timeout=timeout, per_namespace=per_namespace)
+            if system.kind == "operator" and len(made.ready) == n and system.shards > 1 and len(fleet) > 1:
+                restart = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
         finally:
             for proc, _port in fleet:
                 stop(proc)
-        restart: tuple[float | None, float | None, float | None] = (None, None, None)
         if system.kind == "operator" and len(made.ready) == n and len(fleet) == 1:
             restart = measure_restart(system, env, workdir, per_namespace)
     finally:
