@@ -22,7 +22,9 @@ Invariants:
   stop admitting a shard to release, keep renewing it until none of its keys is in flight (`busy`) or
   release_wait has passed, then empty its holderIdentity; renew the held ones when due; take free or
   expired ones, except in the very first period (the others' heartbeats are seen first, so a starting
-  member does not grab every shard only to give most back).
+  member does not grab every shard only to give most back), which takes only the shards whose record
+  already names us (a restart with the same identity: no other member takes them before they expire,
+  so a restarted replica has its shards back a period sooner; the plan still bounds them by the share).
 - Due: at rest a held shard is renewed, the heartbeat sent and an unheld shard read only once its last
   success is quiet_interval() old (4 s with the default timings; a period is 2 s), so a failed try is
   repeated every period. A member below its fair share heartbeats and reads every unheld shard every
@@ -206,7 +208,8 @@ class ShardOwner:
             await sleep_until(self._clock, started + self._retry_period)
 
     async def period(self, *, take: bool = True) -> ShardPlan:
-        """One heartbeat-and-rebalance pass (public for tests); the plan it followed."""
+        """One heartbeat-and-rebalance pass (public for tests); the plan it followed. With take=False (the
+        first period) only the planned shards whose record names us are taken."""
         self._expire()
         for s in self._shards:
             if s.state is _State.FREE:
@@ -233,7 +236,7 @@ class ShardOwner:
             self._shards[i] for i in plan.release if self._shards[i].state is _State.RELEASING
             and self._shards[i] not in to_release]
         to_renew = [s for s in kept if s.missed or self._due(s.renewed_at)]
-        to_take = [self._shards[i] for i in plan.take] if take else []
+        to_take = [self._shards[i] for i in plan.take if take or self._shards[i].holder == self.identity]
         for s in to_release:
             s.state = _State.FREE
         _, outcomes = await asyncio.gather(asyncio.gather(*(self._release(s) for s in to_release)),

@@ -206,6 +206,31 @@ async def test_a_lone_member_takes_every_shard_from_its_second_period(leases: Fa
     assert spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
 
 
+async def test_a_member_restarted_with_its_identity_takes_back_only_its_own_shards_in_its_first_period(
+        leases: FakeLeases, clock: FakeClock) -> None:
+    a, b = Member(leases, clock, "a", 4), Member(leases, clock, "b", 4)
+    await rounds(clock, [a, b], 3)
+    assert a.owned and b.owned and sorted(a.owned | b.owned) == [0, 1, 2, 3]
+    mine = sorted(a.owned)
+    # a is killed (no stop(): its records still name it) and started again at once
+    restarted = Member(leases, clock, "a", 4)  # the same identity, a new process: nothing held yet
+    await restarted.owner.period(take=False)    # run()'s first period
+    assert sorted(restarted.owned) == mine and sorted(restarted.acquired) == mine
+    assert leases.holders(4) == ["a" if i in mine else "b" for i in range(4)]
+    exclusive([restarted, b])
+
+
+async def test_the_first_period_takes_no_free_shard_a_record_does_not_name_it_for(leases: FakeLeases,
+                                                                                  clock: FakeClock) -> None:
+    a = Member(leases, clock, "a", 4)
+    await rounds(clock, [a], 2)
+    assert a.owned == {0, 1, 2, 3}
+    await a.owner.stop()  # released: every record empty
+    again = Member(leases, clock, "a", 4)
+    await again.owner.period(take=False)
+    assert again.owned == frozenset() and leases.holders(4) == ["", "", "", ""]
+
+
 def test_the_quiet_interval_leaves_three_tries_before_the_renew_deadline() -> None:
     assert QUIET == 4.0
     assert quiet_interval(60, 40, 5) == 20.0          # half the renew deadline
