@@ -547,14 +547,19 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path,
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
-def gauge(port: int, name: str) -> float | None:
-    """The unlabelled gauge `name` from /metrics (None while the process does not answer or lacks it)."""
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    except OSError:
-        return None
+def unlabelled_value(port: int, name: str) -> float | None:
+    """The value of the unlabelled metric `name` from /metrics (None when the process has none)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     found = [float(line.split()[1]) for line in text.splitlines() if line.startswith(f"{name} ")]
     return found[0] if found else None
+
+
+def gauge(port: int, name: str) -> float | None:
+    """unlabelled_value, None too while the process does not answer."""
+    try:
+        return unlabelled_value(port, name)
+    except OSError:
+        return None
 
 
 def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, per_namespace: int, *,
@@ -609,10 +614,8 @@ def settle(max_load: float, timeout: float) -> None:
 
 def synced_timestamp(port: int) -> float | None:
     """sampledb_caches_synced_timestamp_seconds from /metrics (None without it: an older tree)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    found = [float(line.split()[1]) for line in text.splitlines()
-             if line.startswith("sampledb_caches_synced_timestamp_seconds ")]
-    return found[0] if found and found[0] > 0 else None
+    found = unlabelled_value(port, "sampledb_caches_synced_timestamp_seconds")
+    return found if found is not None and found > 0 else None
 
 
 def wait_until(cond: Callable[[], bool], timeout: float) -> None:

@@ -35,7 +35,7 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import Clock
-from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.store import Store, resource_version_of
 from sampledb_operator.runtime.storeset import StoreSet
 
 API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
@@ -88,7 +88,7 @@ class Caches:
 
 
 def _version(obj: Obj) -> int:
-    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    text = resource_version_of(obj)
     return int(text) if text.isdigit() else -1
 
 

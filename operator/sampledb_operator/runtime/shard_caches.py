@@ -71,7 +71,8 @@ class ShardCaches:
         self._relabel_period = relabel_period
         self._wanted: frozenset[int] = frozenset()
         self._selected: frozenset[int] = frozenset()
-        self._covers: dict[str, frozenset[int]] = {of(frozenset()): frozenset() for of in self._selectors_of}
+        self._selectors = [of(frozenset()) for of in self._selectors_of]  # each watcher's, for _selected
+        self._covers: dict[str, frozenset[int]] = dict.fromkeys(self._selectors, frozenset())
         self._ready: frozenset[int] = frozenset()
         self._changed = asyncio.Event()
         for watcher in self._watchers:
@@ -129,8 +130,8 @@ class ShardCaches:
     def _select(self, shards: frozenset[int]) -> None:
         self._selected = shards
         log.info("shard caches follow the shards held", shards=sorted(shards))
-        for watcher, selector_of in zip(self._watchers, self._selectors_of, strict=True):
-            selector = selector_of(shards)
+        self._selectors = [of(shards) for of in self._selectors_of]
+        for watcher, selector in zip(self._watchers, self._selectors, strict=True):
             self._covers[selector] = shards
             watcher.select(selector)
         self._recompute()
@@ -142,7 +143,7 @@ class ShardCaches:
             covered = self._covers.get(watcher.listed_selector or "", frozenset())
             ready = covered if ready is None else ready & covered
         ready = ready or frozenset()
-        current = {w.listed_selector for w in self._watchers} | {of(self._selected) for of in self._selectors_of}
+        current = {w.listed_selector for w in self._watchers} | set(self._selectors)
         self._covers = {sel: shards for sel, shards in self._covers.items() if sel in current}
         new, self._ready = ready - self._ready, ready
         metrics.shards_cached.set(len(ready))
