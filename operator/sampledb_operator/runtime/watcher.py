@@ -33,6 +33,9 @@ Invariants:
   the old selector listed and watched (stale, as during any relist). `listed_selector` is the selector
   of the listing the store holds and the stream goes on with: set with the store's replacement, before
   the difference is delivered; the listed handlers are called after it.
+- relist() asks for a fresh listing with the same selector (the running stream, list or wait is dropped
+  as by select()) and returns its generation: `listed_generation` reaches it only with a listing whose
+  cycle began after the call, never with one that was under way then.
 """
 
 from __future__ import annotations
@@ -181,6 +184,9 @@ class Watcher:
         self._cycle_selector = label_selector  # the selector the running cycle lists and watches with
         self.listed_selector: str | None = None  # the selector of the listing the store holds (None: none yet)
         self._need_list = True
+        self._list_requests = 0  # relist() calls so far: the generation the next listing must reach
+        self._cycle_generation = 0  # _list_requests when the running cycle began
+        self.listed_generation = 0  # the generation of the listing the store holds
         self.streaming = streaming  # lists are streaming lists; cleared for good when the server refuses one
         self._initial: list[Packed] | None = None  # a streaming list's objects so far, until its end bookmark
         self.resource_version = ""
@@ -206,6 +212,14 @@ class Watcher:
         self._label_selector = label_selector
         self._need_list = True
         self._reselected.set()
+
+    def relist(self) -> int:
+        """List again from the next cycle on (see the module's invariants); the generation that listing
+        will have (listed_generation reaches it once it has replaced the store)."""
+        self._list_requests += 1
+        self._need_list = True
+        self._reselected.set()
+        return self._list_requests
 
     def resync(self) -> None:
         """Deliver MODIFIED for every cached object (a periodic replay; no API call)."""
@@ -238,6 +252,7 @@ class Watcher:
         """A relist if needed, then one watch stream; the delay before the next cycle."""
         streamed = self._need_list and self.streaming
         self._cycle_selector = self._label_selector
+        self._cycle_generation = self._list_requests
         try:
             if self._need_list and not streamed:
                 await self._relist()
@@ -344,8 +359,11 @@ class Watcher:
         """A full listing swapped in: recorded, and its difference delivered to the handlers."""
         metrics.watch_relists_total.labels(resource=self.name).inc()
         changes = self.store.replace_packed(items, resource_version=resource_version)
-        self._need_list = self._label_selector != self._cycle_selector  # select() came while listing
+        # select() or relist() came while listing
+        self._need_list = (self._label_selector != self._cycle_selector
+                           or self._list_requests != self._cycle_generation)
         self.listed_selector = self._cycle_selector
+        self.listed_generation = self._cycle_generation
         self.resource_version = resource_version
         self._log.info("listed", objects=len(items), changes=len(changes), resource_version=resource_version,
                        streamed=streamed)

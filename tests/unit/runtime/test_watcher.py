@@ -418,3 +418,33 @@ async def test_a_select_during_the_backoff_wait_lists_at_once(h: Harness) -> Non
     h.watcher.select("app=db,bucket in (3)")
     await eventually(lambda: len(h.api.list_calls) == 2)
     assert h.api.list_calls[1]["label_selector"] == "app=db,bucket in (3)"
+
+
+# --- relist: a fresh listing with the same selector; listed_generation reaches the generation relist()
+# returned only with a listing begun after the call (the shard-filtered caches count a shard whose
+# children were just labelled only with such a listing)
+
+async def test_relist_drops_the_stream_and_lists_again_with_the_same_selector(h: Harness) -> None:
+    await h.api.lists.put(listing("10", sts("a", "1")))
+    await h.watching(1)
+    assert h.watcher.listed_generation == 0
+    generation = h.watcher.relist()
+    assert generation == 1
+    await eventually(lambda: len(h.api.list_calls) == 2)
+    assert h.api.list_calls[1]["label_selector"] == "app=db"
+    assert h.watcher.listed_generation == 0  # the store still holds the listing from before
+    await h.api.lists.put(listing("20", sts("a", "1"), sts("b", "2")))
+    await h.watching(2)
+    assert h.watcher.listed_generation == 1 and ("ADDED", "b", "2") in h.seen
+
+
+async def test_a_listing_under_way_when_relist_comes_does_not_reach_its_generation(h: Harness) -> None:
+    await eventually(lambda: len(h.api.list_calls) == 1)  # the first list is parked
+    h.api.lists.put_nowait(listing("10", sts("a", "1")))  # its answer arrives as relist() comes
+    generation = h.watcher.relist()
+    await eventually(lambda: len(h.api.list_calls) == 2)  # listed again
+    assert h.watcher.listed_selector == "app=db"  # the listing under way did replace the store...
+    assert h.watcher.listed_generation < generation  # ...but does not count as the fresh one
+    await h.api.lists.put(listing("20", sts("a", "1")))
+    await h.watching(2)  # the first listing's stream was opened, then dropped
+    assert h.watcher.listed_generation == generation
