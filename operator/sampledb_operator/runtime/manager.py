@@ -12,10 +12,11 @@ Invariants:
 - With resync_period, every watcher's resync() is called each period while controllers run
   (controller-runtime's SyncPeriod).
 - Runnables (add_runnable; e.g. the ShardOwner) start with the controllers (after sync and
-  leadership) and keep running while the controllers finish in-flight reconciles on a graceful stop;
-  then each is cancelled and its stop() awaited (at most shutdown_timeout together), before the lease
-  is released and the watchers are cancelled. A runnable that ends by itself is a fault (run()
-  returns 1, after a graceful stop).
+  leadership), or, added with early=True (one that only steers the caches, e.g. ShardCaches), with the
+  watchers; they keep running while the controllers finish in-flight reconciles on a graceful stop;
+  then each started one is cancelled and its stop() awaited (at most shutdown_timeout together), before
+  the lease is released and the watchers are cancelled (also when the stop comes before the controllers
+  started). A runnable that ends by itself is a fault (run() returns 1, after a graceful stop).
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ class Manager:
         self._resync_period = resync_period
         self._watchers: list[WatcherLike] = []
         self._controllers: list[Controller] = []
-        self._runnables: list[tuple[str, Runnable]] = []
+        self._runnables: list[tuple[str, Runnable, bool]] = []  # (name, runnable, early)
+        self._started: list[tuple[str, Runnable]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._log = structlog.get_logger().bind(component="manager")
 
@@ -108,9 +110,10 @@ class Manager:
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 
-    def add_runnable(self, name: str, runnable: Runnable) -> None:
-        """Run `runnable` beside the controllers (see the module's invariants)."""
-        self._runnables.append((name, runnable))
+    def add_runnable(self, name: str, runnable: Runnable, *, early: bool = False) -> None:
+        """Run `runnable` beside the controllers, or from the start with the watchers when `early` (see the
+        module's invariants)."""
+        self._runnables.append((name, runnable, early))
 
     @property
     def ready(self) -> bool:
@@ -135,19 +138,20 @@ class Manager:
         stopper = self._spawn(stop.wait(), "manager-stop")
         watchers = [self._spawn(w.run(), f"watcher-{i}") for i, w in enumerate(self._watchers)]
         synced = self._spawn(self._wait_synced(), "manager-sync")
-        first = await self._first(stopper, synced, *watchers)
+        early = self._start_runnables(early=True)
+        first = await self._first(stopper, synced, *watchers, *early)
         if first is not synced:
-            return await self._stop_before_start(first, stopper)
+            return await self._stop_before_start(first, stopper, early)
         self._log.info("caches synced")
         metrics.caches_synced_timestamp_seconds.set(self._clock.now().timestamp())
         if self._leader is not None:
             acquired = self._spawn(self._leader.acquire(), "leader-acquire")
-            first = await self._first(stopper, acquired, *watchers)
+            first = await self._first(stopper, acquired, *watchers, *early)
             if first is not acquired:
-                return await self._stop_before_start(first, stopper)
+                return await self._stop_before_start(first, stopper, early)
             self._log.info("leadership acquired")
         controllers = [self._spawn(c.run(), f"controller-{c.name}") for c in self._controllers]
-        runnables = [self._spawn(r.run(), f"runnable-{name}") for name, r in self._runnables]
+        runnables = early + self._start_runnables(early=False)
         holder = self._spawn(self._leader.hold(), "leader-hold") if self._leader is not None else None
         if self._resync_period is not None:
             self._spawn(self._resync_loop(self._resync_period), "manager-resync")
@@ -164,7 +168,17 @@ class Manager:
         await self._graceful_stop(holder, runnables)
         return 1
 
-    async def _stop_before_start(self, first: asyncio.Task[Any], stopper: asyncio.Task[Any]) -> int:
+    def _start_runnables(self, *, early: bool) -> list[asyncio.Task[Any]]:
+        """Start the runnables added with this `early`; their tasks."""
+        chosen = [(name, r) for name, r, e in self._runnables if e is early]
+        self._started.extend(chosen)
+        return [self._spawn(r.run(), f"runnable-{name}") for name, r in chosen]
+
+    async def _stop_before_start(self, first: asyncio.Task[Any], stopper: asyncio.Task[Any],
+                                 early: list[asyncio.Task[Any]]) -> int:
+        if self._started:
+            await self._cancel(early)
+            await self._stop_runnables()
         if first is stopper:
             self._log.info("stopped before controllers started")
             return 0
@@ -176,7 +190,7 @@ class Manager:
                              runnables: Iterable[asyncio.Task[Any]] = ()) -> None:
         self._log.info("shutting down controllers", timeout=self._shutdown_timeout)
         await asyncio.gather(*(c.shutdown(timeout=self._shutdown_timeout) for c in self._controllers))
-        if self._runnables:
+        if self._started:
             await self._cancel(runnables)
             await self._stop_runnables()
         if holder is not None and self._leader is not None:
@@ -190,7 +204,7 @@ class Manager:
             self._log.warning("lease release timed out")  # an error of release() is logged by _cancel
 
     async def _stop_runnables(self) -> None:
-        stops = [self._spawn(r.stop(), f"runnable-{name}-stop") for name, r in self._runnables]
+        stops = [self._spawn(r.stop(), f"runnable-{name}-stop") for name, r in self._started]
         if not await wait_all(self._clock, stops, self._shutdown_timeout):
             self._log.warning("runnables did not stop in time")
         await self._cancel(stops)   # logs (and so retrieves) an error a stop() ended with

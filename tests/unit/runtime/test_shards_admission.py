@@ -224,3 +224,61 @@ async def test_a_runnable_that_dies_is_a_fault(tasks: list[asyncio.Task[object]]
     assert await asyncio.wait_for(task, 1.0) == 1
     assert journal[-2:] == ["runnable stopped", "watcher cancelled"]
     assert not s.controller.running
+
+
+async def test_an_early_runnable_starts_with_the_watchers_and_a_late_one_after_sync(
+        tasks: list[asyncio.Task[object]]) -> None:
+    journal: list[str] = []
+
+    async def reconcile(ref: ObjectRef) -> None:
+        pass
+
+    s = Setup(journal, reconcile)
+    early = FakeRunnable(journal)
+    s.manager.add_runnable("caches", early, early=True)
+    task = asyncio.create_task(s.manager.run(s.stop))
+    tasks.append(task)
+    await asyncio.wait_for(early.started.wait(), 1.0)  # before the caches are synced
+    assert not s.runnable.started.is_set()
+    s.watcher.store.synced.set()
+    await asyncio.wait_for(s.runnable.started.wait(), 1.0)
+    s.stop.set()
+    assert await asyncio.wait_for(task, 1.0) == 0
+    assert journal.count("runnable stopped") == 2  # both stopped, before the watchers are cancelled
+    assert journal[-1] == "watcher cancelled"
+
+
+async def test_a_stop_before_sync_stops_only_the_early_runnables(tasks: list[asyncio.Task[object]]) -> None:
+    journal: list[str] = []
+
+    async def reconcile(ref: ObjectRef) -> None:
+        pass
+
+    s = Setup(journal, reconcile)
+    early = FakeRunnable(journal)
+    s.manager.add_runnable("caches", early, early=True)
+    task = asyncio.create_task(s.manager.run(s.stop))
+    tasks.append(task)
+    await asyncio.wait_for(early.started.wait(), 1.0)
+    s.stop.set()
+    assert await asyncio.wait_for(task, 1.0) == 0
+    assert not s.runnable.started.is_set()
+    assert journal == ["runnable started", "runnable cancelled", "runnable stopped", "watcher cancelled"]
+
+
+async def test_an_early_runnable_that_dies_before_sync_is_a_fault(tasks: list[asyncio.Task[object]]) -> None:
+    journal: list[str] = []
+
+    async def reconcile(ref: ObjectRef) -> None:
+        pass
+
+    s = Setup(journal, reconcile)
+    early = FakeRunnable(journal)
+    s.manager.add_runnable("caches", early, early=True)
+    task = asyncio.create_task(s.manager.run(s.stop))
+    tasks.append(task)
+    await asyncio.wait_for(early.started.wait(), 1.0)
+    early.crash.set()
+    assert await asyncio.wait_for(task, 1.0) == 1
+    assert not s.runnable.started.is_set() and not s.controller.running
+    assert journal[-2:] == ["runnable stopped", "watcher cancelled"]
