@@ -9,8 +9,10 @@ since a pod the StatefulSet controller makes again would come back without it. T
 the children of a set of shards (decide.sharding.bucket_selector on each kind's own selector).
 
 Invariant: one merge patch of the label per unlabelled object of the buckets asked for (a replica's own
-shards'), at most LABEL_CONCURRENCY at once; an object deleted meanwhile is skipped; any other error ends
-the pass (ShardCaches retries it).
+shards'), at most LABEL_CONCURRENCY at once; the kinds (and namespaces) are listed concurrently, at most
+LIST_CONCURRENCY lists at once (a restart's pass runs beside its caches' listings: its lists are not
+queued one behind another); an object deleted meanwhile is skipped; any other error ends the pass, the
+rest of its lists and patches cancelled (ShardCaches retries it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sampledb_operator.kube.errors import NotFound
 FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret", "Pod"})
 LABELLED_KINDS = FILTERED_KINDS - {"Pod"}
 LABEL_CONCURRENCY = 8
+LIST_CONCURRENCY = len(LABELLED_KINDS)
 
 
 def shard_buckets(held: Iterable[int], shards: int) -> frozenset[str]:
@@ -59,23 +62,32 @@ async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str |
     bucket (decide.desired.bucket_of_child), only those of `buckets` when given (a replica labels its own
     shards' children: after an upgrade the replicas do not all patch every child); the number labelled.
     Objects deleted meanwhile are skipped."""
-    limit = asyncio.Semaphore(LABEL_CONCURRENCY)
+    patches = asyncio.Semaphore(LABEL_CONCURRENCY)
+    lists = asyncio.Semaphore(LIST_CONCURRENCY)
+    labelled: list[int] = []
 
-    async def label(api: ResourceApi, name: str, namespace: str, value: str) -> int:
-        async with limit:
+    async def label(api: ResourceApi, name: str, namespace: str, value: str) -> None:
+        async with patches:
             try:
                 await api.patch(name, {"metadata": {"labels": {BUCKET_LABEL: value}}}, namespace=namespace,
                                 field_manager=field_manager)
             except NotFound:
-                return 0
-            return 1
+                return
+            labelled.append(1)
 
-    done = 0
-    for api in apis:
-        for namespace in namespaces:
+    async def kind_in(api: ResourceApi, namespace: str | None, group: asyncio.TaskGroup) -> None:
+        async with lists:
             # each page reduced to what the patch needs as it arrives (after an upgrade: every child, unlabelled)
             found = await api.list_all(namespace, label_selector=unlabelled_selector(), page_size=100, keep=_target)
-            results = await asyncio.gather(*(label(api, *target) for target in found.items
-                                             if buckets is None or target[2] in buckets))
-            done += sum(results)
-    return done
+        for target in found.items:
+            if buckets is None or target[2] in buckets:
+                group.create_task(label(api, *target))
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for api in apis:
+                for namespace in namespaces:
+                    group.create_task(kind_in(api, namespace, group))
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # the first failure, as a pass with one list at a time raised
+    return len(labelled)
