@@ -241,7 +241,9 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         if sharding is not None and sharding.owner is not None:
             manager.add_runnable("shards", sharding.owner)
             if filters_caches(settings):
-                manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers))
+                # early: a restarted replica lists its shards' children while the other caches fill
+                manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers),
+                                     early=True)
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,

@@ -166,7 +166,8 @@ class Sharding:
 def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding,
                      watchers: list[Watched]) -> ShardCaches:
     """The runnable that moves the filtered watchers (children, pods) with the shards held, attached to
-    `sharding`."""
+    `sharding` (after sharding.attach: it starts from the shards whose Leases name this replica, the
+    ShardOwner's `named`; the manager runs it early, with the watchers)."""
     shards = settings.shards
     apis = [ResourceApi(client, resource) for resource, _ in watched_resources() if resource.kind in LABELLED_KINDS]
 
@@ -179,6 +180,7 @@ def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, shard
 
     caches = ShardCaches([(w.watcher, selector_of(w.base)) for w in watchers if w.filtered and w.base is not None],
                          clock=clock, relabel=relabel, on_ready=sharding.on_cache_ready,
+                         hint=sharding.owner.named if sharding.owner is not None else None,
                          retry_period=settings.retry_period)
     sharding.shard_caches = caches
     return caches

@@ -11,14 +11,21 @@ Invariants:
 - ready(shard) only while every filtered watcher's listing (Watcher.listed_selector) covers the shard's
   buckets; sharded.Sharding admits a shard's keys only then, so no pass reads a cache that lacks the shard's
   objects (a missing data volume would read as a lost one, a missing child would be made again).
-- A selector that adds shards is set only after a labelling pass that started after those shards were
-  wanted has succeeded: every managed child without the bucket label (made before the label existed, or
-  by an older replica during a rolling upgrade, which held the shard before us) gets it, so the listing
-  misses none of the shard's children. A failed pass is retried after retry_period; the shard stays not
-  ready meanwhile. A selector that only removes shards is set at once.
-- While a shard is held the labelling pass runs again every relabel_period: an object whose label a
+- A selector that adds shards is set at once (the watchers list them while the labels are checked), but an
+  added shard is covered only after a labelling pass that started after it was selected has succeeded:
+  every managed child without the bucket label (made before the label existed, or by an older replica
+  during a rolling upgrade, which held the shard before us) gets it. A pass that labelled nothing proves
+  every listing of the selector complete, whenever it began (a child labelled meanwhile by someone else
+  enters the running watch as ADDED); after a pass that labelled something, the shards it proved count
+  only with listings begun after it (Watcher.relist, listed_generation). A failed pass is retried after
+  retry_period; the shard stays not ready meanwhile. A selector that only removes shards is set at once.
+- While shards are held the labelling pass runs again every relabel_period: an object whose label a
   user removed leaves the filtered watches (the API server sends DELETED for an object that stops
   matching a selector) and comes back, labelled, within that period.
+- `hint()` (the shards whose Leases name this replica: a restart takes them back in the ShardOwner's
+  first period) is read once when run() starts, before the ShardOwner's first want(); the manager starts
+  run() with the watchers (early), so a restarted replica lists its shards' children while its caches
+  fill, not after. A wrong hint costs a listing, never a wrong answer (want() decides).
 - on_ready(shard) is called each time a shard becomes ready (not again while it stays ready).
 - run() is the manager's runnable; its waits are on the injected Clock; every API call has the client's
   timeout.
@@ -46,7 +53,12 @@ class Selectable(Protocol):
     @property
     def listed_selector(self) -> str | None: ...
 
+    @property
+    def listed_generation(self) -> int: ...
+
     def select(self, label_selector: str | None) -> None: ...
+
+    def relist(self) -> int: ...
 
     def add_listed_handler(self, handler: Callable[[], None]) -> None: ...
 
@@ -59,6 +71,7 @@ class ShardCaches:
 
     def __init__(self, watchers: Sequence[tuple[Selectable, SelectorOf]], *, clock: Clock,
                  relabel: Callable[[frozenset[int]], Awaitable[int]], on_ready: Callable[[int], None],
+                 hint: Callable[[], Awaitable[frozenset[int]]] | None = None,
                  retry_period: float = 2.0, relabel_period: float = RELABEL_PERIOD) -> None:
         """Each watcher with its selector_of; a watcher starts with its selector_of(frozenset()) (set by its
         owner when it made it)."""
@@ -67,10 +80,14 @@ class ShardCaches:
         self._clock = clock
         self._relabel = relabel
         self._on_ready = on_ready
+        self._hint = hint
         self._retry_period = retry_period
         self._relabel_period = relabel_period
         self._wanted: frozenset[int] = frozenset()
         self._selected: frozenset[int] = frozenset()
+        self._unproven: frozenset[int] = frozenset()  # selected, no labelling pass since
+        self._relisting: frozenset[int] = frozenset()  # proven by a pass that labelled: need a fresh listing
+        self._fresh = [0] * len(self._watchers)  # each watcher's listed_generation that counts for _relisting
         self._selectors = [of(frozenset()) for of in self._selectors_of]  # each watcher's, for _selected
         self._covers: dict[str, frozenset[int]] = dict.fromkeys(self._selectors, frozenset())
         self._ready: frozenset[int] = frozenset()
@@ -90,21 +107,33 @@ class ShardCaches:
         return shard in self._ready
 
     async def run(self) -> None:
-        """Follow want() until cancelled."""
+        """Follow want() until cancelled (the hint first)."""
+        await self._take_hint()
         while True:
-            if not await self._changed_within(self._relabel_period):
-                if self._selected:
-                    await self._labelled(self._selected)
-                continue
-            self._changed.clear()
-            wanted = self._wanted
-            if wanted == self._selected:
-                continue
-            if wanted - self._selected and not await self._labelled(wanted):
-                await self._clock.sleep(self._retry_period)
-                self._changed.set()
-                continue
-            self._select(wanted)
+            if self._changed.is_set():
+                self._changed.clear()
+                if self._wanted != self._selected:
+                    self._select(self._wanted)
+            elif self._unproven:
+                if not await self._prove():
+                    await self._changed_within(self._retry_period)  # a retry, sooner when the shards change
+            elif not await self._changed_within(self._relabel_period) and self._selected:
+                await self._labelled(self._selected)
+
+    async def _take_hint(self) -> None:
+        """want(hint()) unless the shards are wanted already; a failing hint is only logged."""
+        if self._hint is None:
+            return
+        try:
+            hinted = await self._hint()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("reading which shards name this replica failed", error=repr(err))
+            return
+        if hinted and not self._wanted:
+            log.info("shard caches start with the shards naming this replica", shards=sorted(hinted))
+            self.want(hinted)
 
     async def _changed_within(self, seconds: float) -> bool:
         """want() changed the shards within `seconds` (on the clock), else False."""
@@ -113,8 +142,20 @@ class ShardCaches:
     async def stop(self) -> None:
         """Nothing to release (the watchers are the manager's)."""
 
-    async def _labelled(self, shards: frozenset[int]) -> bool:
-        """Run the labelling pass for `shards`; whether it succeeded."""
+    async def _prove(self) -> bool:
+        """A labelling pass for the selected shards, which proves the unproven ones; whether it succeeded."""
+        labelled = await self._labelled(self._selected)
+        if labelled is None:
+            return False
+        if labelled:
+            self._relisting |= self._unproven
+            self._fresh = [watcher.relist() for watcher in self._watchers]
+        self._unproven = frozenset()
+        self._recompute()
+        return True
+
+    async def _labelled(self, shards: frozenset[int]) -> int | None:
+        """Run the labelling pass for `shards`; the objects labelled, None when it failed."""
         try:
             labelled = await self._relabel(shards)
         except asyncio.CancelledError:
@@ -122,12 +163,14 @@ class ShardCaches:
         except Exception as err:
             log.warning("labelling the objects for the shard caches failed; retrying", error=repr(err),
                         delay=self._retry_period)
-            return False
+            return None
         if labelled:
             log.info("objects labelled for the shard caches", objects=labelled)
-        return True
+        return labelled
 
     def _select(self, shards: frozenset[int]) -> None:
+        self._unproven = (self._unproven | (shards - self._selected)) & shards
+        self._relisting &= shards
         self._selected = shards
         log.info("shard caches follow the shards held", shards=sorted(shards))
         self._selectors = [of(shards) for of in self._selectors_of]
@@ -137,10 +180,13 @@ class ShardCaches:
         self._recompute()
 
     def _recompute(self) -> None:
-        """After a selector change or a listing: the shards every cache covers; on_ready for the new ones."""
+        """After a selector change, a listing or a pass: the shards every cache covers; on_ready for the new
+        ones."""
         ready: frozenset[int] | None = None
-        for watcher in self._watchers:
-            covered = self._covers.get(watcher.listed_selector or "", frozenset())
+        for watcher, fresh in zip(self._watchers, self._fresh, strict=True):
+            covered = self._covers.get(watcher.listed_selector or "", frozenset()) - self._unproven
+            if watcher.listed_generation < fresh:
+                covered -= self._relisting
             ready = covered if ready is None else ready & covered
         ready = ready or frozenset()
         current = {w.listed_selector for w in self._watchers} | set(self._selectors)

@@ -195,6 +195,21 @@ class ShardOwner:
         """The fair share computed in the last period."""
         return self._share
 
+    async def named(self) -> frozenset[int]:
+        """The shards whose Lease names us now (reads only, each bounded by retry_period; one that fails
+        counts as not naming us): what a restart with the same identity takes back in its first period
+        (sharded.py's filtered caches start listing them at once)."""
+
+        async def names_us(s: _Shard) -> bool:
+            try:
+                lease = await self._within(self._api.get(s.name, self.namespace), self._retry_period)
+            except KubeError:
+                return False
+            return lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity
+
+        found = await asyncio.gather(*(names_us(s) for s in self._shards))
+        return frozenset(s.index for s, ours in zip(self._shards, found, strict=True) if ours)
+
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:

@@ -231,6 +231,18 @@ async def test_the_first_period_takes_no_free_shard_a_record_does_not_name_it_fo
     assert again.owned == frozenset() and leases.holders(4) == ["", "", "", ""]
 
 
+async def test_named_reads_which_shards_name_the_member_without_writing(leases: FakeLeases, clock: FakeClock) -> None:
+    a, b = Member(leases, clock, "a", 4), Member(leases, clock, "b", 4)
+    await rounds(clock, [a, b], 3)
+    restarted = Member(leases, clock, "a", 4)
+    writes = list(leases.writes)
+    assert await restarted.owner.named() == a.owned
+    assert leases.writes == writes and restarted.owned == frozenset()  # reads only: nothing taken
+    assert await Member(leases, clock, "c", 4).owner.named() == frozenset()
+    leases.fail = ServerError(500, "InternalError", "etcd")
+    assert await restarted.owner.named() == frozenset()  # a failed read names nothing
+
+
 def test_the_quiet_interval_leaves_three_tries_before_the_renew_deadline() -> None:
     assert QUIET == 4.0
     assert quiet_interval(60, 40, 5) == 20.0          # half the renew deadline

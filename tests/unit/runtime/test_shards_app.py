@@ -31,6 +31,9 @@ class StubOwner:
     def admits(self, shard: int) -> bool:
         return shard in self.owned
 
+    async def named(self) -> frozenset[int]:
+        return frozenset(self.owned)
+
 
 class StubController:
     def __init__(self) -> None:
@@ -186,7 +189,7 @@ def test_filtered_caches_watch_their_shards_pods_and_every_pod_made_without_the_
     assert {w.kind for w in watched if w.filtered} == {"StatefulSet", "PersistentVolumeClaim", "Job", "Service",
                                                        "ConfigMap", "Secret", "Pod"}
     moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
-    moved._select(frozenset({1}))  # what run() does once the labelling pass for shard 1 succeeded
+    moved._select(frozenset({1}))  # what run() does when shard 1 is wanted
     selectors = {w.watcher.label_selector for w in watched if w.kind == "Pod"}
     assert selectors == {f"{pods},!{BUCKET_LABEL}", f"{pods},{BUCKET_LABEL} in (shared,1,7,13,19,25,31,37,43,49,55)"}
 
