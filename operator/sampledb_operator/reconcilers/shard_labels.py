@@ -12,13 +12,14 @@ Invariant: one merge patch of the label per unlabelled object of the buckets ask
 shards'), at most LABEL_CONCURRENCY at once; the kinds (and namespaces) are listed concurrently, at most
 LIST_CONCURRENCY lists at once (a restart's pass runs beside its caches' listings: its lists are not
 queued one behind another); an object deleted meanwhile is skipped; any other error ends the pass, the
-rest of its lists and patches cancelled (ShardCaches retries it).
+rest of its lists and patches cancelled and awaited (ShardCaches retries it); a pass cancelled ends
+cancelled, also when its lists fail at the same time.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Sequence
 from typing import Any
 
 from sampledb_operator.decide.desired import MANAGED_SELECTOR, bucket_of_child
@@ -64,30 +65,39 @@ async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str |
     Objects deleted meanwhile are skipped."""
     patches = asyncio.Semaphore(LABEL_CONCURRENCY)
     lists = asyncio.Semaphore(LIST_CONCURRENCY)
-    labelled: list[int] = []
 
-    async def label(api: ResourceApi, name: str, namespace: str, value: str) -> None:
+    async def label(api: ResourceApi, name: str, namespace: str, value: str) -> int:
         async with patches:
             try:
                 await api.patch(name, {"metadata": {"labels": {BUCKET_LABEL: value}}}, namespace=namespace,
                                 field_manager=field_manager)
             except NotFound:
-                return
-            labelled.append(1)
+                return 0
+            return 1
 
-    async def kind_in(api: ResourceApi, namespace: str | None, group: asyncio.TaskGroup) -> None:
+    async def kind_in(api: ResourceApi, namespace: str | None) -> int:
         async with lists:
             # each page reduced to what the patch needs as it arrives (after an upgrade: every child, unlabelled)
             found = await api.list_all(namespace, label_selector=unlabelled_selector(), page_size=100, keep=_target)
-        for target in found.items:
-            if buckets is None or target[2] in buckets:
-                group.create_task(label(api, *target))
+        return sum(await _together(label(api, *target) for target in found.items
+                                   if buckets is None or target[2] in buckets))
 
+    return sum(await _together(kind_in(api, namespace) for api in apis for namespace in namespaces))
+
+
+async def _together(steps: Iterable[Coroutine[Any, Any, int]]) -> list[int]:
+    """Run `steps` at once; their results. The first failure, or this call's cancellation, cancels the others
+    (awaited) before it is raised, so nothing of a pass outlives it (asyncio.TaskGroup would do this, but in
+    Python 3.11 it drops a cancellation that comes while its tasks fail)."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
     try:
-        async with asyncio.TaskGroup() as group:
-            for api in apis:
-                for namespace in namespaces:
-                    group.create_task(kind_in(api, namespace, group))
-    except BaseExceptionGroup as failed:
-        raise failed.exceptions[0] from None  # the first failure, as a pass with one list at a time raised
-    return len(labelled)
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: the error raised is the first one
+        raise

@@ -92,3 +92,15 @@ async def test_a_failed_list_ends_the_pass_and_cancels_the_rest() -> None:
     with pytest.raises(ServerError):
         await run
     assert secrets.patch_cancelled == 1 and secrets.patched == []
+
+
+async def test_a_pass_cancelled_while_a_list_fails_ends_cancelled() -> None:
+    failing = [FakeKind([]) for _ in range(3)]
+    for kind in failing:
+        kind.fail = ServerError(500, "InternalError", "etcd")
+        kind.answer.set()
+    run = asyncio.create_task(label_children(apis(*failing), [None], field_manager="op"))
+    await eventually(lambda: all(kind.listing for kind in failing))  # the lists have started (and fail)
+    run.cancel()  # a shutdown, as the failures end the pass: the cancellation must not be lost
+    with pytest.raises(asyncio.CancelledError):
+        await run

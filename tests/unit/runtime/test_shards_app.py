@@ -3,9 +3,12 @@ the filtered caches' gating; --shards and --shard-caches."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any, cast
 
 import pytest
+from tests.support.aio import eventually
 
 from sampledb_operator.app import build_caches
 from sampledb_operator.config import ConfigError, load_settings
@@ -199,3 +202,18 @@ def test_without_filtered_caches_there_is_one_pods_watch_per_namespace() -> None
     assert [w.watcher.label_selector for w in watched if w.kind == "Pod"] == [
         "app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database"]
     assert UNLABELLED_PODS not in sets and not any(w.filtered for w in watched)
+
+
+async def test_the_shard_caches_start_from_the_shards_the_owners_leases_name() -> None:
+    settings = load_settings({"shards": "6"}, environ={})
+    client = cast(KubeClient, None)
+    _, watched = build_caches(client, settings, FakeClock())
+    moved = shard_caches_for(settings, client, FakeClock(), setup([], owned={4})[0], watched)  # named: {4}
+    run = asyncio.create_task(moved.run())
+    try:
+        await eventually(lambda: all(BUCKET_LABEL + " in (shared,4," in (w.watcher.label_selector or "")
+                                         for w in watched if w.filtered))
+    finally:
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
