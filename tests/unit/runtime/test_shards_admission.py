@@ -226,8 +226,10 @@ async def test_a_runnable_that_dies_is_a_fault(tasks: list[asyncio.Task[object]]
     assert not s.controller.running
 
 
-async def test_an_early_runnable_starts_with_the_watchers_and_a_late_one_after_sync(
-        tasks: list[asyncio.Task[object]]) -> None:
+async def _with_early(tasks: list[asyncio.Task[object]]) -> tuple[Setup, FakeRunnable, list[str],
+                                                                   asyncio.Task[int]]:
+    """A manager with a late runnable ("shards") and an early one ("caches"), run until the early one started;
+    the setup, the early runnable, the journal both write to, the manager's task."""
     journal: list[str] = []
 
     async def reconcile(ref: ObjectRef) -> None:
@@ -239,6 +241,12 @@ async def test_an_early_runnable_starts_with_the_watchers_and_a_late_one_after_s
     task = asyncio.create_task(s.manager.run(s.stop))
     tasks.append(task)
     await asyncio.wait_for(early.started.wait(), 1.0)  # before the caches are synced
+    return s, early, journal, task
+
+
+async def test_an_early_runnable_starts_with_the_watchers_and_a_late_one_after_sync(
+        tasks: list[asyncio.Task[object]]) -> None:
+    s, _, journal, task = await _with_early(tasks)
     assert not s.runnable.started.is_set()
     s.watcher.store.synced.set()
     await asyncio.wait_for(s.runnable.started.wait(), 1.0)
@@ -249,17 +257,7 @@ async def test_an_early_runnable_starts_with_the_watchers_and_a_late_one_after_s
 
 
 async def test_a_stop_before_sync_stops_only_the_early_runnables(tasks: list[asyncio.Task[object]]) -> None:
-    journal: list[str] = []
-
-    async def reconcile(ref: ObjectRef) -> None:
-        pass
-
-    s = Setup(journal, reconcile)
-    early = FakeRunnable(journal)
-    s.manager.add_runnable("caches", early, early=True)
-    task = asyncio.create_task(s.manager.run(s.stop))
-    tasks.append(task)
-    await asyncio.wait_for(early.started.wait(), 1.0)
+    s, _, journal, task = await _with_early(tasks)
     s.stop.set()
     assert await asyncio.wait_for(task, 1.0) == 0
     assert not s.runnable.started.is_set()
@@ -267,17 +265,7 @@ async def test_a_stop_before_sync_stops_only_the_early_runnables(tasks: list[asy
 
 
 async def test_an_early_runnable_that_dies_before_sync_is_a_fault(tasks: list[asyncio.Task[object]]) -> None:
-    journal: list[str] = []
-
-    async def reconcile(ref: ObjectRef) -> None:
-        pass
-
-    s = Setup(journal, reconcile)
-    early = FakeRunnable(journal)
-    s.manager.add_runnable("caches", early, early=True)
-    task = asyncio.create_task(s.manager.run(s.stop))
-    tasks.append(task)
-    await asyncio.wait_for(early.started.wait(), 1.0)
+    s, early, journal, task = await _with_early(tasks)
     early.crash.set()
     assert await asyncio.wait_for(task, 1.0) == 1
     assert not s.runnable.started.is_set() and not s.controller.running
