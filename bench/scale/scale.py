@@ -552,17 +552,23 @@ def measure_restart(system: System, env: dict[str, str], workdir: Path,
     return round(synced, 2), sum(v for k, v in requests.items() if k in WRITE_VERBS), round(rss, 1)
 
 
-def unlabelled_value(port: int, name: str) -> float | None:
-    """The value of the unlabelled metric `name` from /metrics (None when the process has none)."""
+def unlabelled_value(port: int, name: str, *more: str) -> float | None:
+    """The value of the unlabelled metric `name` from /metrics (None when the process has none); with `more`
+    names, the smallest of their values, all from one scrape (None when one is missing)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    found = [float(line.split()[1]) for line in text.splitlines() if line.startswith(f"{name} ")]
-    return found[0] if found else None
+    values: list[float] = []
+    for wanted in (name, *more):
+        found = [float(line.split()[1]) for line in text.splitlines() if line.startswith(f"{wanted} ")]
+        if not found:
+            return None
+        values.append(found[0])
+    return min(values)
 
 
-def gauge(port: int, name: str) -> float | None:
+def gauge(port: int, name: str, *more: str) -> float | None:
     """unlabelled_value, None too while the process does not answer."""
     try:
-        return unlabelled_value(port, name)
+        return unlabelled_value(port, name, *more)
     except OSError:
         return None
 
@@ -574,8 +580,7 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
     started again with the same identity: seconds from its start until it owns and caches as many shards
     as before (sampledb_shards_owned and sampledb_shards_cached, polled every 0.1 s: with filtered caches,
     once it took its shards back, labelled and listed them), its writes in the RESTART_WINDOW after that but
-    those to its shard
-    Leases (renewed every retry period, the lock's own traffic), its peak RSS. The new process takes
+    those to its shard Leases (renewed every retry period, the lock's own traffic), its peak RSS. The new process takes
     `index`'s place in `fleet` (the caller stops it)."""
     proc, port = fleet[index]
     held = gauge(port, "sampledb_shards_cached") if port is not None else None
@@ -591,7 +596,7 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
     if new.poll() is not None or new_port is None:
         raise RuntimeError("the restarted replica exited")
     deadline = start + 300
-    while min(gauge(new_port, "sampledb_shards_cached") or 0, gauge(new_port, "sampledb_shards_owned") or 0) < held:
+    while (gauge(new_port, "sampledb_shards_cached", "sampledb_shards_owned") or 0) < held:  # one scrape a poll
         if time.monotonic() > deadline:
             raise TimeoutError(f"the restarted replica did not own and cache its {held:.0f} shards again")
         time.sleep(0.1)  # polling another process's metrics from the driver
