@@ -27,6 +27,7 @@ from typing import Any
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache, urgency
 from sampledb_operator.decide.desired import DATABASE_LABEL, is_shared_scripts
+from sampledb_operator.decide.sharding import unbucketed_selector
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -48,6 +49,7 @@ from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.memory import MemoryTrimmer
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
+from sampledb_operator.runtime.storeunion import StoreUnion
 from sampledb_operator.runtime.triggers import (
     enqueue_controller_owner,
     enqueue_mapped,
@@ -55,7 +57,15 @@ from sampledb_operator.runtime.triggers import (
     unless_own_write,
 )
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
-from sampledb_operator.sharded import UNLABELLED_PODS, Sharding, Watched, filters_caches, shard_caches_for
+from sampledb_operator.sharded import (
+    UNLABELLED_PODS,
+    Sharding,
+    Watched,
+    bucket_mender_for,
+    bucketed,
+    filters_caches,
+    shard_caches_for,
+)
 
 log = get_logger(__name__)
 CONTROLLER = "sampledb"
@@ -70,15 +80,16 @@ CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pa
 def build_caches(client: KubeClient, settings: Settings,
                  clock: Clock) -> tuple[dict[str, StoreSet], list[Watched]]:
     """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind); the
-    watchers with the kind they watch. With filtered caches the children's and pods' watchers start with the
-    selector of no shard (the shared bucket only; ShardCaches moves it with the shards held), and the pods
-    without the bucket label (made from a template older than the label) have watchers and a StoreSet of
-    their own (UNLABELLED_PODS), never moved."""
+    watchers with the kind they watch. With filtered caches the children's, pods' and SampleDBs' watchers
+    start with the selector of no shard (the shared bucket only; ShardCaches moves it with the shards held);
+    the pods without the bucket label (made from a template older than the label) have watchers and a
+    StoreSet of their own (UNLABELLED_PODS), never moved; so do the SampleDBs without a bucket (created since,
+    or before the label existed), merged into the SampleDBs' cache (a StoreUnion: a first pass labels them)."""
     sets: dict[str, StoreSet] = {}
     watchers: list[Watched] = []
     filtered = filters_caches(settings)
 
-    def watch(key: str, resource: Resource, selector: str | None, base: str | None, moved: bool) -> None:
+    def watch(resource: Resource, selector: str | None, base: str | None, moved: bool) -> dict[str | None, Store]:
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             # large unread fields dropped; the database label indexed (every pass lists its database's objects)
@@ -87,15 +98,21 @@ def build_caches(client: KubeClient, settings: Settings,
             watchers.append(Watched(resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
                                                            namespace=ns, label_selector=selector,
                                                            streaming=settings.streaming_lists), base, moved))
-        sets[key] = StoreSet(stores)
+        return stores
 
     for resource, base_selector in watched_resources():
-        if filtered and resource.kind in FILTERED_KINDS and base_selector is not None:
-            watch(resource.kind, resource, children_selector((), settings.shards, base_selector), base_selector, True)
+        if filtered and resource.kind in FILTERED_KINDS:
+            stores = watch(resource, children_selector((), settings.shards, base_selector), base_selector, True)
+            if resource.kind == "SampleDB":
+                strays = StoreSet(watch(resource, unbucketed_selector(base_selector), base_selector, False))
+                sets[resource.kind] = StoreUnion(stores, strays, routes_here=bucketed)
+                continue
             if resource.kind == "Pod":
-                watch(UNLABELLED_PODS, resource, unlabelled_selector(base_selector), base_selector, False)
+                sets[UNLABELLED_PODS] = StoreSet(watch(resource, unlabelled_selector(base_selector), base_selector,
+                                                       False))
         else:
-            watch(resource.kind, resource, base_selector, base_selector, False)
+            stores = watch(resource, base_selector, base_selector, False)
+        sets[resource.kind] = StoreSet(stores)
     return sets, watchers
 
 
@@ -244,6 +261,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
                 # early: a restarted replica lists its shards' children while the other caches fill
                 manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers),
                                      early=True)
+                manager.add_runnable("bucket-mender", bucket_mender_for(settings, client, clock, caches, watchers))
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,

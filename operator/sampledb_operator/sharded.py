@@ -8,20 +8,26 @@ reconcilers/shard_labels.py). app.py makes the parts (the watchers as Watched) a
 
 Invariants: a shard's keys are enqueued whenever it becomes admitted (acquired while cached, or cached
 while owned); a backup not in the cache, or naming no database, is admitted everywhere (its reconcile
-finds it gone, or reports the missing field).
+finds it gone, or reports the missing field). With filtered caches a SampleDB is in the caches of its
+label's bucket's holder (and of every replica while it has no bucket label): one whose label names a bucket
+other than its own (set by hand, or copied with another database's manifest) is noted by the replica that
+caches it, whose BucketMender puts the label right at once, so its owner caches it and its pass runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.config import Settings
-from sampledb_operator.decide.sharding import filterable, plan_shards, shard_of
+from sampledb_operator.decide.desired import bucket_label
+from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of, filterable, is_bucket, plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
-from sampledb_operator.kube.resources import LEASE
+from sampledb_operator.kube.errors import NotFound
+from sampledb_operator.kube.resources import LEASE, SAMPLEDB
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Caches
@@ -165,7 +171,7 @@ class Sharding:
 
 def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding,
                      watchers: list[Watched]) -> ShardCaches:
-    """The runnable that moves the filtered watchers (children, pods) with the shards held, attached to
+    """The runnable that moves the filtered watchers (children, pods, SampleDBs) with the shards held, attached to
     `sharding` (after sharding.attach: it starts from the shards whose Leases name this replica, the
     ShardOwner's `named`; the manager runs it early, with the watchers)."""
     shards = settings.shards
@@ -175,12 +181,104 @@ def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, shard
         return await label_children(apis, settings.watch_namespaces, field_manager=settings.field_manager,
                                     buckets=shard_buckets(held, shards))
 
-    def selector_of(base: str) -> SelectorOf:
+    def selector_of(base: str | None) -> SelectorOf:
         return lambda held: children_selector(held, shards, base)
 
-    caches = ShardCaches([(w.watcher, selector_of(w.base)) for w in watchers if w.filtered and w.base is not None],
+    caches = ShardCaches([(w.watcher, selector_of(w.base)) for w in watchers if w.filtered],
                          clock=clock, relabel=relabel, on_ready=sharding.on_cache_ready,
                          hint=sharding.owner.named if sharding.owner is not None else None,
                          retry_period=settings.retry_period)
     sharding.shard_caches = caches
     return caches
+
+
+def _bucket_label(obj: dict[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(BUCKET_LABEL)
+
+
+def bucketed(obj: dict[str, Any]) -> bool:
+    """A SampleDB the shards' watches select (its bucket label is a bucket), not the watch of those without one."""
+    return is_bucket(_bucket_label(obj))
+
+
+def misplaced(obj: dict[str, Any]) -> bool:
+    """A SampleDB whose bucket label is a bucket, but not its own (one with no bucket is labelled by its pass)."""
+    meta = obj.get("metadata") or {}
+    value = _bucket_label(obj)
+    return is_bucket(value) and value != str(bucket_of(meta.get("namespace") or "", str(meta.get("name") or "")))
+
+
+class BucketMender:
+    """Puts right the bucket label of the SampleDBs this replica caches under another bucket than their own.
+
+    `note` is the filtered SampleDB watches' event handler: a SampleDB whose label is misplaced is noted
+    (one deleted, or put right, is forgotten). run() (a manager runnable) gives each noted SampleDB still
+    misplaced in the cache its own bucket, a merge patch of the label only (its owner's filtered watch then
+    selects it: ADDED there, DELETED here); one deleted meanwhile is skipped; a failure keeps the rest noted
+    and is retried after retry_period. Several replicas may both hold a misplaced SampleDB for a moment
+    (during a handover): their patches write the same value.
+    """
+
+    def __init__(self, caches: Caches, api: ResourceApi, *, field_manager: str, clock: Clock,
+                 retry_period: float) -> None:
+        self._caches = caches
+        self._api = api
+        self._field_manager = field_manager
+        self._clock = clock
+        self._retry_period = retry_period
+        self._noted: set[ObjectRef] = set()
+        self._wake = asyncio.Event()
+
+    def note(self, type_: str, obj: dict[str, Any]) -> None:
+        ref = ObjectRef.of(obj)
+        if type_ != "DELETED" and misplaced(obj):
+            self._noted.add(ref)
+            self._wake.set()
+        else:
+            self._noted.discard(ref)
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.mend()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.warning("putting a SampleDB's bucket label right failed; retrying", error=repr(err),
+                            delay=self._retry_period)
+                self._wake.set()
+                await self._clock.sleep(self._retry_period)
+
+    async def stop(self) -> None:
+        """Nothing to release."""
+
+    async def mend(self) -> int:
+        """Put every noted SampleDB right (see the class); the number patched."""
+        mended = 0
+        for ref in sorted(self._noted):
+            obj = self._caches.sampledbs.get(ref)
+            if obj is not None and misplaced(obj):
+                own = bucket_label(ref.namespace, ref.name)
+                log.info("bucket label put right", namespace=ref.namespace, name=ref.name, label=_bucket_label(obj),
+                         bucket=own[BUCKET_LABEL])
+                try:
+                    await self._api.patch(ref.name, {"metadata": {"labels": own}}, namespace=ref.namespace,
+                                          field_manager=self._field_manager)
+                    mended += 1
+                except NotFound:
+                    pass
+            self._noted.discard(ref)
+        return mended
+
+
+def bucket_mender_for(settings: Settings, client: KubeClient, clock: Clock, caches: Caches,
+                      watchers: list[Watched]) -> BucketMender:
+    """The BucketMender of the filtered SampleDB watches among `watchers` (its handler added to them)."""
+    mender = BucketMender(caches, ResourceApi(client, SAMPLEDB), field_manager=settings.field_manager, clock=clock,
+                          retry_period=settings.retry_period)
+    for w in watchers:
+        if w.kind == SAMPLEDB.kind and w.filtered:
+            w.watcher.add_handler(mender.note)
+    return mender

@@ -2,14 +2,17 @@
 
 The shard Leases end up held by three identities, two each; ~24 SampleDBs across two namespaces all
 become Ready, each reconciled only by the process that owns its shard (from the processes' debug
-logs); each process caches exactly the children and database pods of its own shards (the shard-filtered
-caches: their sampledb_cache_objects against the cluster's objects by bucket label); a SIGKILLed
+logs); each process caches exactly the children, database pods and SampleDBs of its own shards (the
+shard-filtered caches: their sampledb_cache_objects against the cluster's objects by bucket label, which
+every SampleDB carries after its first pass); a SIGKILLed
 process's shards are taken by the others within the lease duration plus a few retry periods, whose
 caches then hold their three shards' children; a database of those shards whose children and pod
-template lost their bucket label (as from a version before it) has its children labelled again by the
-new owner, keeps its volume, is Ready again, and its template stays without the label (adding it would
-restart the pod) while every replica caches its pod (the watch of unlabelled pods); and a new SampleDB
-in one of those shards becomes Ready. kwok namespaces: the pods "run" without PostgreSQL.
+template, and itself, lost their bucket label (as from a version before it) has its children and itself
+labelled again by the new owner, keeps its volume, is Ready again, and its template stays without the
+label (adding it would restart the pod) while every replica caches its pod (the watch of unlabelled pods);
+and a new SampleDB in one of those shards, created with another shard's bucket label (copied from another
+database's manifest), is put right by the replica caching it, becomes Ready, reconciled by its owner only.
+kwok namespaces: the pods "run" without PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from tests.support import kube
 from tests.support.kube import kubectl, wait_until
 from tests.support.operator import OperatorProcess
 
-from sampledb_operator.decide.sharding import BUCKET_LABEL, buckets_of, shard_of
+from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of, buckets_of, shard_of
 
 pytestmark = pytest.mark.cluster
 
@@ -137,17 +140,19 @@ def caches_hold_their_shards(ops: dict[str, OperatorProcess], owned: dict[str, s
     and pods of its shards (by bucket label, the shared bucket included) and, for pods, every pod without the
     label (made from a template without it); else None."""
     found = children(namespaces)
-    if any(BUCKET_LABEL not in (o["metadata"].get("labels") or {}) for o in found):
+    dbs = [item for ns in namespaces for item in kube.kubectl_json("get", "sampledbs", "-n", ns)["items"]]
+    if any(BUCKET_LABEL not in (o["metadata"].get("labels") or {}) for o in [*found, *dbs]):
         return None
     pods = database_pods(namespaces)
     cached: dict[str, Counter[str]] = {}
     for identity, shards in owned.items():
         buckets = set(buckets_of(shards, SHARDS))
-        want = Counter(o["kind"].lower() + "s" for o in found if o["metadata"]["labels"][BUCKET_LABEL] in buckets)
+        want = Counter(o["kind"].lower() + "s" for o in [*found, *dbs]
+                       if o["metadata"]["labels"][BUCKET_LABEL] in buckets)
         want["pods"] = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(BUCKET_LABEL, "-") in buckets
                            or BUCKET_LABEL not in (p["metadata"].get("labels") or {}))
         have = Counter({r: int(ops[identity].metric("sampledb_cache_objects", resource=r))
-                        for r in [*CHILD_KINDS.split(","), "pods"]})
+                        for r in [*CHILD_KINDS.split(","), "pods", "sampledbs"]})
         if +have != +want:
             return None
         cached[identity] = have
@@ -169,8 +174,9 @@ def rolled(db: tuple[str, str]) -> bool:
 
 
 def unlabel(name: str, ns: str) -> None:
-    """Remove the bucket label from every child of database `name` and from its pod template (which rolls its
-    pod: the new one has no label), as a version before it made them."""
+    """Remove the bucket label from the SampleDB `name`, every child of it and its pod template (which rolls
+    its pod: the new one has no label), as a version before it made them."""
+    kubectl("label", "sampledb", name, "-n", ns, f"{BUCKET_LABEL}-")
     kubectl("label", CHILD_KINDS, "-n", ns, "-l", f"sampledb.io/database={name}", f"{BUCKET_LABEL}-")
     path = "/spec/template/metadata/labels/" + BUCKET_LABEL.replace("/", "~1")
     for sts in statefulsets_of(name, ns):
@@ -201,9 +207,33 @@ def legacy_kept(ops: dict[str, OperatorProcess], legacy: tuple[str, str], *, aft
                what="r1 and r2 caching the legacy database's unlabelled pod beside their shards' pods")
     [sts] = statefulsets_of(name, ns)
     assert BUCKET_LABEL in sts["metadata"]["labels"]  # labelled again by the labelling pass
+    own = str(bucket_of(ns, name))
+    assert kube.kubectl_json("get", "sampledb", name, "-n", ns)["metadata"]["labels"][BUCKET_LABEL] == own
     assert BUCKET_LABEL not in template_labels(sts) and rolled(legacy)  # the template kept as made: no second roll
     conditions = {c["type"]: c for c in kube.kubectl_json("get", "sampledb", name, "-n", ns)["status"]["conditions"]}
     assert "DataVolumeLost" not in str(conditions)
+
+
+def late_misplaced_put_right(ops: dict[str, OperatorProcess], namespace: str, *, orphans: set[int],
+                             after: list[str], survivors: dict[str, set[int]]) -> None:
+    """A new SampleDB of one of the moved shards, created with a bucket label of the other survivor's shards
+    (as copied from another database's manifest): that replica, the only one caching it, puts the label
+    right; the owner then reconciles it to Ready, the other never does."""
+    late = next(f"late-{i}" for i in range(1000) if shard_of(namespace, f"late-{i}", SHARDS) in orphans)
+    new_owner = after[shard_of(namespace, late, SHARDS)]
+    other = "r1" if new_owner == "r2" else "r2"
+    # labelled with a bucket of the other survivor's shards: only that replica caches it until it is put right
+    elsewhere = next(b for b in range(60) if b % SHARDS in survivors[other])
+    manifest = sampledb(late, namespace)
+    manifest["metadata"]["labels"] = {BUCKET_LABEL: str(elsewhere)}
+    apply(manifest)
+    wait_ready(late, namespace, timeout=120)
+    assert (namespace, late) in reconciled(ops[new_owner])
+    assert (namespace, late) not in reconciled(ops[other])
+    labels = kube.kubectl_json("get", "sampledb", late, "-n", namespace)["metadata"]["labels"]
+    assert labels[BUCKET_LABEL] == str(bucket_of(namespace, late))
+    assert any(ln.get("event") == "bucket label put right" and ln.get("name") == late
+               for ln in ops[other].log_lines())
 
 
 def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfig: str, namespace: str,
@@ -263,10 +293,4 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
                    what="r1 and r2 caching their three shards' children, the unlabelled ones labelled again")
         legacy_kept(ops, legacy, after=after, survivors=survivors, data_uid=data_uid, namespaces=namespaces)
 
-        late = next(f"late-{i}" for i in range(1000) if shard_of(namespace, f"late-{i}", SHARDS) in orphans)
-        new_owner = after[shard_of(namespace, late, SHARDS)]
-        apply(sampledb(late, namespace))
-        wait_ready(late, namespace, timeout=120)
-        assert (namespace, late) in reconciled(ops[new_owner])
-        other = "r1" if new_owner == "r2" else "r2"
-        assert (namespace, late) not in reconciled(ops[other])
+        late_misplaced_put_right(ops, namespace, orphans=orphans, after=after, survivors=survivors)

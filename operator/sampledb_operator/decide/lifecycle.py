@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of
 from sampledb_operator.model.names import fit, short_hash
 
 FINALIZER = "sampledb.io/finalizer"
@@ -34,6 +35,21 @@ class Step(StrEnum):
     RETRY_LATER = "retry-later"  # the last attempt failed; the next one waits for the backoff
     DELETE_DATA = "delete-data"  # delete the StatefulSet and the data PVC, then release
     RETAIN_DATA = "retain-data"  # delete the StatefulSet, keep and label the data PVC, then release
+
+
+def own_metadata(namespace: str, name: str, finalizers: list[str], labels: dict[str, str], *,
+                 paused: bool) -> dict[str, object]:
+    """What a live SampleDB's metadata lacks of the operator's own, as a merge patch's `metadata` (empty:
+    nothing): the finalizer (not on a paused database: pausing promises no new hold on it) and its bucket
+    label (decide.sharding: a sharded replica's filtered caches select it by that label; a wrong value, set
+    by hand or copied from another database's manifest, is put right). Both in one write, on the first pass."""
+    patch: dict[str, object] = {}
+    if FINALIZER not in finalizers and not paused:
+        patch["finalizers"] = [*finalizers, FINALIZER]
+    bucket = str(bucket_of(namespace, name))
+    if labels.get(BUCKET_LABEL) != bucket:
+        patch["labels"] = {BUCKET_LABEL: bucket}
+    return patch
 
 
 @dataclass(frozen=True, slots=True)

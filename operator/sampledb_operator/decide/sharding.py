@@ -20,6 +20,9 @@ Invariants:
   namespace carry SHARED_BUCKET). When shards divides BUCKETS (filterable), bucket_of(k) mod shards ==
   shard_of(k, shards) for every key, so the buckets of a set of shards name exactly their databases'
   children, and a server-side selector `BUCKET_LABEL in (...)` (bucket_selector) watches them alone.
+- A SampleDB carries its own bucket in BUCKET_LABEL too (set by its first pass, with the finalizer); one
+  without a valid value (no label, or one that is not a bucket: is_bucket) is what unbucketed_selector
+  selects, and every replica caches those, so none is missed before its label is set.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from collections.abc import Iterable
 from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 
 __all__ = ["BUCKETS", "BUCKET_LABEL", "SHARED_BUCKET", "ShardPlan", "ShardRecord", "ShardView", "available",
-           "bucket_of", "bucket_selector", "buckets_of", "fair_share", "filterable", "plan_shards", "rank",
-           "shard_of"]
+           "bucket_of", "bucket_selector", "buckets_of", "fair_share", "filterable", "is_bucket", "plan_shards",
+           "rank", "shard_of", "unbucketed_selector"]
 
 BUCKETS = 60                        # fixed: divisible by 1-6, 10, 12, 15, 20, 30 and 60 shards
 BUCKET_LABEL = "sampledb.io/bucket"
@@ -69,10 +72,24 @@ def buckets_of(shards_held: Iterable[int], shards: int) -> list[str]:
     return [SHARED_BUCKET] + [str(b) for b in range(BUCKETS) if b % shards in held]
 
 
-def bucket_selector(base: str, shards_held: Iterable[int], shards: int) -> str:
-    """`base` narrowed to the children of `shards_held`: base,BUCKET_LABEL in (shared,...). With no shard
-    held it still names the shared bucket (a set-based selector needs one value at least)."""
-    return f"{base},{BUCKET_LABEL} in ({','.join(buckets_of(shards_held, shards))})"
+def bucket_selector(base: str | None, shards_held: Iterable[int], shards: int) -> str:
+    """`base` narrowed to the children of `shards_held`: base,BUCKET_LABEL in (shared,...) (no base: the
+    bucket term alone). With no shard held it still names the shared bucket (a set-based selector needs one
+    value at least)."""
+    term = f"{BUCKET_LABEL} in ({','.join(buckets_of(shards_held, shards))})"
+    return f"{base},{term}" if base else term
+
+
+def is_bucket(value: str | None) -> bool:
+    """Whether `value` is a database's bucket (a BUCKET_LABEL value "0" .. "59", as bucket_of gives it)."""
+    return value is not None and value.isdigit() and str(int(value)) == value and int(value) < BUCKETS
+
+
+def unbucketed_selector(base: str | None = None) -> str:
+    """The selector of the objects `base` selects whose BUCKET_LABEL is not a bucket: none at all, or any other
+    value (the API server's `notin` matches an object without the key too)."""
+    term = f"{BUCKET_LABEL} notin ({','.join(str(b) for b in range(BUCKETS))})"
+    return f"{base},{term}" if base else term
 
 
 def fair_share(shards: int, members: int) -> int:

@@ -1,8 +1,9 @@
 """What every reconciler shares: the caches, an API per kind, the event recorder, the clock.
 
 Caches hold only the operator's own children (selected on the server by the managed-by label), every
-SampleDB and every SampleDBBackup (a sharded replica with filtered caches: its shards' children and
-database pods, and the database pods made without the bucket label, in a cache of their own). Objects
+SampleDB and every SampleDBBackup (a sharded replica with filtered caches: its shards' children, database
+pods and SampleDBs, the database pods made without the bucket label in a cache of their own, and the
+SampleDBs whose bucket label is not set yet merged into the SampleDBs' cache: runtime/storeunion.py). Objects
 read from a cache are shared: never mutate them.
 Every write through `Context.apis` is read back by the caches until their watches deliver it
 (runtime/storeset.py, read-your-writes): a pass never decides from a copy older than its own writes.
@@ -35,8 +36,9 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import Clock
-from sampledb_operator.runtime.store import Store, resource_version_of
+from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
+from sampledb_operator.runtime.storeunion import newest
 
 API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
              POD)
@@ -64,13 +66,7 @@ class Caches:
         found = self.pods.list(namespace, label_selector)
         if self.unlabelled_pods is None:
             return found
-        newest: dict[ObjectRef, Obj] = {}
-        for obj in [*found, *self.unlabelled_pods.list(namespace, label_selector)]:
-            ref = ObjectRef.of(obj)
-            have = newest.get(ref)
-            if have is None or _version(obj) > _version(have):
-                newest[ref] = obj
-        return list(newest.values())
+        return newest(found, self.unlabelled_pods.list(namespace, label_selector))
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
@@ -85,11 +81,6 @@ class Caches:
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
         }[kind]
-
-
-def _version(obj: Obj) -> int:
-    text = resource_version_of(obj)
-    return int(text) if text.isdigit() else -1
 
 
 class RememberingApi(ResourceApi):

@@ -99,11 +99,13 @@ class SampleDBReconciler:
             return None
         if db.metadata.deletion_timestamp is not None:
             return await deletion.finalize(self.ctx, db)
-        if lifecycle.FINALIZER not in db.metadata.finalizers and not db.spec.paused:
-            with_finalizer = await self._add_finalizer(db)
-            if with_finalizer is None:
+        own = lifecycle.own_metadata(db.metadata.namespace or "", db.metadata.name, db.metadata.finalizers,
+                                     db.metadata.labels, paused=db.spec.paused)
+        if own:
+            with_own = await self._add_own_metadata(db, own)
+            if with_own is None:
                 return None  # refused (changed since read, or gone): one_pass looks again
-            db = with_finalizer
+            db = with_own
         problems = tuple(validate_spec(db.spec))
         if problems or db.spec.paused:
             written = await self._write_status(db, obj, st.Observed(problems=problems))
@@ -171,25 +173,25 @@ class SampleDBReconciler:
 
     # ------------------------------------------------------------------ deletion
 
-    async def _add_finalizer(self, db: SampleDB) -> SampleDB | None:
-        """Add the finalizer; the SampleDB with the resourceVersion it has now, so the pass's later writes
-        carry the right precondition. None when the write was refused (Conflict on a stale object: recorded
-        on the pass, which looks again) or the object is gone: the pass ends there."""
-        patch = {"metadata": {"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
-                              "resourceVersion": db.metadata.resource_version}}
+    async def _add_own_metadata(self, db: SampleDB, own: dict[str, object]) -> SampleDB | None:
+        """Add the finalizer and the bucket label (`own`: lifecycle.own_metadata); the SampleDB with them and
+        the resourceVersion it has now, so the pass's later writes carry the right precondition. None when
+        the write was refused (Conflict on a stale object: recorded on the pass, which looks again) or the
+        object is gone: the pass ends there."""
+        patch = {"metadata": {**own, "resourceVersion": db.metadata.resource_version}}
         try:
             answer = await self.apis["SampleDB"].patch(db.metadata.name, patch, namespace=db.metadata.namespace)
         except NotFound:
             return None
         except Conflict:
-            log.info("finalizer not added: the SampleDB changed since it was read; looking again",
+            log.info("finalizer or bucket label not added: the SampleDB changed since it was read; looking again",
                      namespace=db.metadata.namespace, name=db.metadata.name)
             write_refused()
             return None
-        rv = (answer.get("metadata") or {}).get("resourceVersion")
-        meta = db.metadata.model_copy(update={"finalizers": [*db.metadata.finalizers, lifecycle.FINALIZER],
-                                              "resource_version": rv or db.metadata.resource_version})
-        return db.model_copy(update={"metadata": meta})
+        meta = answer.get("metadata") or {}
+        update = {"finalizers": list(meta.get("finalizers") or []), "labels": dict(meta.get("labels") or {}),
+                  "resource_version": meta.get("resourceVersion") or db.metadata.resource_version}
+        return db.model_copy(update={"metadata": db.metadata.model_copy(update=update)})
 
     # ------------------------------------------------------------------ status and events
 

@@ -27,10 +27,12 @@ from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector, buc
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound
 
-# the cached kinds a sharded replica filters: the children carrying the bucket label and the database pods
-# (not the users' SampleDBs and SampleDBBackups); the labelling pass labels all of them but the pods
-FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret", "Pod"})
-LABELLED_KINDS = FILTERED_KINDS - {"Pod"}
+# the cached kinds a sharded replica filters: the children carrying the bucket label, the database pods and
+# the SampleDBs (not the SampleDBBackups); the labelling pass labels all of them but the pods and the SampleDBs
+# (a SampleDB's own pass labels it: lifecycle.own_metadata)
+FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret", "Pod",
+                            "SampleDB"})
+LABELLED_KINDS = FILTERED_KINDS - {"Pod", "SampleDB"}
 LABEL_CONCURRENCY = 8
 LIST_CONCURRENCY = len(LABELLED_KINDS)
 
@@ -40,15 +42,15 @@ def shard_buckets(held: Iterable[int], shards: int) -> frozenset[str]:
     return frozenset(buckets_of(held, shards))
 
 
-def children_selector(held: Iterable[int], shards: int, base: str = MANAGED_SELECTOR) -> str:
-    """The selector of the managed children (those `base` selects) of the shards `held` (and the shared
-    bucket's objects)."""
+def children_selector(held: Iterable[int], shards: int, base: str | None = MANAGED_SELECTOR) -> str:
+    """The selector of the managed children (those `base` selects; None: the SampleDBs themselves) of the
+    shards `held` (and the shared bucket's objects)."""
     return bucket_selector(base, sorted(held), shards)
 
 
-def unlabelled_selector(base: str = MANAGED_SELECTOR) -> str:
-    """The selector of the objects `base` selects that have no bucket label."""
-    return f"{base},!{BUCKET_LABEL}"
+def unlabelled_selector(base: str | None = MANAGED_SELECTOR) -> str:
+    """The selector of the objects `base` selects (None: all) that have no bucket label."""
+    return f"{base},!{BUCKET_LABEL}" if base else f"!{BUCKET_LABEL}"
 
 
 def _target(obj: dict[str, Any]) -> tuple[str, str, str]:

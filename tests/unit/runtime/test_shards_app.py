@@ -19,6 +19,7 @@ from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
+from sampledb_operator.runtime.storeunion import StoreUnion
 from sampledb_operator.sharded import UNLABELLED_PODS, Sharding, filters_caches, shard_caches_for
 
 SHARDS = 4
@@ -190,11 +191,32 @@ def test_filtered_caches_watch_their_shards_pods_and_every_pod_made_without_the_
         (f"{pods},{BUCKET_LABEL} in (shared)", True), (f"{pods},{BUCKET_LABEL} in (shared)", True)]
     assert UNLABELLED_PODS in sets and "Pod" in sets
     assert {w.kind for w in watched if w.filtered} == {"StatefulSet", "PersistentVolumeClaim", "Job", "Service",
-                                                       "ConfigMap", "Secret", "Pod"}
+                                                       "ConfigMap", "Secret", "Pod", "SampleDB"}
     moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
     moved._select(frozenset({1}))  # what run() does when shard 1 is wanted
     selectors = {w.watcher.label_selector for w in watched if w.kind == "Pod"}
     assert selectors == {f"{pods},!{BUCKET_LABEL}", f"{pods},{BUCKET_LABEL} in (shared,1,7,13,19,25,31,37,43,49,55)"}
+
+
+def test_filtered_caches_watch_their_shards_sampledbs_and_every_sampledb_without_a_bucket() -> None:
+    settings = load_settings({"shards": "6", "namespaces": "a,b"}, environ={})
+    client = cast(KubeClient, None)  # nothing is requested: the watchers are not run
+    sets, watched = build_caches(client, settings, FakeClock())
+    strays = f"{BUCKET_LABEL} notin ({','.join(str(b) for b in range(60))})"
+    assert sorted((w.watcher.label_selector, w.filtered) for w in watched if w.kind == "SampleDB") == [
+        (f"{BUCKET_LABEL} in (shared)", True), (f"{BUCKET_LABEL} in (shared)", True), (strays, False), (strays, False)]
+    assert isinstance(sets["SampleDB"], StoreUnion)
+    moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
+    moved._select(frozenset({1}))
+    assert {w.watcher.label_selector for w in watched if w.kind == "SampleDB"} == {
+        strays, f"{BUCKET_LABEL} in (shared,1,7,13,19,25,31,37,43,49,55)"}
+    # the SampleDBs' watches feed one cache: a database is read wherever its label puts it
+    first, second = ({"metadata": {"namespace": "a", "name": n, "resourceVersion": "5",
+                                   "labels": {BUCKET_LABEL: b} if b else {}}} for n, b in (("x", "7"), ("y", None)))
+    bucketed, unbucketed = (w.watcher.store for w in watched if w.kind == "SampleDB" and w.watcher._namespace == "a")
+    bucketed.upsert(first)
+    unbucketed.upsert(second)
+    assert [o["metadata"]["name"] for o in sets["SampleDB"].list("a")] == ["x", "y"]
 
 
 def test_without_filtered_caches_there_is_one_pods_watch_per_namespace() -> None:
