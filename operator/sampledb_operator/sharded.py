@@ -258,18 +258,22 @@ class BucketMender:
         """Put every noted SampleDB right (see the class); the number patched."""
         mended = 0
         for ref in sorted(self._noted):
+            self._noted.discard(ref)  # before the patch: a note that comes while it runs is kept
             obj = self._caches.sampledbs.get(ref)
-            if obj is not None and misplaced(obj):
-                own = bucket_label(ref.namespace, ref.name)
-                log.info("bucket label put right", namespace=ref.namespace, name=ref.name, label=_bucket_label(obj),
-                         bucket=own[BUCKET_LABEL])
-                try:
-                    await self._api.patch(ref.name, {"metadata": {"labels": own}}, namespace=ref.namespace,
-                                          field_manager=self._field_manager)
-                    mended += 1
-                except NotFound:
-                    pass
-            self._noted.discard(ref)
+            if obj is None or not misplaced(obj):
+                continue
+            own = bucket_label(ref.namespace, ref.name)
+            log.info("bucket label put right", namespace=ref.namespace, name=ref.name, label=_bucket_label(obj),
+                     bucket=own[BUCKET_LABEL])
+            try:
+                await self._api.patch(ref.name, {"metadata": {"labels": own}}, namespace=ref.namespace,
+                                      field_manager=self._field_manager)
+            except NotFound:
+                continue
+            except BaseException:
+                self._noted.add(ref)
+                raise
+            mended += 1
         return mended
 
 

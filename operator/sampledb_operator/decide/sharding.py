@@ -82,7 +82,8 @@ def bucket_selector(base: str | None, shards_held: Iterable[int], shards: int) -
 
 def is_bucket(value: str | None) -> bool:
     """Whether `value` is a database's bucket (a BUCKET_LABEL value "0" .. "59", as bucket_of gives it)."""
-    return value is not None and value.isdigit() and str(int(value)) == value and int(value) < BUCKETS
+    return (value is not None and value.isascii() and value.isdigit() and str(int(value)) == value
+            and int(value) < BUCKETS)
 
 
 def unbucketed_selector(base: str | None = None) -> str:

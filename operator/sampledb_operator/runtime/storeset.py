@@ -223,15 +223,15 @@ class StoreSet:
             replacement = newer.pop(ref, None)
             if replacement is None:
                 out.append(obj)
-            elif _matches(replacement, label_selector):
+            elif matches(replacement, label_selector):
                 out.append(replacement)
-        out += [obj for obj in newer.values() if _matches(obj, label_selector)]
+        out += [obj for obj in newer.values() if matches(obj, label_selector)]
         return out
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._stores.values())
 
 
-def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
+def matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return not selector or all(labels.get(k) == v for k, v in selector.items())

@@ -8,7 +8,7 @@ so it takes two watches and two sets of stores. Readers see one StoreSet: this c
 Invariants:
 - An object may be in both sets for a moment (its label changed: the watch it leaves sends DELETED, the
   watch it enters sends ADDED, in either order): a read shows the copy with the higher resourceVersion,
-  each ref once.
+  each ref once, and a list or by_owner matches that copy (never an older one that still matches).
 - remember(answer) keeps the answer in the set whose selector matches it (`routes_here`), and drops any
   answer remembered by the other: the set it will be read back from is the one whose watch delivers it.
 - is_own_write is true when either set remembers that very version; forget drops both.
@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
-from sampledb_operator.runtime.store import Store, resource_version_of
-from sampledb_operator.runtime.storeset import WRITTEN_TTL, StoreSet
+from sampledb_operator.runtime.store import Store, owner_uids, resource_version_of
+from sampledb_operator.runtime.storeset import WRITTEN_TTL, StoreSet, matches
 
 
 def _version(obj: Obj) -> int:
@@ -75,7 +75,12 @@ class StoreUnion(StoreSet):
         return newest(found)[0] if found else None
 
     def list(self, namespace: str | None = None, label_selector: Mapping[str, str] | None = None) -> builtins.list[Obj]:
-        return newest(super().list(namespace, label_selector), self.others.list(namespace, label_selector))
+        found = newest(super().list(namespace, label_selector), self.others.list(namespace, label_selector))
+        if not label_selector:
+            return found
+        # a copy that matches may be older than the other set's, which no longer does: the newest copy decides
+        return [obj for obj in (self.get(ObjectRef.of(o)) for o in found)
+                if obj is not None and matches(obj, label_selector)]
 
     def each(self, keep: Callable[[ObjectRef], bool] | None = None) -> Iterator[Obj]:
         """StoreSet.each over both sets, each ref once (the first set's copy: a walk where a moment's lag is
@@ -90,7 +95,8 @@ class StoreUnion(StoreSet):
         return super().refs(namespace) | self.others.refs(namespace)
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:
-        return newest(super().by_owner(uid), self.others.by_owner(uid))
+        found = newest(super().by_owner(uid), self.others.by_owner(uid))
+        return [obj for obj in (self.get(ObjectRef.of(o)) for o in found) if obj is not None and uid in owner_uids(obj)]
 
     def __len__(self) -> int:
         mine = {ref for store in self._stores.values() for ref in store.refs()}
