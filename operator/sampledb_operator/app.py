@@ -9,10 +9,10 @@ stops work at once and exits 1 so the Deployment restarts the process as a stand
 With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
 beside the controllers and reconciles only the keys of the shards it owns (sharded.py: which shard a key
 is in, admission). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
-its shards' children and database pods (their watchers start with the selector of no shard; sharded.py's
-ShardCaches moves it) and every pod made from a template without the bucket label (a watch of its own),
-otherwise every replica watches and caches every object; the SampleDBs and SampleDBBackups are always
-cached whole. The per-database metrics and
+its shards' children, database pods and SampleDBs (their watchers start with the selector of no shard;
+sharded.py's ShardCaches moves it) and, through a second watch merged into the same cache, every pod made
+from a template without the bucket label and every SampleDB without a bucket; otherwise every replica
+watches and caches every object. The SampleDBBackups are always cached whole. The per-database metrics and
 sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
 """
 
@@ -58,12 +58,12 @@ from sampledb_operator.runtime.triggers import (
 )
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
 from sampledb_operator.sharded import (
-    UNLABELLED_PODS,
     Sharding,
     Watched,
     bucket_mender_for,
     bucketed,
     filters_caches,
+    has_bucket_label,
     shard_caches_for,
 )
 
@@ -77,14 +77,22 @@ LOCK_CONNECTIONS = 4
 CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
 
 
+# The filtered kinds whose objects may lack a bucket: the selector of those (from the kind's own) and which of
+# the union's two watches an object the operator writes is read back from (StoreUnion's routes_here).
+STRAYS: dict[str, tuple[Callable[[str | None], str], Callable[[dict[str, Any]], bool]]] = {
+    "SampleDB": (unbucketed_selector, bucketed),  # its first pass labels it
+    "Pod": (unlabelled_selector, has_bucket_label),  # made from a template older than the label
+}
+
+
 def build_caches(client: KubeClient, settings: Settings,
                  clock: Clock) -> tuple[dict[str, StoreSet], list[Watched]]:
     """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind); the
     watchers with the kind they watch. With filtered caches the children's, pods' and SampleDBs' watchers
     start with the selector of no shard (the shared bucket only; ShardCaches moves it with the shards held);
-    the pods without the bucket label (made from a template older than the label) have watchers and a
-    StoreSet of their own (UNLABELLED_PODS), never moved; so do the SampleDBs without a bucket (created since,
-    or before the label existed), merged into the SampleDBs' cache (a StoreUnion: a first pass labels them)."""
+    the pods without the bucket label (made from a template older than the label) and the SampleDBs without a
+    bucket (created since, or before the label existed: a first pass labels them) have a second watch, never
+    moved, merged into the kind's one cache (runtime/storeunion.StoreUnion, STRAYS)."""
     sets: dict[str, StoreSet] = {}
     watchers: list[Watched] = []
     filtered = filters_caches(settings)
@@ -103,13 +111,11 @@ def build_caches(client: KubeClient, settings: Settings,
     for resource, base_selector in watched_resources():
         if filtered and resource.kind in FILTERED_KINDS:
             stores = watch(resource, children_selector((), settings.shards, base_selector), base_selector, True)
-            if resource.kind == "SampleDB":
-                strays = StoreSet(watch(resource, unbucketed_selector(base_selector), base_selector, False))
-                sets[resource.kind] = StoreUnion(stores, strays, routes_here=bucketed)
+            if resource.kind in STRAYS:  # a second watch, never moved, merged into the kind's one cache
+                selector, routes_here = STRAYS[resource.kind]
+                strays = StoreSet(watch(resource, selector(base_selector), base_selector, False))
+                sets[resource.kind] = StoreUnion(stores, strays, routes_here=routes_here)
                 continue
-            if resource.kind == "Pod":
-                sets[UNLABELLED_PODS] = StoreSet(watch(resource, unlabelled_selector(base_selector), base_selector,
-                                                       False))
         else:
             stores = watch(resource, base_selector, base_selector, False)
         sets[resource.kind] = StoreSet(stores)
@@ -223,7 +229,6 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
-            unlabelled_pods=sets.get(UNLABELLED_PODS),
         )
         sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
         _set_metric_sources(caches, sharding)

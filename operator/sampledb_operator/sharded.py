@@ -46,9 +46,6 @@ from sampledb_operator.runtime.watcher import Watcher
 
 log = get_logger(__name__)
 
-UNLABELLED_PODS = "Pod/unlabelled"  # app.build_caches' key of the pods without the bucket label
-
-
 @dataclass(frozen=True, slots=True)
 class Watched:
     """One of app.build_caches' watchers: the kind it watches, the kind's own selector (`base`) and whether
@@ -199,6 +196,11 @@ def _bucket_label(obj: dict[str, Any]) -> str | None:
 def bucketed(obj: dict[str, Any]) -> bool:
     """A SampleDB the shards' watches select (its bucket label is a bucket), not the watch of those without one."""
     return is_bucket(_bucket_label(obj))
+
+
+def has_bucket_label(obj: dict[str, Any]) -> bool:
+    """A database pod the shards' watches select (it has the bucket label), not the watch of those without."""
+    return _bucket_label(obj) is not None
 
 
 def misplaced(obj: dict[str, Any]) -> bool:

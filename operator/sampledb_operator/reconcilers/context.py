@@ -2,16 +2,15 @@
 
 Caches hold only the operator's own children (selected on the server by the managed-by label), every
 SampleDB and every SampleDBBackup (a sharded replica with filtered caches: its shards' children, database
-pods and SampleDBs, the database pods made without the bucket label in a cache of their own, and the
-SampleDBs whose bucket label is not set yet merged into the SampleDBs' cache: runtime/storeunion.py). Objects
-read from a cache are shared: never mutate them.
+pods and SampleDBs, with the database pods made without the bucket label and the SampleDBs whose bucket label
+is not set yet merged into the pods' and the SampleDBs' caches: runtime/storeunion.py). Objects read from a
+cache are shared: never mutate them.
 Every write through `Context.apis` is read back by the caches until their watches deliver it
 (runtime/storeset.py, read-your-writes): a pass never decides from a copy older than its own writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,7 +37,6 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
-from sampledb_operator.runtime.storeunion import newest
 
 API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
              POD)
@@ -56,17 +54,8 @@ class Caches:
     services: StoreSet
     configmaps: StoreSet
     secrets: StoreSet
-    pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))  # database pods only
-    unlabelled_pods: StoreSet | None = None  # filtered caches: the database pods without the bucket label
-
-    def database_pods(self, namespace: str, label_selector: Mapping[str, str]) -> list[Obj]:
-        """The cached database pods of `namespace` that `label_selector` matches: the pods cache's and, with
-        filtered caches, those without the bucket label (made from an older template). A pod in both (the
-        read-back answer of a write to an unlabelled pod is kept by the pods cache): its newer copy."""
-        found = self.pods.list(namespace, label_selector)
-        if self.unlabelled_pods is None:
-            return found
-        return newest(found, self.unlabelled_pods.list(namespace, label_selector))
+    # database pods only; with filtered caches a StoreUnion: the shards' pods and those without the bucket label
+    pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""

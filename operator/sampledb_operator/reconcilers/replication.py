@@ -135,7 +135,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcom
     ns, name = db.metadata.namespace or "", db.metadata.name
     sets = instance_statefulsets(ctx, db)
     selector = {d.DATABASE_LABEL: name, d.COMPONENT_LABEL: "database"}
-    pods = {str(p["metadata"]["name"]): p for p in ctx.caches.database_pods(ns, selector)}
+    pods = {str(p["metadata"]["name"]): p for p in ctx.caches.pods.list(ns, selector)}
     # more than one instance now, or before (a removed standby's pod may still stream and hold its slot)
     probing = db.spec.replicas > 1 or len(sets) > 1 or len(db.status.instances) > 1 or len(pods) > 1
     servers = await _servers(ctx, db, pods) if probing else {}

@@ -56,7 +56,8 @@ class _Written:
     expires: float
 
 
-def _version(text: str) -> int | None:
+def version_number(text: str) -> int | None:
+    """A resourceVersion as the number the API server makes it (None when it is not one: it is opaque)."""
     return int(text) if text.isdigit() else None
 
 
@@ -84,7 +85,7 @@ class StoreSet:
         """Keep the server's answer to a write until the store has caught up with it."""
         ref = ObjectRef.of(obj)
         store = self._for(ref.namespace)
-        version = _version(resource_version_of(obj))
+        version = version_number(resource_version_of(obj))
         if store is None or version is None:
             return
         now = self._now()
@@ -101,7 +102,7 @@ class StoreSet:
         """Whether `obj` (a watch event's object) is exactly a version this process wrote and has been
         reading back since: the event tells the writer nothing it did not already know."""
         entry = self._written.get(ObjectRef.of(obj))
-        return entry is not None and entry.version == _version(resource_version_of(obj))
+        return entry is not None and entry.version == version_number(resource_version_of(obj))
 
     def forget(self, ref: ObjectRef) -> None:
         """Drop a remembered answer (the object was deleted)."""
@@ -124,11 +125,11 @@ class StoreSet:
 
     def _ahead(self, store: Store, ref: ObjectRef, version: int) -> bool:
         """Whether the store has not yet seen `version` of `ref`."""
-        seen = _version(store.resource_version)
+        seen = version_number(store.resource_version)
         if seen is not None and seen >= version:
             return False
         cached = store.version_of(ref)
-        have = _version(cached) if cached is not None else None
+        have = version_number(cached) if cached is not None else None
         return have is None or have < version
 
     def _written_for(self, ref: ObjectRef, store: Store) -> Obj | None:

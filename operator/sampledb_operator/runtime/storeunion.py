@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.runtime.store import Store, owner_uids, resource_version_of
-from sampledb_operator.runtime.storeset import WRITTEN_TTL, StoreSet, matches
+from sampledb_operator.runtime.storeset import WRITTEN_TTL, StoreSet, matches, version_number
 
 
 def _version(obj: Obj) -> int:
-    text = resource_version_of(obj)
-    return int(text) if text.isdigit() else -1
+    number = version_number(resource_version_of(obj))
+    return -1 if number is None else number
 
 
 def newest(*found: Iterable[Obj]) -> builtins.list[Obj]:

@@ -20,7 +20,7 @@ from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.runtime.storeunion import StoreUnion
-from sampledb_operator.sharded import UNLABELLED_PODS, Sharding, filters_caches, shard_caches_for
+from sampledb_operator.sharded import Sharding, filters_caches, shard_caches_for
 
 SHARDS = 4
 
@@ -189,7 +189,7 @@ def test_filtered_caches_watch_their_shards_pods_and_every_pod_made_without_the_
     assert sorted((w.watcher.label_selector, w.filtered) for w in watched if w.kind == "Pod") == [
         (f"{pods},!{BUCKET_LABEL}", False), (f"{pods},!{BUCKET_LABEL}", False),
         (f"{pods},{BUCKET_LABEL} in (shared)", True), (f"{pods},{BUCKET_LABEL} in (shared)", True)]
-    assert UNLABELLED_PODS in sets and "Pod" in sets
+    assert isinstance(sets["Pod"], StoreUnion)  # one cache of both watches
     assert {w.kind for w in watched if w.filtered} == {"StatefulSet", "PersistentVolumeClaim", "Job", "Service",
                                                        "ConfigMap", "Secret", "Pod", "SampleDB"}
     moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
@@ -223,7 +223,7 @@ def test_without_filtered_caches_there_is_one_pods_watch_per_namespace() -> None
     sets, watched = build_caches(cast(KubeClient, None), load_settings({"shards": "7"}, environ={}), FakeClock())
     assert [w.watcher.label_selector for w in watched if w.kind == "Pod"] == [
         "app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database"]
-    assert UNLABELLED_PODS not in sets and not any(w.filtered for w in watched)
+    assert not isinstance(sets["Pod"], StoreUnion) and not any(w.filtered for w in watched)
 
 
 async def test_the_shard_caches_start_from_the_shards_the_owners_leases_name() -> None:
