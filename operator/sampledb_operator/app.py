@@ -54,6 +54,7 @@ from sampledb_operator.runtime.triggers import (
     enqueue_controller_owner,
     enqueue_mapped,
     enqueue_self,
+    unless_handed_over,
     unless_own_write,
 )
 from sampledb_operator.runtime.watcher import EventHandler, Watcher
@@ -97,7 +98,8 @@ def build_caches(client: KubeClient, settings: Settings,
     watchers: list[Watched] = []
     filtered = filters_caches(settings)
 
-    def watch(resource: Resource, selector: str | None, base: str | None, moved: bool) -> dict[str | None, Store]:
+    def watch(resource: Resource, selector: str | None, base: str | None, moved: bool,
+              strays: bool = False) -> dict[str | None, Store]:
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             # large unread fields dropped; the database label indexed (every pass lists its database's objects)
@@ -105,7 +107,8 @@ def build_caches(client: KubeClient, settings: Settings,
             stores[ns] = store
             watchers.append(Watched(resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
                                                            namespace=ns, label_selector=selector,
-                                                           streaming=settings.streaming_lists), base, moved))
+                                                           streaming=settings.streaming_lists), base, moved,
+                                    strays))
         return stores
 
     for resource, base_selector in watched_resources():
@@ -113,7 +116,7 @@ def build_caches(client: KubeClient, settings: Settings,
             stores = watch(resource, children_selector((), settings.shards, base_selector), base_selector, True)
             if resource.kind in STRAYS:  # a second watch, never moved, merged into the kind's one cache
                 selector, routes_here = STRAYS[resource.kind]
-                strays = StoreSet(watch(resource, selector(base_selector), base_selector, False))
+                strays = StoreSet(watch(resource, selector(base_selector), base_selector, False, strays=True))
                 sets[resource.kind] = StoreUnion(stores, strays, routes_here=routes_here)
                 continue
         else:
@@ -195,6 +198,18 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
     return handlers
 
 
+def _watch_handlers(watched: Watched, dbs: Controller, backups: Controller, ctx: Context) -> list[EventHandler]:
+    """_handlers_for the watcher's kind; on a strays watch (the second of a StoreUnion) without the DELETED that
+    a pass's own write sends when it moves the object to the shards' watch (a SampleDB's first pass labels
+    it): the union still holds it and the pass read its write back, so it would wake its database once more
+    for nothing on its owner, and be refused on every other replica."""
+    handlers = _handlers_for(watched.kind, dbs, backups, ctx)
+    cache = ctx.caches.for_kind(watched.kind)
+    if not (watched.strays and isinstance(cache, StoreUnion)):
+        return handlers
+    return [unless_handed_over(handler, cache.moved_in) for handler in handlers]
+
+
 def _lock_holders(settings: Settings, client: KubeClient, clock: Clock, sharding: Sharding | None, *,
                   databases: Controller, backups: Controller) -> LeaderElector | None:
     """The shard owner (attached to `sharding`) or the leader elector (None without leader election), on a
@@ -255,7 +270,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,
                           resync_period=settings.resync_period or None)
         for watched in watchers:
-            for handler in _handlers_for(watched.kind, controller, backup_controller, ctx):
+            for handler in _watch_handlers(watched, controller, backup_controller, ctx):
                 watched.watcher.add_handler(handler)
             manager.add_watcher(watched.watcher)
         manager.add_controller(controller)

@@ -48,13 +48,16 @@ log = get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """One of app.build_caches' watchers: the kind it watches, the kind's own selector (`base`) and whether
-    ShardCaches moves its selector with the shards held (`filtered`: base narrowed to their buckets)."""
+    """One of app.build_caches' watchers: the kind it watches, the kind's own selector (`base`), whether
+    ShardCaches moves its selector with the shards held (`filtered`: base narrowed to their buckets) and
+    whether it is the second watch of a kind with filtered caches (`strays`: the objects without a bucket,
+    merged into the kind's cache, a StoreUnion)."""
 
     kind: str
     watcher: Watcher
     base: str | None
     filtered: bool = False
+    strays: bool = False
 
 
 def filters_caches(settings: Settings) -> bool:

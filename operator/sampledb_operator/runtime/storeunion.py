@@ -66,6 +66,14 @@ class StoreUnion(StoreSet):
     def is_own_write(self, obj: Obj) -> bool:
         return super().is_own_write(obj) or self.others.is_own_write(obj)
 
+    def moved_in(self, obj: Obj) -> bool:
+        """Whether `obj`, a DELETED of the others' watch, is this process's own write that moved it to this set's
+        watch: this set remembers that very version (the watch cache's DELETED for an object leaving a selector
+        carries its previous content with the write's resourceVersion). A real deletion's DELETED carries the
+        delete's own resourceVersion, which answered no write of this process (a PATCH that removes the last
+        finalizer is answered with the object before the delete)."""
+        return super().is_own_write(obj)
+
     def forget(self, ref: ObjectRef) -> None:
         super().forget(ref)
         self.others.forget(ref)

@@ -77,6 +77,20 @@ def unless_own_write(handler: EventHandler, own_write: Callable[[dict[str, Any]]
     return handle
 
 
+def unless_handed_over(handler: EventHandler, handed_over: Callable[[dict[str, Any]], bool]) -> EventHandler:
+    """`handler`, except for a DELETED that `handed_over` says is no deletion: the object left this watch's
+    selector for another watch feeding the same cache (StoreUnion.moved_in: by this process's own write, whose
+    answer the other side remembers), so the cache still holds it and the writer read its write back. Every
+    other event, and every DELETED of an object that went away, still reaches `handler`."""
+
+    def handle(type_: str, obj: dict[str, Any]) -> None:
+        if type_ == "DELETED" and handed_over(obj):
+            return
+        handler(type_, obj)
+
+    return handle
+
+
 def _ref(obj: dict[str, Any]) -> ObjectRef | None:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
