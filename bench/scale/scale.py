@@ -30,7 +30,8 @@ operator's /metrics rest_client_requests_total; the floor counts its own), recon
 and the load average; for the operator, once all are Ready, a restart: seconds to synced, writes in the
 15 s after, RSS (for sharded replicas, replica 0 SIGKILLed and started again with its identity while the
 others run: seconds until its caches hold its shards again, sampledb_shards_cached; its writes but
-those renewing its shard Leases). Systems run
+those renewing its shard Leases; and, just before, its floor: a plain client's process fetching what
+that replica caches, start to exit). Systems run
 interleaved (round 1: each system, round 2: each system, ...).
 
     .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
@@ -278,14 +279,36 @@ async def floor_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def replica_selectors(shards: int, held: list[int]) -> list[tuple[Any, str | None]]:
+    """What a sharded replica with filtered caches holding the shards `held` lists (app.build_caches): each
+    filtered kind through its shards' selector and, for the kinds with objects that may lack a bucket
+    (app.STRAYS), through that second selector too; the other kinds whole."""
+    from sampledb_operator.app import STRAYS
+    from sampledb_operator.reconcilers.sampledb import watched_resources
+    from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector
+
+    out: list[tuple[Any, str | None]] = []
+    for resource, base in watched_resources():
+        if resource.kind not in FILTERED_KINDS:
+            out.append((resource, base))
+            continue
+        out.append((resource, children_selector(held, shards, base)))
+        if resource.kind in STRAYS:
+            out.append((resource, STRAYS[resource.kind][0](base)))
+    return out
+
+
 async def sync_floor_main(args: argparse.Namespace) -> int:
     """A restart's floor: a plain client filling plain dicts with what the operator caches (the same
     streaming lists: every watched resource at once, each until its initial-events-end bookmark), with
-    no packing, indexes, queue or reconciling. Prints {"fetch_s": connect to synced, "objects": n}."""
+    no packing, indexes, queue or reconciling; with --held, what a sharded replica holding those shards
+    caches (replica_selectors). Prints {"fetch_s": connect to synced, "objects": n}."""
     from sampledb_operator.kube.api import initial_events_end
     from sampledb_operator.reconcilers.sampledb import watched_resources
 
     started = time.monotonic()
+    watched = watched_resources() if args.held is None else replica_selectors(
+        args.shards, [int(k) for k in args.held.split(",") if k])
     client = await KubeClient.connect(args.kubeconfig)
     caches: dict[str, dict[tuple[str, str], Obj]] = {}
 
@@ -301,7 +324,7 @@ async def sync_floor_main(args: argparse.Namespace) -> int:
                 cache[(meta.get("namespace") or "", meta.get("name") or "")] = ev.object
 
     try:
-        await asyncio.gather(*(fill(ResourceApi(client, r), s) for r, s in watched_resources()))
+        await asyncio.gather(*(fill(ResourceApi(client, r), s) for r, s in watched))
     finally:
         await client.close()
     print(json.dumps({"fetch_s": round(time.monotonic() - started, 2),
@@ -513,12 +536,14 @@ def started(proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: f
 RESTART_WINDOW = 15.0  # seconds a restarted operator is watched for writes after its caches synced
 
 
-def measure_sync_floor(env: dict[str, str], per_namespace: int) -> tuple[float, float, float]:
-    """The restart's floor (sync_floor_main): seconds from start to exit, seconds from connect to synced,
-    objects fetched."""
+def measure_sync_floor(env: dict[str, str], per_namespace: int, *, shards: int = 1,
+                       held: list[int] | None = None) -> tuple[float, float, float]:
+    """The restart's floor (sync_floor_main; with `held`, a sharded replica's holding those shards): seconds
+    from start to exit, seconds from connect to synced, objects fetched."""
     start = time.monotonic()
+    sharded = ["--shards", str(shards), "--held", ",".join(map(str, held))] if held is not None else []
     answer = subprocess.run([sys.executable, __file__, "syncfloor", "--kubeconfig", env["KUBECONFIG"],
-                             "--namespace", watched_namespace(per_namespace)],
+                             "--namespace", watched_namespace(per_namespace), *sharded],
                             env=env, check=True, capture_output=True, timeout=600)
     total = time.monotonic() - start
     got = json.loads(answer.stdout.decode().strip().splitlines()[-1])
@@ -573,19 +598,32 @@ def gauge(port: int, name: str, *more: str) -> float | None:
         return None
 
 
+def owned_shards(port: int) -> list[int]:
+    """The shards a replica owns now (sampledb_shard_owned{shard="k"} 1), from /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sorted(int(line.split('shard="', 1)[1].split('"', 1)[0]) for line in text.splitlines()
+                  if line.startswith("sampledb_shard_owned{") and float(line.rsplit(" ", 1)[1]) == 1.0)
+
+
 def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, per_namespace: int, *,
                             fleet: list[tuple[subprocess.Popen[bytes], int | None]],
-                            index: int = 0) -> tuple[float, float, float]:
+                            index: int = 0) -> tuple[tuple[float, float, float], tuple[float, float]]:
     """One replica of a sharded fleet SIGKILLed while the others run (its shard Leases still name it) and
     started again with the same identity: seconds from its start until it owns and caches as many shards
     as before (sampledb_shards_owned and sampledb_shards_cached, polled every 0.1 s: with filtered caches,
     once it took its shards back, labelled and listed them), its writes in the RESTART_WINDOW after that but
     those to its shard Leases (renewed every retry period, the lock's own traffic), its peak RSS. The new process takes
-    `index`'s place in `fleet` (the caller stops it)."""
+    `index`'s place in `fleet` (the caller stops it). Before it, the restart's floor with the fleet running
+    as it will during the restart: a plain client's process fetching what the replica caches (its shards'
+    objects, those without a bucket, the SampleDBBackups), start to exit, and the objects it fetched."""
     proc, port = fleet[index]
     held = gauge(port, "sampledb_shards_cached") if port is not None else None
-    if not held:
+    if not held or port is None:
         raise RuntimeError(f"replica {index} caches no shard before its restart")
+    shards = owned_shards(port)
+    floor_total, floor_fetch, floor_objects = measure_sync_floor(env, per_namespace, shards=system.shards, held=shards)
+    print(f"  restart floor of replica {index} (shards {shards}): {floor_objects:.0f} objects fetched in"
+          f" {floor_fetch} s, {floor_total} s from its start to its exit", file=sys.stderr)
     proc.kill()
     proc.wait()
     start = time.monotonic()
@@ -610,7 +648,7 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
     print(f"  restart of replica {index} of {system.label}: its {held:.0f} shards owned and cached {synced:.2f} s"
           f" after its start, /readyz answered after {readyz:.2f} s; writes {writes} ({leases:.0f} to its shard"
           " Leases, not counted)", file=sys.stderr)
-    return round(synced, 2), sum(writes.values()) - leases, round(rss, 1)
+    return (round(synced, 2), sum(writes.values()) - leases, round(rss, 1)), (floor_total, floor_objects)
 
 
 def settle(max_load: float, timeout: float) -> None:
@@ -703,6 +741,8 @@ class RunResult:
     restart_writes: float | None = None  # its writes in the RESTART_WINDOW seconds after that
     restart_rss_mib: float | None = None  # its peak RSS then (the steady state, without a creation burst)
     per_namespace: int = 0  # databases per namespace (0: all in NAMESPACE)
+    restart_floor_s: float | None = None  # a sharded replica's restart's floor: a plain client's process, start to exit
+    restart_floor_objects: float | None = None  # the objects it fetched (what the replica caches)
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int) -> RunResult:
@@ -717,10 +757,11 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
         prepare(env, namespaces(n, per_namespace))
         fleet = start_fleet(system, env, workdir, per_namespace)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
+        floor: tuple[float, float] | None = None
         try:
             made = make_ready(fleet, env, n=n, timeout=timeout, per_namespace=per_namespace)
             if system.kind == "operator" and len(made.ready) == n and system.shards > 1 and len(fleet) > 1:
-                restart = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
+                restart, floor = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
         finally:
             for proc, _port in fleet:
                 stop(proc)
@@ -728,7 +769,8 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
             restart = measure_restart(system, env, workdir, per_namespace)
     finally:
         cluster_down(cluster_dir)
-    return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir, per_namespace=per_namespace)
+    return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir, per_namespace=per_namespace,
+                  restart_floor=floor)
 
 
 @dataclass
@@ -771,7 +813,8 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
 
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
-           restart: tuple[float | None, float | None, float | None], workdir: Path, per_namespace: int) -> RunResult:
+           restart: tuple[float | None, float | None, float | None], workdir: Path, per_namespace: int,
+           restart_floor: tuple[float, float] | None = None) -> RunResult:
     """The run's RunResult, written to workdir/result.json and printed."""
     n, ready, created, t0 = made.n, made.ready, made.created, made.t0
     requests = made.requests
@@ -793,6 +836,8 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         per_db_by_resource={k: round(v / n, 2) for k, v in sorted(made.by_resource.items())},
         restart_synced_s=restart[0], restart_writes=restart[1], restart_rss_mib=restart[2],
         per_namespace=per_namespace,
+        restart_floor_s=restart_floor[0] if restart_floor else None,
+        restart_floor_objects=restart_floor[1] if restart_floor else None,
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
@@ -815,7 +860,9 @@ def row(r: RunResult) -> str:
 def _restart(r: RunResult) -> str:
     if r.restart_synced_s is None:
         return "-"
-    return f"{r.restart_synced_s} / {r.restart_writes or 0:.0f} / {r.restart_rss_mib}"
+    floor = "" if r.restart_floor_s is None else \
+        f" (floor {r.restart_floor_s} s, {r.restart_floor_objects or 0:.0f} objects)"
+    return f"{r.restart_synced_s} / {r.restart_writes or 0:.0f} / {r.restart_rss_mib}{floor}"
 
 
 def chart(results: list[RunResult], path: Path) -> None:
@@ -962,6 +1009,8 @@ def main() -> int:
     sf = sub.add_parser("syncfloor", help="(internal) a restart's floor: the caches' lists by a plain client")
     sf.add_argument("--kubeconfig", required=True)
     sf.add_argument("--namespace", default=NAMESPACE)
+    sf.add_argument("--shards", type=int, default=1, help="with --held: the replicas' --shards")
+    sf.add_argument("--held", help="a sharded replica's shards (comma-separated): fetch what it caches")
     rep = sub.add_parser("report", help="table and chart of result.json files of earlier runs")
     rep.add_argument("results", nargs="+")
     rep.add_argument("--out", required=True)

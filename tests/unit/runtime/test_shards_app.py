@@ -239,3 +239,28 @@ async def test_the_shard_caches_start_from_the_shards_the_owners_leases_name() -
         run.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await run
+
+
+def test_the_scale_benchs_replica_floor_fetches_what_a_replica_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/scale/scale.py times a sharded replica's restart against a plain client fetching the same objects
+    (replica_selectors): the same kinds through the same selectors as build_caches and ShardCaches give a
+    replica holding those shards."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "scale" / "scale.py"
+    spec = importlib.util.spec_from_file_location("scale_bench", path)
+    assert spec is not None and spec.loader is not None
+    scale = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "scale_bench", scale)  # its dataclasses look their module up
+    monkeypatch.setattr(sys, "path", list(sys.path))  # it puts the operator's tree on the path
+    spec.loader.exec_module(scale)
+    settings = load_settings({"shards": "6"}, environ={})
+    client = cast(KubeClient, None)
+    _, watched = build_caches(client, settings, FakeClock())
+    shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)._select(frozenset({1, 4}))
+    replica = sorted((w.kind, w.watcher.label_selector or "") for w in watched)
+    assert sorted((r.kind, s or "") for r, s in scale.replica_selectors(6, [1, 4])) == replica
+    assert ("Pod", f"{'app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database'},"
+                   f"!{BUCKET_LABEL}") in replica
