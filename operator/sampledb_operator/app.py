@@ -9,10 +9,10 @@ stops work at once and exits 1 so the Deployment restarts the process as a stand
 With --shards N > 1 there is no leader election: every replica runs a ShardOwner (runtime/shards.py)
 beside the controllers and reconciles only the keys of the shards it owns (sharded.py: which shard a key
 is in, admission). With N dividing decide.sharding.BUCKETS (and --shard-caches) a replica caches only
-its shards' children, database pods and SampleDBs (their watchers start with the selector of no shard;
-sharded.py's ShardCaches moves it) and, through a second watch merged into the same cache, every pod made
-from a template without the bucket label and every SampleDB without a bucket; otherwise every replica
-watches and caches every object. The SampleDBBackups are always cached whole. The per-database metrics and
+its shards' children, database pods, SampleDBs and SampleDBBackups (their watchers start with the selector
+of no shard; sharded.py's ShardCaches moves it) and, through a second watch merged into the same cache, every
+pod made from a template without the bucket label and every SampleDB and SampleDBBackup without a bucket;
+otherwise every replica watches and caches every object. The per-database metrics and
 sampledb_databases count only the owned shards' databases, so sums across replicas stay right.
 """
 
@@ -61,7 +61,7 @@ from sampledb_operator.runtime.watcher import EventHandler, Watcher
 from sampledb_operator.sharded import (
     Sharding,
     Watched,
-    bucket_mender_for,
+    bucket_menders_for,
     bucketed,
     filters_caches,
     has_bucket_label,
@@ -82,6 +82,7 @@ CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pa
 # the union's two watches an object the operator writes is read back from (StoreUnion's routes_here).
 STRAYS: dict[str, tuple[Callable[[str | None], str], Callable[[dict[str, Any]], bool]]] = {
     "SampleDB": (unbucketed_selector, bucketed),  # its first pass labels it
+    "SampleDBBackup": (unbucketed_selector, bucketed),  # made by hand: its first pass labels it (backup_run)
     "Pod": (unlabelled_selector, has_bucket_label),  # made from a template older than the label
 }
 
@@ -281,7 +282,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
                 # early: a restarted replica lists its shards' children while the other caches fill
                 manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers),
                                      early=True)
-                manager.add_runnable("bucket-mender", bucket_mender_for(settings, client, clock, caches, watchers))
+                for name, mender in bucket_menders_for(settings, client, clock, caches, watchers):
+                    manager.add_runnable(name, mender)
         manager.add_runnable("memory", MemoryTrimmer(clock))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,

@@ -8,26 +8,26 @@ reconcilers/shard_labels.py). app.py makes the parts (the watchers as Watched) a
 
 Invariants: a shard's keys are enqueued whenever it becomes admitted (acquired while cached, or cached
 while owned); a backup not in the cache, or naming no database, is admitted everywhere (its reconcile
-finds it gone, or reports the missing field). With filtered caches a SampleDB is in the caches of its
-label's bucket's holder (and of every replica while it has no bucket label): one whose label names a bucket
-other than its own (set by hand, or copied with another database's manifest) is noted by the replica that
-caches it, whose BucketMender puts the label right at once, so its owner caches it and its pass runs.
+finds it gone, or reports the missing field). With filtered caches a SampleDB (a SampleDBBackup) is in the
+caches of its label's bucket's holder (and of every replica while it has no bucket label): one whose label
+names a bucket other than its own (its database's, for a backup; set by hand, or copied with another's
+manifest) is noted by the replica that caches it, whose BucketMender puts the label right at once, so its
+owner caches it and its pass runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.config import Settings
-from sampledb_operator.decide.desired import bucket_label
 from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of, filterable, is_bucket, plan_shards, shard_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
-from sampledb_operator.kube.resources import LEASE, SAMPLEDB
+from sampledb_operator.kube.resources import LEASE, SAMPLEDB, SAMPLEDBBACKUP
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Caches
@@ -42,6 +42,7 @@ from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.controller import Controller
 from sampledb_operator.runtime.shard_caches import SelectorOf, ShardCaches
 from sampledb_operator.runtime.shards import ShardOwner
+from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.runtime.watcher import Watcher
 
 log = get_logger(__name__)
@@ -197,8 +198,21 @@ def _bucket_label(obj: dict[str, Any]) -> str | None:
 
 
 def bucketed(obj: dict[str, Any]) -> bool:
-    """A SampleDB the shards' watches select (its bucket label is a bucket), not the watch of those without one."""
+    """A SampleDB or SampleDBBackup the shards' watches select (its bucket label is a bucket), not the watch of
+    those without one."""
     return is_bucket(_bucket_label(obj))
+
+
+def database_bucket(obj: dict[str, Any]) -> str | None:
+    """A SampleDB's own bucket (of its namespace/name)."""
+    meta = obj.get("metadata") or {}
+    return str(bucket_of(meta.get("namespace") or "", str(meta.get("name") or "")))
+
+
+def backup_bucket(obj: dict[str, Any]) -> str | None:
+    """A SampleDBBackup's bucket: its database's (spec.database); None when it names none."""
+    database = _backup_database(obj)
+    return str(bucket_of(database.namespace, database.name)) if database is not None else None
 
 
 def has_bucket_label(obj: dict[str, Any]) -> bool:
@@ -206,27 +220,32 @@ def has_bucket_label(obj: dict[str, Any]) -> bool:
     return _bucket_label(obj) is not None
 
 
-def misplaced(obj: dict[str, Any]) -> bool:
-    """A SampleDB whose bucket label is a bucket, but not its own (one with no bucket is labelled by its pass)."""
-    meta = obj.get("metadata") or {}
+def misplaced(obj: dict[str, Any], own_bucket: Callable[[dict[str, Any]], str | None] = database_bucket) -> bool:
+    """An object whose bucket label is a bucket, but not its own (`own_bucket`: a SampleDB's by default); one
+    with no bucket is labelled by its own pass, one with no bucket of its own is left alone."""
     value = _bucket_label(obj)
-    return is_bucket(value) and value != str(bucket_of(meta.get("namespace") or "", str(meta.get("name") or "")))
+    if not is_bucket(value):
+        return False
+    wanted = own_bucket(obj)
+    return wanted is not None and value != wanted
 
 
 class BucketMender:
-    """Puts right the bucket label of the SampleDBs this replica caches under another bucket than their own.
+    """Puts right the bucket label of the objects of one kind (SampleDBs, SampleDBBackups) this replica caches
+    under another bucket than their own (`own_bucket`: a SampleDB's, a backup's database's).
 
-    `note` is the filtered SampleDB watches' event handler: a SampleDB whose label is misplaced is noted
-    (one deleted, or put right, is forgotten). run() (a manager runnable) gives each noted SampleDB still
-    misplaced in the cache its own bucket, a merge patch of the label only (its owner's filtered watch then
-    selects it: ADDED there, DELETED here); one deleted meanwhile is skipped; a failure keeps the rest noted
-    and is retried after retry_period. Several replicas may both hold a misplaced SampleDB for a moment
-    (during a handover): their patches write the same value.
+    `note` is the kind's filtered watches' event handler: an object whose label is misplaced is noted (one
+    deleted, or put right, is forgotten). run() (a manager runnable) gives each noted object still misplaced in
+    `cache` its own bucket, a merge patch of the label only (its owner's filtered watch then selects it: ADDED
+    there, DELETED here); one deleted meanwhile is skipped; a failure keeps the rest noted and is retried after
+    retry_period. Several replicas may both hold a misplaced object for a moment (during a handover): their
+    patches write the same value.
     """
 
-    def __init__(self, caches: Caches, api: ResourceApi, *, field_manager: str, clock: Clock,
-                 retry_period: float) -> None:
-        self._caches = caches
+    def __init__(self, cache: StoreSet, api: ResourceApi, *, field_manager: str, clock: Clock,
+                 retry_period: float, own_bucket: Callable[[dict[str, Any]], str | None] = database_bucket) -> None:
+        self._cache = cache
+        self._own_bucket = own_bucket
         self._api = api
         self._field_manager = field_manager
         self._clock = clock
@@ -236,7 +255,7 @@ class BucketMender:
 
     def note(self, type_: str, obj: dict[str, Any]) -> None:
         ref = ObjectRef.of(obj)
-        if type_ != "DELETED" and misplaced(obj):
+        if type_ != "DELETED" and misplaced(obj, self._own_bucket):
             self._noted.add(ref)
             self._wake.set()
         else:
@@ -251,8 +270,8 @@ class BucketMender:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                log.warning("putting a SampleDB's bucket label right failed; retrying", error=repr(err),
-                            delay=self._retry_period)
+                log.warning("putting a bucket label right failed; retrying", kind=self._api.resource.kind,
+                            error=repr(err), delay=self._retry_period)
                 self._wake.set()
                 await self._clock.sleep(self._retry_period)
 
@@ -260,19 +279,19 @@ class BucketMender:
         """Nothing to release."""
 
     async def mend(self) -> int:
-        """Put every noted SampleDB right (see the class); the number patched."""
+        """Put every noted object right (see the class); the number patched."""
         mended = 0
         for ref in sorted(self._noted):
             self._noted.discard(ref)  # before the patch: a note that comes while it runs is kept
-            obj = self._caches.sampledbs.get(ref)
-            if obj is None or not misplaced(obj):
+            obj = self._cache.get(ref)
+            if obj is None or not misplaced(obj, self._own_bucket):
                 continue
-            own = bucket_label(ref.namespace, ref.name)
-            log.info("bucket label put right", namespace=ref.namespace, name=ref.name, label=_bucket_label(obj),
-                     bucket=own[BUCKET_LABEL])
+            own = self._own_bucket(obj)
+            log.info("bucket label put right", kind=self._api.resource.kind, namespace=ref.namespace, name=ref.name,
+                     label=_bucket_label(obj), bucket=own)
             try:
-                await self._api.patch(ref.name, {"metadata": {"labels": own}}, namespace=ref.namespace,
-                                      field_manager=self._field_manager)
+                await self._api.patch(ref.name, {"metadata": {"labels": {BUCKET_LABEL: own}}},
+                                      namespace=ref.namespace, field_manager=self._field_manager)
             except NotFound:
                 continue
             except BaseException:
@@ -282,12 +301,17 @@ class BucketMender:
         return mended
 
 
-def bucket_mender_for(settings: Settings, client: KubeClient, clock: Clock, caches: Caches,
-                      watchers: list[Watched]) -> BucketMender:
-    """The BucketMender of the filtered SampleDB watches among `watchers` (its handler added to them)."""
-    mender = BucketMender(caches, ResourceApi(client, SAMPLEDB), field_manager=settings.field_manager, clock=clock,
-                          retry_period=settings.retry_period)
-    for w in watchers:
-        if w.kind == SAMPLEDB.kind and w.filtered:
-            w.watcher.add_handler(mender.note)
-    return mender
+def bucket_menders_for(settings: Settings, client: KubeClient, clock: Clock, caches: Caches,
+                       watchers: list[Watched]) -> list[tuple[str, BucketMender]]:
+    """The BucketMenders (with their runnables' names) of the SampleDBs and of the SampleDBBackups, each's handler
+    added to its kind's filtered watches among `watchers`."""
+    menders = []
+    for name, resource, cache, own_bucket in (("bucket-mender", SAMPLEDB, caches.sampledbs, database_bucket),
+                                              ("backup-bucket-mender", SAMPLEDBBACKUP, caches.backups, backup_bucket)):
+        mender = BucketMender(cache, ResourceApi(client, resource), field_manager=settings.field_manager, clock=clock,
+                              retry_period=settings.retry_period, own_bucket=own_bucket)
+        for w in watchers:
+            if w.kind == resource.kind and w.filtered:
+                w.watcher.add_handler(mender.note)
+        menders.append((name, mender))
+    return menders

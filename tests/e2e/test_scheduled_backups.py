@@ -16,6 +16,8 @@ from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
+from sampledb_operator.decide.sharding import bucket_of
+
 pytestmark = pytest.mark.cluster
 
 EVERY_MINUTE = "* * * * *"
@@ -68,7 +70,7 @@ def test_every_slot_gets_one_backup_and_retention_keeps_the_newest(kubeconfig: s
         assert first["metadata"]["labels"] == {
             "app.kubernetes.io/managed-by": "sampledb-operator", "sampledb.io/database": "cron",
             "sampledb.io/database-uid": kubectl_json("get", "sampledb", "cron", "-n", ns)["metadata"]["uid"],
-            "sampledb.io/backup-reason": "scheduled"}
+            "sampledb.io/backup-reason": "scheduled", "sampledb.io/bucket": str(bucket_of(ns, "cron"))}
         wait_until(lambda: (status("cron", ns).get("lastBackup") or {}).get("name") == name, timeout=30,
                    what="status.lastBackup naming the first scheduled backup")
         healthy = condition("cron", ns, "BackupHealthy")

@@ -2,9 +2,10 @@
 
 The shard Leases end up held by three identities, two each; ~24 SampleDBs across two namespaces all
 become Ready, each reconciled only by the process that owns its shard (from the processes' debug
-logs); each process caches exactly the children, database pods and SampleDBs of its own shards (the
-shard-filtered caches: their sampledb_cache_objects against the cluster's objects by bucket label, which
-every SampleDB carries after its first pass); a SIGKILLed
+logs); backups made by hand without labels get their database's bucket label; each process caches exactly the
+children, database pods, SampleDBs and SampleDBBackups of its own shards (the shard-filtered caches: their
+sampledb_cache_objects against the cluster's objects by bucket label, which every SampleDB and backup
+carries after its first pass); a SIGKILLed
 process's shards are taken by the others within the lease duration plus a few retry periods, whose
 caches then hold their three shards' children; a database of those shards whose children and pod
 template, and itself, lost their bucket label (as from a version before it) has its children and itself
@@ -136,11 +137,12 @@ def database_pods(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
 
 def caches_hold_their_shards(ops: dict[str, OperatorProcess], owned: dict[str, set[int]],
                              namespaces: tuple[str, str]) -> dict[str, Counter[str]] | None:
-    """Each process's cached children and database pods per resource, once they equal the cluster's children
-    and pods of its shards (by bucket label, the shared bucket included) and, for pods, every pod without the
-    label (made from a template without it); else None."""
+    """Each process's cached children, database pods, SampleDBs and SampleDBBackups per resource, once they equal
+    the cluster's of its shards (by bucket label, the shared bucket included: every SampleDB and backup has one)
+    and, for pods, every pod without the label (made from a template without it); else None."""
     found = children(namespaces)
-    dbs = [item for ns in namespaces for item in kube.kubectl_json("get", "sampledbs", "-n", ns)["items"]]
+    dbs = [item for ns in namespaces
+           for item in kube.kubectl_json("get", "sampledbs,sampledbbackups", "-n", ns)["items"]]
     if any(BUCKET_LABEL not in (o["metadata"].get("labels") or {}) for o in [*found, *dbs]):
         return None
     pods = database_pods(namespaces)
@@ -152,11 +154,15 @@ def caches_hold_their_shards(ops: dict[str, OperatorProcess], owned: dict[str, s
         want["pods"] = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(BUCKET_LABEL, "-") in buckets
                            or BUCKET_LABEL not in (p["metadata"].get("labels") or {}))
         have = Counter({r: int(ops[identity].metric("sampledb_cache_objects", resource=r))
-                        for r in [*CHILD_KINDS.split(","), "pods", "sampledbs"]})
+                        for r in [*CHILD_KINDS.split(","), "pods", "sampledbs", "sampledbbackups"]})
         if +have != +want:
             return None
         cached[identity] = have
     return cached
+
+
+def backup_labels(ns: str, name: str) -> dict[str, str]:
+    return kube.kubectl_json("get", "sampledbbackup", name, "-n", ns)["metadata"].get("labels") or {}
 
 
 def statefulsets_of(name: str, ns: str) -> list[dict[str, Any]]:
@@ -253,6 +259,16 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         apply([sampledb(name, ns) for ns, name in names])
         for ns, name in names:
             wait_ready(name, ns, timeout=180)
+        # backups made by hand, without labels: each gets its database's and that database's bucket label from
+        # the backup's first pass (on the database's owner), then only that replica caches it
+        backed_up = names[::4]
+        apply([{"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+                "metadata": {"name": f"{name}-manual", "namespace": ns}, "spec": {"database": name}}
+               for ns, name in backed_up])
+        for ns, name in backed_up:
+            wait_until(lambda ns=ns, name=name: backup_labels(ns, f"{name}-manual") == {
+                "sampledb.io/database": name, BUCKET_LABEL: str(bucket_of(ns, name))},
+                timeout=30, what=f"the backup of {name} labelled")
         assert holders(namespace) == stable, "a shard moved while the databases were made"
 
         owned = {identity: {s for s, h in enumerate(stable) if h == identity} for identity in IDENTITIES}
@@ -269,6 +285,7 @@ def test_three_replicas_share_six_shards_and_a_killed_ones_shards_move(kubeconfi
         everything = Counter(o["kind"].lower() + "s" for o in children(namespaces))
         assert all(cached[i]["services"] < everything["services"] for i in IDENTITIES)
         assert all(0 < cached[i]["pods"] < len(names) for i in IDENTITIES)  # the pods are filtered too
+        assert sum(cached[i]["sampledbbackups"] for i in IDENTITIES) == len(backed_up)  # and the backups
 
         victim = "r3"
         orphans = owned[victim]

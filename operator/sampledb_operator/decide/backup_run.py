@@ -36,7 +36,7 @@ from typing import Any
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.backup_files import FILES_FINALIZER, expected_location
-from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.desired import DATABASE_LABEL, bucket_label
 from sampledb_operator.decide.effects import Create, Effect, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState
@@ -125,7 +125,7 @@ def result_read_needed(facts: BackupFacts) -> bool:
 def plan_backup(facts: BackupFacts) -> BackupPass:
     """The plan of this pass of `facts.backup`."""
     backup = facts.backup
-    if backup.metadata.labels.get(DATABASE_LABEL) != backup.spec.database:
+    if _labels(backup).items() - backup.metadata.labels.items():
         return _label(backup)
     if backup.status.phase in FINAL:
         return BackupPass(Plan())
@@ -153,13 +153,20 @@ def with_resource_version(backup: SampleDBBackup, answer: Obj) -> SampleDBBackup
     return backup.model_copy(update={"metadata": backup.metadata.model_copy(update={"resource_version": rv})})
 
 
+def _labels(backup: SampleDBBackup) -> dict[str, str]:
+    """The labels every backup carries: sampledb.io/database=<spec.database>, so `kubectl get sdbb -l
+    sampledb.io/database=<db>` lists them all, and its database's bucket label (a sharded replica with
+    filtered caches selects the backups of its shards' databases by it, decide.sharding)."""
+    database = backup.spec.database  # never empty (the schema's minLength)
+    return {DATABASE_LABEL: database, **bucket_label(backup.metadata.namespace or "", database)}
+
+
 def _label(backup: SampleDBBackup) -> BackupPass:
-    """Every backup carries sampledb.io/database=<spec.database> (a manual one may come without it), so
-    `kubectl get sdbb -l sampledb.io/database=<db>` lists them all; other labels are kept."""
-    database = backup.spec.database
-    patch = {"metadata": {"labels": {DATABASE_LABEL: database},
-                          "resourceVersion": backup.metadata.resource_version}}
-    labels = {**backup.metadata.labels, DATABASE_LABEL: database}
+    """Labels a backup that lacks _labels (a manual one may come without them; one made before the bucket
+    label existed), in one patch, before anything else; other labels are kept."""
+    wanted = _labels(backup)
+    patch = {"metadata": {"labels": wanted, "resourceVersion": backup.metadata.resource_version}}
+    labels = {**backup.metadata.labels, **wanted}
     return BackupPass(Plan((Patch(KIND, backup.metadata.name, patch),)),
                       patched=backup.model_copy(update={"metadata": backup.metadata.model_copy(
                           update={"labels": labels})}))

@@ -59,7 +59,7 @@ class InitFacts:
     db: SampleDB
     db_ready: bool  # the database pod is ready and runs the current template
     job: Obj | None = None  # the step's Job (job_name), from the cache
-    backup: Obj | None = None  # spec.restore's SampleDBBackup, from the cache (restore only)
+    backup: Obj | None = None  # spec.restore's SampleDBBackup (restore only, while backup_read_needed)
     source: Obj | None = None  # spec.init's ConfigMap or Secret (source_ref), read live only when
     # source_read_needed; None: it does not exist
 
@@ -98,6 +98,12 @@ def source_read_needed(facts: InitFacts) -> bool:
     db = facts.db
     return (db.spec.restore is None and jobs.init_job_name(db) is not None and facts.job is None
             and not st.init_done(db.status) and facts.db_ready and source_ref(db) is not None)
+
+
+def backup_read_needed(facts: InitFacts) -> bool:
+    """A restore whose Job is not made yet: spec.restore's backup decides whether (and how) it can start."""
+    db = facts.db
+    return db.spec.restore is not None and facts.job is None and not st.init_done(db.status)
 
 
 def plan_init(facts: InitFacts) -> InitPlan:

@@ -2,8 +2,9 @@
 
 Caches hold only the operator's own children (selected on the server by the managed-by label), every
 SampleDB and every SampleDBBackup (a sharded replica with filtered caches: its shards' children, database
-pods and SampleDBs, with the database pods made without the bucket label and the SampleDBs whose bucket label
-is not set yet merged into the pods' and the SampleDBs' caches: runtime/storeunion.py). Objects read from a
+pods, SampleDBs and SampleDBBackups, with the database pods made without the bucket label and the SampleDBs
+and backups whose bucket label is not set yet merged into their kinds' caches: runtime/storeunion.py; a
+restore's backup, another database's, may then be read live). Objects read from a
 cache are shared: never mutate them.
 Every write through `Context.apis` is read back by the caches until their watches deliver it
 (runtime/storeset.py, read-your-writes): a pass never decides from a copy older than its own writes.

@@ -24,13 +24,17 @@ __all__ = ["InitOutcome", "read_facts", "reconcile_init"]
 
 
 async def read_facts(ctx: Context, db: SampleDB, *, db_ready: bool) -> ip.InitFacts:
-    """What one pass of the init step reads: the Job and the restore's backup from the caches, and the
-    init SQL's source live, only when the Job could start in this pass."""
+    """What one pass of the init step reads: the Job from the cache; the restore's backup while its Job is not
+    made, from the cache or, when the cache lacks it, live (it is another database's: a sharded replica with
+    filtered caches caches only its shards' backups); and the init SQL's source live, only when the Job could
+    start in this pass."""
     ns = db.metadata.namespace
     name = ip.job_name(db)
-    backup = ctx.cached("SampleDBBackup", ns, db.spec.restore.backup_name) if db.spec.restore is not None else None
-    facts = ip.InitFacts(db=db, db_ready=db_ready, job=ctx.cached("Job", ns, name) if name is not None else None,
-                         backup=backup)
+    facts = ip.InitFacts(db=db, db_ready=db_ready, job=ctx.cached("Job", ns, name) if name is not None else None)
+    if db.spec.restore is not None and ip.backup_read_needed(facts):
+        backup_name = db.spec.restore.backup_name
+        backup = ctx.cached("SampleDBBackup", ns, backup_name) or await _get(ctx, ("SampleDBBackup", backup_name), ns)
+        facts = replace(facts, backup=backup)
     ref = ip.source_ref(db)
     if ref is not None and ip.source_read_needed(facts):
         facts = replace(facts, source=await _get(ctx, ref, ns))

@@ -27,12 +27,13 @@ from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector, buc
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound
 
-# the cached kinds a sharded replica filters: the children carrying the bucket label, the database pods and
-# the SampleDBs (not the SampleDBBackups); the labelling pass labels all of them but the pods and the SampleDBs
-# (a SampleDB's own pass labels it: lifecycle.own_metadata)
+# the cached kinds a sharded replica filters: the children carrying the bucket label, the database pods, the
+# SampleDBs and the SampleDBBackups (by their database's bucket); the labelling pass labels all of them but the
+# pods, the SampleDBs and the SampleDBBackups (their own passes label them: lifecycle.own_metadata, and
+# backup_run's labels)
 FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret", "Pod",
-                            "SampleDB"})
-LABELLED_KINDS = FILTERED_KINDS - {"Pod", "SampleDB"}
+                            "SampleDB", "SampleDBBackup"})
+LABELLED_KINDS = FILTERED_KINDS - {"Pod", "SampleDB", "SampleDBBackup"}
 LABEL_CONCURRENCY = 8
 LIST_CONCURRENCY = len(LABELLED_KINDS)
 

@@ -6,6 +6,7 @@ import pytest
 
 from sampledb_operator.decide import backups as bk
 from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 
@@ -16,11 +17,12 @@ DB = SampleDB.model_validate({
 
 
 @pytest.mark.parametrize("reason", ["scheduled", "pre-upgrade", "pre-migration", "pre-delete"])
-def test_a_request_is_labelled_for_its_database_incarnation_and_reason(reason: str) -> None:
+def test_a_request_is_labelled_for_its_database_its_bucket_incarnation_and_reason(reason: str) -> None:
     body = bk.backup_request(DB, "b", reason)
     assert body["apiVersion"] == "sampledb.io/v1alpha1" and body["kind"] == "SampleDBBackup"
     assert body["metadata"] == {"name": "b", "namespace": "ns", "labels": {
-        MANAGED_BY_LABEL: MANAGED_BY, DATABASE_LABEL: "db", bk.DATABASE_UID_LABEL: "u", bk.REASON_LABEL: reason}}
+        MANAGED_BY_LABEL: MANAGED_BY, DATABASE_LABEL: "db", bk.DATABASE_UID_LABEL: "u", bk.REASON_LABEL: reason,
+        BUCKET_LABEL: str(bucket_of("ns", "db"))}}
     assert body["spec"] == {"database": "db", "reason": reason,
                             "storage": {"claimName": names.backup_pvc_name("db")}}
 

@@ -13,6 +13,7 @@ from sampledb_operator.decide.backup_run import (
     volume_read_needed,
     with_resource_version,
 )
+from sampledb_operator.decide.desired import bucket_label
 from sampledb_operator.decide.effects import Create, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState
@@ -27,6 +28,7 @@ RUNNING = JobState(False, False, "Running", "")
 COMPLETE = JobState(True, True, "Complete", "")
 FAILED = JobState(True, False, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 SHA = "a" * 64
+LABELS = {"sampledb.io/database": "orders", **bucket_label("shop", "orders")}  # what every backup carries
 
 
 def backup(name: str = "b1", *, labelled: bool = True, finalizer: bool = True, reason: str = "manual",
@@ -34,7 +36,7 @@ def backup(name: str = "b1", *, labelled: bool = True, finalizer: bool = True, r
     meta: dict[str, Any] = {"name": name, "namespace": "shop", "uid": "u-b", "generation": 1,
                             "resourceVersion": "7"}
     if labelled:
-        meta["labels"] = {"sampledb.io/database": "orders"}
+        meta["labels"] = dict(LABELS)
     if finalizer:
         meta["finalizers"] = [FILES_FINALIZER]
     return SampleDBBackup.model_validate({"metadata": meta, "spec": {"database": "orders", "reason": reason},
@@ -127,9 +129,22 @@ def test_an_unlabelled_backup_is_labelled_first_finished_or_not() -> None:
         planned = plan_backup(facts(b, database=db()))
         [effect] = planned.plan.effects
         assert isinstance(effect, Patch)
-        assert effect.patch == {"metadata": {"labels": {"sampledb.io/database": "orders"}, "resourceVersion": "7"}}
+        assert effect.patch == {"metadata": {"labels": LABELS, "resourceVersion": "7"}}
         assert planned.patched is not None
-        assert planned.patched.metadata.labels == {"sampledb.io/database": "orders"}
+        assert planned.patched.metadata.labels == LABELS
+
+
+def test_a_backup_made_before_the_bucket_label_or_with_another_databases_bucket_is_relabelled() -> None:
+    other = str((int(LABELS["sampledb.io/bucket"]) + 1) % 60)
+    for labels in ({"sampledb.io/database": "orders", "team": "a"},
+                   {**LABELS, "sampledb.io/bucket": other}):
+        b = backup(phase="Succeeded")
+        b = b.model_copy(update={"metadata": b.metadata.model_copy(update={"labels": labels})})
+        planned = plan_backup(facts(b, database=db()))
+        [effect] = planned.plan.effects
+        assert isinstance(effect, Patch) and effect.patch["metadata"]["labels"] == LABELS
+        assert planned.patched is not None and planned.patched.metadata.labels == {**labels, **LABELS}
+    assert plan_backup(facts(backup(phase="Succeeded"), database=db())).plan.effects == ()  # labelled: nothing
 
 
 def test_a_running_job_keeps_it_running_and_a_second_pass_writes_nothing() -> None:

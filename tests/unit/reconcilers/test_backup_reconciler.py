@@ -10,6 +10,7 @@ from tests.support.fake_cluster import FakeCluster, running_database
 
 from sampledb_operator.decide.backup_files import FILES_FINALIZER
 from sampledb_operator.decide.backups import pre_work_backup_name
+from sampledb_operator.decide.desired import bucket_label
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder
@@ -82,7 +83,7 @@ def _db() -> Obj:
 def _backup(name: str) -> Obj:
     return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
             "metadata": {"name": name, "namespace": NS, "uid": "u-b", "generation": 1,
-                         "labels": {"sampledb.io/database": "db"}},
+                         "labels": {"sampledb.io/database": "db", **bucket_label(NS, "db")}},
             "spec": {"database": "db"}}
 
 
@@ -159,7 +160,7 @@ async def test_a_new_backup_is_labelled_guarded_and_started_in_one_pass_and_left
                                  ("create", "Job", JOB), ("patch/status", "SampleDBBackup", "b1")]
     stored = cluster.get("SampleDBBackup", "b1")
     assert stored is not None
-    assert stored["metadata"]["labels"] == {"sampledb.io/database": "orders"}
+    assert stored["metadata"]["labels"] == {"sampledb.io/database": "orders", **bucket_label(NS, "orders")}
     assert stored["metadata"]["finalizers"] == [FILES_FINALIZER]
     assert (stored["status"]["phase"], stored["status"]["message"]) == ("Running", f"Job {JOB} started")
     assert cluster.recorder.events[-1] == ("Normal", "BackupStarted", f"started Job {JOB}")

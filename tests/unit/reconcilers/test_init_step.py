@@ -15,6 +15,7 @@ from tests.support.fake_cluster import FakeCluster, sampledb
 from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
+from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers import children
 from sampledb_operator.reconcilers.init import InitOutcome, reconcile_init
@@ -169,3 +170,25 @@ def test_the_data_children_are_named_and_a_deletion_keeps_the_backups_volume() -
     backups = ("PersistentVolumeClaim", names.backup_pvc_name("orders"))
     assert backups in children.unowned_children(db) and backups not in children.deletable_children(db)
     assert set(children.deletable_children(db)) == set(children.unowned_children(db)) - {backups}
+
+
+async def test_a_restore_reads_a_backup_its_cache_lacks_live_and_only_until_its_job_is_made() -> None:
+    """A sharded replica with filtered caches caches only its shards' backups: the backup to restore is
+    another database's, so it may be missing from the cache while it exists."""
+    cluster = FakeCluster()
+    db = stored(cluster, restore={"backupName": "nightly"})
+    cluster.freeze_cache()  # from here on, the cache does not see what is written
+    cluster.put("SampleDBBackup", {"metadata": {"name": "nightly"}, "spec": {"database": "inventory"},
+                                   "status": {"phase": "Succeeded", "location": {
+                                       "pvcName": names.backup_pvc_name("inventory"), "path": "/b/nightly.dump"}}})
+    assert cluster.ctx.cached("SampleDBBackup", db.metadata.namespace, "nightly") is None
+    outcome = await reconcile_init(cluster.ctx, db, db_ready=True)
+    name = names.restore_job_name("orders", f"{db.metadata.uid}/nightly")
+    assert outcome.blockers == () and init_jobs(cluster) == [name]
+    cluster.sync_cache()  # the Job's event arrives; the backup stays out of the cache
+    cluster.stores["SampleDBBackup"].delete(ObjectRef(db.metadata.namespace or "", "nightly"))
+    cluster.fail("SampleDBBackup", "get", Forbidden(403, "Forbidden", "no get"))  # any live read would raise
+    again = await reconcile_init(cluster.ctx, db, db_ready=True)  # the Job is made: the backup is not read
+    assert again.job is not None and init_jobs(cluster) == [name]
+    assert await reconcile_init(cluster.ctx, initialized(db, "Restored"), db_ready=True) == InitOutcome(
+        job=again.job)

@@ -1,7 +1,8 @@
-"""sharded.BucketMender, misplaced and bucketed: a SampleDB this replica caches under another valid bucket than
-its own is noted from its watch events and given its own bucket label by one merge patch of the label; one
-labelled right, unlabelled or with a value that is no bucket is left to its own pass; one deleted, or put right
-meanwhile, is skipped; a failure keeps it noted and run() tries again after the retry period."""
+"""sharded.BucketMender, misplaced and bucketed: a SampleDB (or a SampleDBBackup: its database's bucket) this
+replica caches under another valid bucket than its own is noted from its watch events and given its own bucket
+label by one merge patch of the label; one labelled right, unlabelled or with a value that is no bucket is left
+to its own pass; one deleted, or put right meanwhile, is skipped; a failure keeps it noted and run() tries
+again after the retry period."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from tests.support.aio import eventually
 from sampledb_operator.decide.sharding import BUCKET_LABEL, BUCKETS, bucket_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound, ServerError
+from sampledb_operator.kube.resources import SAMPLEDB
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
-from sampledb_operator.sharded import BucketMender, bucketed, misplaced
+from sampledb_operator.sharded import BucketMender, backup_bucket, bucketed, misplaced
 
 NS = "shop"
 RETRY = 2.0
@@ -46,6 +47,8 @@ def db(name: str, bucket: str | None, rv: str = "5") -> Obj:
 class Api:
     """The SampleDB API's patch: records every call; raises the error set for a name."""
 
+    resource = SAMPLEDB
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, Any, str | None]] = []
         self.errors: dict[str, Exception] = {}
@@ -68,10 +71,8 @@ class Api:
 def setup() -> tuple[BucketMender, Store, Api, FakeClock]:
     store = Store("sampledbs")
     store.replace([], resource_version="1")
-    empty = [StoreSet({None: Store("other")}) for _ in range(7)]  # the caches the mender does not read
-    caches = Caches(StoreSet({None: store}), *empty)
     api, clock = Api(), FakeClock()
-    mender = BucketMender(caches, cast(ResourceApi, api), field_manager=FIELD_MANAGER, clock=clock,
+    mender = BucketMender(StoreSet({None: store}), cast(ResourceApi, api), field_manager=FIELD_MANAGER, clock=clock,
                           retry_period=RETRY)
     return mender, store, api, clock
 
@@ -229,3 +230,34 @@ async def test_run_retries_after_the_retry_period_after_a_failure() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def backup(name: str, database: str, bucket: str | None) -> Obj:
+    meta: Obj = {"name": name, "namespace": NS, "resourceVersion": "5", "labels": {"sampledb.io/database": database}}
+    if bucket is not None:
+        meta["labels"][BUCKET_LABEL] = bucket
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup", "metadata": meta,
+            "spec": {"database": database}}
+
+
+def test_a_backups_own_bucket_is_its_databases() -> None:
+    assert backup_bucket(backup("nightly", "orders", None)) == own("orders") != own("nightly")
+    assert misplaced(backup("nightly", "orders", own("nightly")), backup_bucket)  # its own name's: not its bucket
+    assert not misplaced(backup("nightly", "orders", own("orders")), backup_bucket)
+    assert misplaced(backup("nightly", "orders", elsewhere("orders")), backup_bucket)
+    assert not misplaced(backup("nightly", "orders", None), backup_bucket)  # its own pass labels it
+    assert backup_bucket({"metadata": {"name": "b", "namespace": NS}, "spec": {}}) is None
+    assert not misplaced({"metadata": {"name": "b", "namespace": NS, "labels": {BUCKET_LABEL: "3"}}, "spec": {}},
+                         backup_bucket)  # names no database: no bucket of its own to put
+
+
+async def test_a_misplaced_backup_gets_its_databases_bucket() -> None:
+    store = Store("sampledbbackups")
+    store.replace([], resource_version="1")
+    api = Api()
+    mender = BucketMender(StoreSet({None: store}), cast(ResourceApi, api), field_manager=FIELD_MANAGER,
+                          clock=FakeClock(), retry_period=RETRY, own_bucket=backup_bucket)
+    cached_and_noted(mender, store, backup("nightly", "orders", elsewhere("orders")))
+    cached_and_noted(mender, store, backup("weekly", "orders", own("orders")))
+    assert await mender.mend() == 1
+    assert api.calls == [("nightly", NS, {"metadata": {"labels": {BUCKET_LABEL: own("orders")}}}, FIELD_MANAGER)]
