@@ -90,11 +90,12 @@ STRAYS: dict[str, tuple[Callable[[str | None], str], Callable[[dict[str, Any]], 
 def build_caches(client: KubeClient, settings: Settings,
                  clock: Clock) -> tuple[dict[str, StoreSet], list[Watched]]:
     """One watcher and store per (resource, watched namespace); a StoreSet per resource (by kind); the
-    watchers with the kind they watch. With filtered caches the children's, pods' and SampleDBs' watchers
-    start with the selector of no shard (the shared bucket only; ShardCaches moves it with the shards held);
-    the pods without the bucket label (made from a template older than the label) and the SampleDBs without a
-    bucket (created since, or before the label existed: a first pass labels them) have a second watch, never
-    moved, merged into the kind's one cache (runtime/storeunion.StoreUnion, STRAYS)."""
+    watchers with the kind they watch. With filtered caches the children's, pods', SampleDBs' and
+    SampleDBBackups' watchers start with the selector of no shard (the shared bucket only; ShardCaches moves it
+    with the shards held); the pods without the bucket label (made from a template older than the label) and
+    the SampleDBs and SampleDBBackups without a bucket (created since, or before the label existed: a first
+    pass labels them) have a second watch, never moved, merged into the kind's one cache
+    (runtime/storeunion.StoreUnion, STRAYS)."""
     sets: dict[str, StoreSet] = {}
     watchers: list[Watched] = []
     filtered = filters_caches(settings)

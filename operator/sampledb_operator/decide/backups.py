@@ -2,8 +2,9 @@
 
 Pure. One builder for every such request, so each carries the same labels: the database (what
 `kubectl get sdbb -l sampledb.io/database=<db>` lists), its bucket (decide.sharding), the database's uid
-(only backups of this incarnation count), the reason, and for a pre-delete snapshot the attempt. The names are derived
-from what the backup is for, so a restart finds the same backup instead of taking a second one.
+(only backups of this incarnation count), the reason, and for a pre-delete snapshot the attempt. The
+names are derived from what the backup is for, so a restart finds the same backup instead of taking a
+second one.
 """
 
 from __future__ import annotations
