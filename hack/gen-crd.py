@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 
-from sampledb_operator.model.crd import generated_files  # noqa: E402
+from sampledb_operator.model.reference import generated_files  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

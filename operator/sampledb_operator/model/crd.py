@@ -352,13 +352,6 @@ def crd_files() -> dict[str, str]:
     return {f"manifests/crd/{info.file_name}": HEADER + to_yaml(crd_manifest(info)) for info in KINDS}
 
 
-def generated_files() -> dict[str, str]:
-    """Every file hack/gen-crd.py writes: the CRD manifests and docs/reference.md."""
-    from sampledb_operator.model.reference import reference_markdown
-
-    return {**crd_files(), "docs/reference.md": reference_markdown()}
-
-
 def render_crds() -> str:
     """Every CRD manifest as one multi-document YAML stream (`sampledb-operator crd | kubectl apply -f -`)."""
     return "---\n".join(HEADER + to_yaml(crd_manifest(info)) for info in KINDS)

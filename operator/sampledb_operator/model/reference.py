@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.model.crd import KINDS, KindInfo, openapi_schema
+from sampledb_operator.model.crd import KINDS, KindInfo, crd_files, openapi_schema
 from sampledb_operator.model.schema import API_VERSION
 
 _INTRO = f"""\
@@ -23,6 +23,11 @@ do not apply when an object is created. Further checks that the schema cannot ex
 the operator and reported in the `SpecValid` condition (see `validate_spec` in
 `model/validation.py`).
 """
+
+
+def generated_files() -> dict[str, str]:
+    """Every file hack/gen-crd.py writes: the CRD manifests and docs/reference.md."""
+    return {**crd_files(), "docs/reference.md": reference_markdown()}
 
 
 def reference_markdown() -> str:

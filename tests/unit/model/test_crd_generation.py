@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sampledb_operator.model import crd
+from sampledb_operator.model import crd, reference
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.sampledb import CRON_RE, PARAMETER_NAME_RE, SUPPORTED_MAJORS, VERSION_RE
 
@@ -39,15 +39,15 @@ ALL_NODES = [(kind, path, node) for kind in ("SampleDB", "SampleDBBackup") for p
 # ------------------------------------------------------------------------------------ committed == generated
 
 
-@pytest.mark.parametrize("rel", sorted(crd.generated_files()))
+@pytest.mark.parametrize("rel", sorted(reference.generated_files()))
 def test_committed_file_matches_the_models(rel: str) -> None:
     path = REPO / rel
     assert path.exists(), f"{rel} is missing: run `python hack/gen-crd.py`"
-    assert path.read_text() == crd.generated_files()[rel], f"{rel} is stale: run `python hack/gen-crd.py`"
+    assert path.read_text() == reference.generated_files()[rel], f"{rel} is stale: run `python hack/gen-crd.py`"
 
 
 def test_generation_is_deterministic() -> None:
-    assert crd.generated_files() == crd.generated_files()
+    assert reference.generated_files() == reference.generated_files()
 
 
 def test_committed_crds_are_valid_yaml_crd_objects() -> None:
