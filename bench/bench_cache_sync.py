@@ -14,7 +14,11 @@ per database (the sync's transient cost, what a restart's peak RSS pays on top o
 in a second run without tracing, the growth of the process's resident memory over the sync: at its
 peak (VmHWM) and after it and a malloc_trim (what the operator does once synced).
 
-Usage: .venv/bin/python bench/bench_cache_sync.py [--n N] [--no-trace]
+`--mode cpu` times the same sync instead (process CPU, best of --rounds, no tracing) against decoding the
+same lines alone (what a plain client's process does with them): what caching an object costs on a restart
+beyond reading it, per object.
+
+Usage: .venv/bin/python bench/bench_cache_sync.py [--n N] [--mode both|traced|untraced|cpu] [--rounds R]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import gc
 import json
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -43,6 +48,7 @@ from sampledb_operator.kube import jsoncodec
 from sampledb_operator.kube.api import INITIAL_EVENTS_END_ANNOTATION, ListResult, WatchEvent
 from sampledb_operator.kube.resources import Resource
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.observability.logging import configure_logging
 from sampledb_operator.runtime.clock import RealClock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.watcher import Watcher
@@ -149,11 +155,37 @@ def untraced(n: int) -> None:
                       "after_trim_growth_mib": vm("VmRSS") - before}))
 
 
+def cpu(n: int, rounds: int) -> None:
+    by_kind = streams(n)
+    objects = sum(len(lines) for lines in by_kind.values())
+    decode = sync_s = float("inf")
+    for _ in range(rounds):  # interleaved: both see the same machine
+        gc.collect()
+        start = time.process_time()
+        for lines in by_kind.values():
+            for line in lines:
+                jsoncodec.loads(line)
+        decode = min(decode, time.process_time() - start)
+        gc.collect()
+        start = time.process_time()
+        asyncio.run(sync(by_kind))
+        sync_s = min(sync_s, time.process_time() - start)
+    print("| databases | objects | decode alone s | sync s | sync us per object | over decoding us per object |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {n} | {objects} | {decode:.3f} | {sync_s:.3f} | {sync_s / objects * 1e6:.1f} "
+          f"| {(sync_s - decode) / objects * 1e6:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=5000, help="databases")
-    parser.add_argument("--mode", choices=("both", "traced", "untraced"), default="both")
+    parser.add_argument("--mode", choices=("both", "traced", "untraced", "cpu"), default="both")
+    parser.add_argument("--rounds", type=int, default=5, help="--mode cpu: the best of this many")
     args = parser.parse_args()
+    if args.mode == "cpu":
+        configure_logging("warning", "json", stream=sys.stderr)  # as deployed: json; the table alone on stdout
+        cpu(args.n, args.rounds)
+        return
     if args.mode == "traced":
         traced(args.n)
         return

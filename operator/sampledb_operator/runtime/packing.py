@@ -14,7 +14,9 @@ Invariants:
 - the dictionary is fixed by the first pack() and never changes afterwards, so every packed value
   stays readable for the Packer's lifetime (a dictionary that fits later objects badly only
   compresses less);
-- unpack returns a new object on each call: a reader may change it without touching the cache.
+- unpack returns a new object on each call: a reader may change it without touching the cache;
+- a packed value is one byte (whether orjson wrote its JSON: jsoncodec.dumps_marked) and the raw deflate of
+  that JSON; it is read back by orjson alone when orjson wrote it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ from typing import Any
 from sampledb_operator.kube import jsoncodec
 
 WINDOW = 32 * 1024  # deflate's window: the part of a dictionary that back-references can reach
-LEVEL = 6
+# Level 3 with a quarter of the default hash memory: the preset dictionary makes most of an object one long
+# match, which the lazier search of level 6 barely shortens; ~24 % less CPU a pack for ~1 % more bytes cached
+# (bench_cache_sync --mode cpu, bench_cache_memory: docs/benchmarks.md, session v).
+LEVEL = 3
+MEM_LEVEL = 4
 _RAW = -15  # raw deflate: no header or checksum per value (the value is never read from outside)
+# A packed value's first byte: whether orjson wrote its JSON (jsoncodec.dumps_marked), so that it is read back
+# without jsoncodec.loads' check for integers beyond 64 bits, which orjson would read as floats.
+_MARKED, _UNMARKED = b"o", b"j"
 
 
 class Packer:
@@ -38,14 +47,16 @@ class Packer:
         self._zdict: bytes | None = None
 
     def pack(self, obj: Any) -> bytes:
-        raw = jsoncodec.dumps(obj)
+        raw, marked = jsoncodec.dumps_marked(obj)
         if self._zdict is None:
             self._zdict = raw[-WINDOW:]
-        packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _RAW, zdict=self._zdict)
-        return packer.compress(raw) + packer.flush()
+        packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _RAW, MEM_LEVEL, zdict=self._zdict)
+        return (_MARKED if marked else _UNMARKED) + packer.compress(raw) + packer.flush()
 
     def unpack(self, data: bytes) -> Any:
         if self._zdict is None:
             raise ValueError("nothing was packed with this Packer")
         unpacker = zlib.decompressobj(_RAW, zdict=self._zdict)
-        return jsoncodec.loads(unpacker.decompress(data) + unpacker.flush())
+        raw = unpacker.decompress(memoryview(data)[1:])
+        rest = unpacker.flush()
+        return jsoncodec.loads_marked(raw + rest if rest else raw, data[0] == _MARKED[0])

@@ -224,10 +224,12 @@ class Store:
         return changes
 
     def _entry(self, obj: Obj) -> _Entry:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        indexed = tuple((key, sys.intern(str(labels[key]))) for key in self._index_labels if key in labels)
-        owners = tuple(sorted(sys.intern(uid) for uid in owner_uids(obj)))
-        return _Entry(self._packer.pack(obj), resource_version_of(obj), owners, indexed)
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels")
+        indexed = tuple((key, sys.intern(str(labels[key]))) for key in self._index_labels
+                        if key in labels) if labels else ()
+        owners = tuple(sorted(sys.intern(uid) for uid in owner_uids(obj))) if meta.get("ownerReferences") else ()
+        return _Entry(self._packer.pack(obj), str(meta.get("resourceVersion") or ""), owners, indexed)
 
     def _unpack(self, entry: _Entry) -> Obj:
         obj = self._recent.get(entry)

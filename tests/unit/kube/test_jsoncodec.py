@@ -27,6 +27,23 @@ def test_what_dumps_writes_loads_reads_back_equal_and_json_reads_the_same(value:
     assert jsoncodec.loads(json.dumps(value)) == value
 
 
+@given(VALUES)
+def test_what_dumps_marked_writes_loads_marked_reads_back_equal_with_its_mark(value: Any) -> None:
+    written, marked = jsoncodec.dumps_marked(value)
+    assert written == jsoncodec.dumps(value)
+    back = jsoncodec.loads_marked(written, marked)
+    assert back == value and json.loads(written) == value
+
+
+def test_a_text_with_an_integer_beyond_64_bits_is_not_marked() -> None:
+    for big in ({"n": 2**64}, {"n": -(2**63) - 1}, {1: "a"}):
+        written, marked = jsoncodec.dumps_marked(big)
+        assert not marked
+        assert jsoncodec.loads_marked(written, marked) == json.loads(written)
+    written, marked = jsoncodec.dumps_marked({"n": 2**64 - 1, "m": -(2**63)})  # what orjson writes and reads
+    assert marked and type(jsoncodec.loads_marked(written, marked)["n"]) is int
+
+
 def test_integers_beyond_64_bits_and_non_string_keys_go_through_the_standard_library() -> None:
     big = {"n": 2**80, "m": -(2**70)}
     assert jsoncodec.loads(json.dumps(big)) == big

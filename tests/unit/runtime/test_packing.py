@@ -60,3 +60,13 @@ def test_unpack_gives_a_new_object_each_time() -> None:
 def test_unpacking_before_anything_was_packed_is_an_error() -> None:
     with pytest.raises(ValueError, match="nothing was packed"):
         Packer().unpack(b"x")
+
+
+@pytest.mark.parametrize("value", [{"n": 2**70}, {"n": -(2**63) - 1}, {"n": 2**64 - 1}, {"n": -(2**63)},
+                                   {"f": 1e16}, {"f": 12345678901234567890.0}, {"s": "1234567890123456789012"}])
+def test_integers_beyond_64_bits_and_long_digit_runs_come_back_exactly(value: dict[str, Any]) -> None:
+    packer = Packer()
+    packer.pack({"first": 1})
+    back = packer.unpack(packer.pack(value))
+    assert back == value
+    assert [type(v) for v in back.values()] == [type(v) for v in value.values()]  # no int read as a float
