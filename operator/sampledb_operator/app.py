@@ -278,7 +278,9 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         manager.add_controller(controller)
         manager.add_controller(backup_controller)
         if sharding is not None and sharding.owner is not None:
-            manager.add_runnable("shards", sharding.owner)
+            # early: its Lease requests (a restarted replica takes back the shards its Leases name) overlap the
+            # listing instead of following it; a shard's keys wait in the queue until the caches are synced
+            manager.add_runnable("shards", sharding.owner, early=True)
             if filters_caches(settings):
                 # early: a restarted replica lists its shards' children while the other caches fill
                 manager.add_runnable("shard-caches", shard_caches_for(settings, client, clock, sharding, watchers),

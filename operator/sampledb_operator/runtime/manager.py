@@ -11,12 +11,13 @@ Invariants:
 - Every task the manager creates is owned by run() and cancelled (and awaited) before it returns.
 - With resync_period, every watcher's resync() is called each period while controllers run
   (controller-runtime's SyncPeriod).
-- Runnables (add_runnable; e.g. the ShardOwner) start with the controllers (after sync and
-  leadership), or, added with early=True (one that only steers the caches, e.g. ShardCaches), with the
-  watchers; they keep running while the controllers finish in-flight reconciles on a graceful stop;
-  then each started one is cancelled and its stop() awaited (at most shutdown_timeout together), before
-  the lease is released and the watchers are cancelled (also when the stop comes before the controllers
-  started). A runnable that ends by itself is a fault (run() returns 1, after a graceful stop).
+- Runnables (add_runnable) start with the controllers (after sync and leadership), or, added with
+  early=True (one that steers the caches, e.g. ShardCaches, or whose effects reach only the controllers'
+  queues, e.g. the ShardOwner: the workers still start after sync), with the watchers; they keep
+  running while the controllers finish in-flight reconciles on a graceful stop; then each started one
+  is cancelled and its stop() awaited (at most shutdown_timeout together), before the lease is released
+  and the watchers are cancelled (also when the stop comes before the controllers started). A runnable
+  that ends by itself is a fault (run() returns 1, after a graceful stop).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from tests.support.aio import eventually
 from tests.unit.runtime.test_shards import DEADLINE, DURATION, LEASE, NS, RETRY, Client, FakeLeases
+from tests.unit.runtime.test_shards_admission import FakeWatcher
 from tests.unit.runtime.test_shards_app import backup, caches, sampledb
 
 from sampledb_operator.decide.sharding import plan_shards, shard_of
@@ -18,7 +20,10 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.reconcilers.context import Caches
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.controller import Controller
+from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.shards import ShardOwner
+from sampledb_operator.runtime.store import Store
+from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.sharded import Sharding
 
 SHARDS = 6
@@ -128,3 +133,54 @@ async def test_each_database_is_reconciled_by_its_shards_owner_and_a_crashed_rep
     assert [v for r in replicas for v in r.violations] == []
     moved = {ObjectRef(ns, n) for ns, n in names if shard_of(ns, n, SHARDS) in orphans}
     assert moved <= {ref for who, kind, ref in journal if kind == "db" and who != dead.identity}
+
+
+async def test_a_restarted_replicas_owner_takes_its_shards_back_while_its_caches_fill() -> None:
+    """app.py runs the ShardOwner early, with the watchers: a restarted replica's Lease requests (it takes back
+    the shards its Leases name) overlap its listing instead of following it; no database is reconciled before
+    the caches are synced, and every one of them is after."""
+    names = [("alpha", f"db-{i}") for i in range(12)]
+    leases, clock = FakeLeases(), FakeClock(10.0)
+    before = ShardOwner(Client(leases), lease_name=LEASE, namespace=NS, identity="r1", shards=SHARDS, clock=clock,
+                        planner=plan_shards, lease_duration=DURATION, renew_deadline=DEADLINE,
+                        retry_period=RETRY, on_acquired=lambda shard: None, busy=lambda shard: False)
+    await before.period(take=False)
+    clock.advance(RETRY)
+    await before.period()
+    assert before.owned == set(range(SHARDS))           # its life before the restart (then SIGKILLed)
+
+    store = Store("sampledbs")                          # the restarted process: its caches still empty
+    cache = Caches(**{kind: StoreSet({None: store if kind == "sampledbs" else Store(kind)})
+                      for kind in ("sampledbs", "backups", "statefulsets", "pvcs", "jobs", "services", "configmaps",
+                                   "secrets")})
+    sharding = Sharding(SHARDS, cache)
+    reconciled: list[ObjectRef] = []
+
+    async def reconcile(ref: ObjectRef) -> None:
+        reconciled.append(ref)
+
+    dbs = Controller(f"restart-db-{next(_names)}", reconcile, clock=clock, admit=sharding.admit_database)
+    owner = ShardOwner(Client(leases), lease_name=LEASE, namespace=NS, identity="r1", shards=SHARDS, clock=clock,
+                       planner=plan_shards, lease_duration=DURATION, renew_deadline=DEADLINE, retry_period=RETRY,
+                       on_acquired=sharding.on_acquired, busy=sharding.busy)
+    sharding.owner, sharding.databases = owner, dbs
+    watcher = FakeWatcher([])
+    manager = Manager(clock=clock, shutdown_timeout=5.0)
+    manager.add_watcher(watcher)
+    manager.add_controller(dbs)
+    manager.add_runnable("shards", owner, early=True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(manager.run(stop))
+    try:
+        await eventually(lambda: owner.owned == set(range(SHARDS)))    # its first period, before any sync
+        assert not dbs.running and reconciled == []
+        for ns, name in names:                          # the listing: stored, then delivered (ADDED)
+            store.upsert(sampledb(ns, name))
+            dbs.enqueue(ObjectRef(ns, name))
+        await settle()
+        assert reconciled == []                         # admitted and queued, not reconciled before the sync
+        watcher.store.synced.set()
+        await eventually(lambda: sorted(reconciled) == sorted(ObjectRef(ns, n) for ns, n in names))
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 5.0) == 0
