@@ -157,8 +157,7 @@ class Sharding:
 
     def _enqueue_shard(self, shard: int) -> None:
         """Enqueue every cached SampleDB of `shard` and every backup of those databases."""
-        databases = [ref for o in self.caches.sampledbs.list()
-                     if self.of_database(ref := ObjectRef.of(o)) == shard]
+        databases = [ref for ref in self.caches.sampledbs.refs() if self.of_database(ref) == shard]  # not decoded
         backups = [ObjectRef.of(o) for o in self.caches.backups.list()
                    if (db := _backup_database(o)) is not None and self.of_database(db) == shard]
         if self.databases is not None:

@@ -195,9 +195,11 @@ class StoreSet:
         for store in self._stores.values():
             yield from store.each(keep)
 
-    def refs(self, namespace: str) -> builtins.set[ObjectRef]:
-        """The refs of `namespace`'s objects (cached, or a read-back answer the cache has not shown yet); nothing
-        is decoded, unlike list()."""
+    def refs(self, namespace: str | None = None) -> builtins.set[ObjectRef]:
+        """The refs of `namespace`'s objects (None: every namespace's; cached, or a read-back answer the cache has
+        not shown yet); nothing is decoded, unlike list()."""
+        if namespace is None:
+            return {r for store in self._stores.values() for r in store.refs()} | builtins.set(self._written)
         store = self._for(namespace)
         found = {r for r in store.refs() if r.namespace == namespace} if store is not None else set()
         return found | set(refs_at(self._written_in, namespace))

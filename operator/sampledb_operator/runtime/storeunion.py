@@ -99,7 +99,7 @@ class StoreUnion(StoreSet):
             yield obj
         yield from self.others.each(lambda ref: ref not in seen and (keep is None or keep(ref)))
 
-    def refs(self, namespace: str) -> builtins.set[ObjectRef]:
+    def refs(self, namespace: str | None = None) -> builtins.set[ObjectRef]:
         return super().refs(namespace) | self.others.refs(namespace)
 
     def by_owner(self, uid: str) -> builtins.list[Obj]:

@@ -185,7 +185,7 @@ def test_an_answer_stays_readable_after_many_other_objects_went_through_the_stor
     assert cache.get(REF) == cm("11", "mine")
 
 
-def test_refs_of_a_namespace_hold_the_cached_and_the_remembered_objects_only() -> None:
+def test_refs_of_a_namespace_or_of_all_hold_the_cached_and_the_remembered_objects_only() -> None:
     store, cache = storeset()
     store.upsert({**cm("5"), "metadata": {**cm("5")["metadata"], "name": "cached"}})
     store.upsert({**cm("6"), "metadata": {**cm("6")["metadata"], "namespace": "other"}})
@@ -193,6 +193,7 @@ def test_refs_of_a_namespace_hold_the_cached_and_the_remembered_objects_only() -
     assert cache.refs("ns") == {ObjectRef("ns", "cached"), REF}
     assert cache.refs("other") == {ObjectRef("other", "cm")}
     assert cache.refs("none") == set()
+    assert cache.refs() == {ObjectRef("ns", "cached"), REF, ObjectRef("other", "cm")}  # every namespace's
 
 
 def test_each_is_the_caches_view_of_every_store_without_the_answers_it_has_not_shown_yet() -> None:

@@ -121,6 +121,7 @@ def test_refs_are_the_union_of_both_sets_and_their_remembered_answers() -> None:
     assert cache.refs("ns") == {REF, ObjectRef("ns", "stray"), ObjectRef("ns", "new"), ObjectRef("ns", "new-bucketed")}
     assert cache.refs("other") == {ObjectRef("other", "stray")}
     assert cache.refs("none") == set()
+    assert cache.refs() == cache.refs("ns") | cache.refs("other")  # every namespace's
 
 
 def test_len_counts_each_cached_ref_once() -> None:
