@@ -183,6 +183,11 @@ class Store:
             self._keep_recent(packed.entry, obj)
         return packed
 
+    def pack_with_object(self, obj: Obj) -> tuple[Packed, Obj]:
+        """pack(obj), and the transformed object it holds (what a handler is given: nothing decodes it again)."""
+        obj = self.transform(obj)
+        return Packed(ObjectRef.of(obj), self._entry(obj)), obj
+
     def unpack(self, packed: Packed) -> Obj:
         """The object a Packed holds (a new copy)."""
         return self._unpack(packed.entry)

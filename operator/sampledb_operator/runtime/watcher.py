@@ -26,8 +26,15 @@ Invariants:
   for the read timeout or dropped (kube.client.StreamInterrupted), is resumed at once without
   growing the backoff (only one that breaks within a second without events counts as a failure), and
   a stream that stayed open for the healthy period resets the backoff, events or not;
-- the store is updated before handlers see an event; a handler's exception is logged and
-  never stops the watcher; every wait is on the injected Clock.
+- the store is updated before handlers see an event, but for a store's first listing: while a store has never
+  been synced (and holds nothing), a streaming list's objects reach the handlers as ADDED one by one as they
+  arrive, each already decoded and transformed, and the replace at its end delivers nothing more (it would
+  deliver exactly those, each decoded once again). Nothing reads a cache before it first synced (the
+  manager starts no worker until every cache has), so a handler's effects (keys queued) wait for the store
+  all the same; a first listing cut short is streamed again, its objects delivered again, and one deleted
+  meanwhile was delivered but is never cached: its key finds nothing, as a deleted object's does. A handler's
+  exception is logged and never stops the watcher; every wait is on the injected
+  Clock.
 - select(selector) changes the label selector: the running stream (or list, or backoff wait) is dropped
   at once and the next cycle lists with the new selector; until that list completes the store keeps what
   the old selector listed and watched (stale, as during any relist). `listed_selector` is the selector
@@ -191,6 +198,7 @@ class Watcher:
         self.listed_generation = 0  # the generation of the listing the store holds
         self.streaming = streaming  # lists are streaming lists; cleared for good when the server refuses one
         self._initial: list[Packed] | None = None  # a streaming list's objects so far, until its end bookmark
+        self._initial_delivered = False  # the running streaming list is the store's first: delivered as it comes
         # watch_events_total's child per event type: labels() on every event cost a tenth of what caching an
         # object costs on a restart (docs/benchmarks.md, session v)
         self._event_counters: dict[str, Counter] = {}
@@ -198,7 +206,8 @@ class Watcher:
         self._log = get_logger(__name__, resource=self.name, namespace=namespace or "")
 
     def add_handler(self, handler: EventHandler) -> None:
-        """Handlers see every change after the store has it, in registration order."""
+        """Handlers see every change after the store has it (a first listing's objects as they arrive: see the
+        module's invariants), in registration order."""
         self._handlers.append(handler)
 
     def add_listed_handler(self, handler: Callable[[], None]) -> None:
@@ -293,6 +302,7 @@ class Watcher:
         listing = self._need_list  # a streaming list (a paged one, when needed, came before)
         if listing:
             self._initial = []
+            self._initial_delivered = not self.store.synced.is_set() and len(self.store) == 0
         stream = self._api.watch(
             self._namespace, resource_version="" if listing else self.resource_version,
             label_selector=self._cycle_selector, field_selector=self._field_selector,
@@ -355,17 +365,23 @@ class Watcher:
         assert self._initial is not None
         if initial_events_end(event):
             items, self._initial = self._initial, None
-            self._replaced(items, event.resource_version, streamed=True)
+            self._replaced(items, event.resource_version, streamed=True, delivered=self._initial_delivered)
         elif event.type == "ADDED":
-            if (event.object.get("metadata") or {}).get("name"):
-                self._initial.append(self.store.pack(event.object))
-            else:
+            if not (event.object.get("metadata") or {}).get("name"):
                 self._log.warning("watch event without metadata.name ignored", type=event.type)
+            elif self._initial_delivered:
+                packed, obj = self.store.pack_with_object(event.object)
+                self._initial.append(packed)
+                self._deliver("ADDED", obj)
+            else:
+                self._initial.append(self.store.pack(event.object))
         elif event.type != "BOOKMARK":  # a progress bookmark carries nothing yet
             raise IncompleteList(f"streaming list: a {event.type} event before the end of its initial events")
 
-    def _replaced(self, items: list[Packed], resource_version: str, *, streamed: bool) -> None:
-        """A full listing swapped in: recorded, and its difference delivered to the handlers."""
+    def _replaced(self, items: list[Packed], resource_version: str, *, streamed: bool,
+                  delivered: bool = False) -> None:
+        """A full listing swapped in: recorded, and its difference delivered to the handlers (unless `delivered`:
+        a first listing, whose objects, all ADDED, reached them as they came)."""
         metrics.watch_relists_total.labels(resource=self.name).inc()
         changes = self.store.replace_packed(items, resource_version=resource_version)
         # select() or relist() came while listing
@@ -376,7 +392,7 @@ class Watcher:
         self.resource_version = resource_version
         self._log.info("listed", objects=len(items), changes=len(changes), resource_version=resource_version,
                        streamed=streamed)
-        for type_, packed in changes:
+        for type_, packed in () if delivered else changes:
             self._deliver(type_, self.store.unpack(packed))  # decoded one at a time
         for handler in self._listed_handlers:
             try:

@@ -50,7 +50,9 @@ async def test_a_streaming_list_fills_the_store_at_its_end_bookmark_and_its_stre
     checked: list[bool] = []
     await s.api.watches.put([
         event("ADDED", "b", "7"), event("ADDED", "a", "3"), bookmark("8"),
-        lambda: checked.append(not s.store.synced.is_set() and s.store.refs() == [] and s.seen == []
+        # the store's first listing: its objects reach the handlers as they come, the store holds none yet
+        lambda: checked.append(not s.store.synced.is_set() and s.store.refs() == []
+                               and s.seen == [("ADDED", "b", "7"), ("ADDED", "a", "3")]
                                and s.watcher.resource_version == ""),
         end_of_initial_events("9"),
         lambda: checked.append(s.store.synced.is_set() and s.watcher.resource_version == "9"
@@ -62,8 +64,7 @@ async def test_a_streaming_list_fills_the_store_at_its_end_bookmark_and_its_stre
     assert s.api.list_calls == []  # no paged list at all
     first = s.api.watch_calls[0]
     assert (first["send_initial_events"], first["resource_version"], first["label_selector"]) == (True, "", "app=db")
-    assert sorted(s.seen[:2]) == [("ADDED", "a", "3"), ("ADDED", "b", "7")]
-    assert s.seen[2:] == [("MODIFIED", "a", "10")]
+    assert s.seen[2:] == [("MODIFIED", "a", "10")]  # nothing more at the end bookmark
     second = s.api.watch_calls[1]
     assert (second["send_initial_events"], second["resource_version"]) == (False, "10")  # a plain watch
     assert metric("sampledb_watch_relists_total", resource="statefulsets") == relists + 1
@@ -78,14 +79,41 @@ async def test_a_streaming_list_cut_short_changes_nothing_and_is_retried_as_a_wh
         s: Harness, ending: list[Any]) -> None:
     await s.api.watches.put([event("ADDED", "a", "3"), event("ADDED", "b", "5"), *ending])
     assert await s.next_delay() == 0.8  # a failure: backs off
-    assert not s.store.synced.is_set() and s.store.refs() == [] and s.seen == []
+    assert not s.store.synced.is_set() and s.store.refs() == []
+    assert s.seen == [("ADDED", "a", "3"), ("ADDED", "b", "5")]  # a first listing is delivered as it comes
     assert s.watcher.resource_version == ""
     await s.api.watches.put([event("ADDED", "a", "3"), end_of_initial_events("6")])
     s.clock.advance(0.8)
     await s.watching(3)
     assert s.api.watch_calls[1]["send_initial_events"] is True
-    assert s.seen == [("ADDED", "a", "3")]
+    # streamed again as a whole: "a" delivered again; "b" (deleted meanwhile) was delivered but is never cached
+    assert s.seen == [("ADDED", "a", "3"), ("ADDED", "b", "5"), ("ADDED", "a", "3")]
     assert [ref.name for ref in s.store.refs()] == ["a"]
+
+
+async def test_only_a_stores_first_listing_reaches_the_handlers_as_it_comes(s: Harness) -> None:
+    """A later streaming list (after 410 Gone, or a new selector) delivers its difference only at its end, once
+    the store holds it: workers may be reading the cache by then."""
+    await s.api.watches.put([event("ADDED", "a", "1"), end_of_initial_events("10"),
+                             Gone(410, "Expired", "too old resource version")])
+    checked: list[bool] = []
+    await s.api.watches.put([event("ADDED", "a", "1"), event("ADDED", "b", "12"),
+                             lambda: checked.append(s.seen == [("ADDED", "a", "1")]),
+                             end_of_initial_events("20")])
+    await s.watching(3)
+    assert checked == [True]
+    assert s.seen == [("ADDED", "a", "1"), ("ADDED", "b", "12")]
+
+
+async def test_a_first_listing_delivers_each_object_as_the_cache_will_hold_it(s: Harness) -> None:
+    s.store.transform = lambda obj: {**obj, "spec": {}}  # e.g. cache.compact dropping what nobody reads
+    got: list[dict[str, Any]] = []
+    s.watcher.add_handler(lambda _type, obj: got.append(obj))
+    await s.api.watches.put([event("ADDED", "a", "1"), end_of_initial_events("10")])
+    await s.watching(1)
+    cached = s.store.get(ObjectRef("ns", "a"))
+    assert cached is not None and cached["spec"] == {}
+    assert got == [cached]
 
 
 @pytest.mark.parametrize("refusal", [
