@@ -188,6 +188,9 @@ def shard_caches_for(settings: Settings, client: KubeClient, clock: Clock, shard
                          clock=clock, relabel=relabel, on_ready=sharding.on_cache_ready,
                          hint=sharding.owner.named if sharding.owner is not None else None,
                          retry_period=settings.retry_period)
+    for w in watchers:
+        if w.filtered:  # a restarted replica's first listing is of the shards its Leases name
+            w.watcher.start_after(caches.hinted)
     sharding.shard_caches = caches
     return caches
 

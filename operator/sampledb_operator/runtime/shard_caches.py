@@ -25,7 +25,10 @@ Invariants:
 - `hint()` (the shards whose Leases name this replica: a restart takes them back in the ShardOwner's
   first period) is read once when run() starts, before the ShardOwner's first want(); the manager starts
   run() with the watchers (early), so a restarted replica lists its shards' children while its caches
-  fill, not after. A wrong hint costs a listing, never a wrong answer (want() decides).
+  fill, not after. A wrong hint costs a listing, never a wrong answer (want() decides). `hinted` is set
+  once the hint is taken and its shards selected, or failed, or took HINT_WAIT: the owner of the watchers
+  holds their first listing until then (Watcher.start_after), so a restarted replica's first listing is of
+  its shards (not one of no shard, then a second with them) and reaches the handlers as it comes.
 - on_ready(shard) is called each time a shard becomes ready (not again while it stays ready).
 - run() is the manager's runnable; its waits are on the injected Clock; every API call has the client's
   timeout.
@@ -45,6 +48,7 @@ from sampledb_operator.runtime.clock import Clock, within
 log = structlog.stdlib.get_logger(__name__)
 
 RELABEL_PERIOD = 60.0  # seconds between labelling passes while shards are held
+HINT_WAIT = 2.0  # seconds the hint may take before the watchers' first listing starts without it
 
 
 class Selectable(Protocol):
@@ -92,6 +96,7 @@ class ShardCaches:
         self._covers: dict[str, frozenset[int]] = dict.fromkeys(self._selectors, frozenset())
         self._ready: frozenset[int] = frozenset()
         self._changed = asyncio.Event()
+        self.hinted = asyncio.Event()  # the hint is taken (see the module's invariants)
         for watcher in self._watchers:
             watcher.add_listed_handler(self._recompute)
 
@@ -108,28 +113,40 @@ class ShardCaches:
 
     async def run(self) -> None:
         """Follow want() until cancelled (the hint first)."""
-        await self._take_hint()
+        try:
+            await self._take_hint()
+            if self._changed.is_set():
+                self._follow_wanted()  # the hinted shards selected before the watchers' first listing
+        finally:
+            self.hinted.set()
         while True:
             if self._changed.is_set():
-                self._changed.clear()
-                if self._wanted != self._selected:
-                    self._select(self._wanted)
+                self._follow_wanted()
             elif self._unproven:
                 if not await self._prove():
                     await self._changed_within(self._retry_period)  # a retry, sooner when the shards change
             elif not await self._changed_within(self._relabel_period) and self._selected:
                 await self._labelled(self._selected)
 
+    def _follow_wanted(self) -> None:
+        self._changed.clear()
+        if self._wanted != self._selected:
+            self._select(self._wanted)
+
     async def _take_hint(self) -> None:
-        """want(hint()) unless the shards are wanted already; a failing hint is only logged."""
+        """want(hint()) unless the shards are wanted already; a failing or slow (HINT_WAIT) hint is only logged."""
         if self._hint is None:
             return
         try:
-            hinted = await self._hint()
+            hinted = await within(self._clock, self._hint(), HINT_WAIT)
         except asyncio.CancelledError:
             raise
         except Exception as err:
             log.warning("reading which shards name this replica failed", error=repr(err))
+            return
+        if hinted is None:
+            log.warning("reading which shards name this replica took too long; listing without them",
+                        seconds=HINT_WAIT)
             return
         if hinted and not self._wanted:
             log.info("shard caches start with the shards naming this replica", shards=sorted(hinted))

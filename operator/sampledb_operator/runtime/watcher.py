@@ -199,6 +199,7 @@ class Watcher:
         self.streaming = streaming  # lists are streaming lists; cleared for good when the server refuses one
         self._initial: list[Packed] | None = None  # a streaming list's objects so far, until its end bookmark
         self._initial_delivered = False  # the running streaming list is the store's first: delivered as it comes
+        self._gate: asyncio.Event | None = None  # start_after's
         # watch_events_total's child per event type: labels() on every event cost a tenth of what caching an
         # object costs on a restart (docs/benchmarks.md, session v)
         self._event_counters: dict[str, Counter] = {}
@@ -209,6 +210,11 @@ class Watcher:
         """Handlers see every change after the store has it (a first listing's objects as they arrive: see the
         module's invariants), in registration order."""
         self._handlers.append(handler)
+
+    def start_after(self, gate: asyncio.Event) -> None:
+        """run() lists only once `gate` is set (a sharded replica's filtered watches wait for the shards its Leases
+        name: runtime/shard_caches.ShardCaches.hinted)."""
+        self._gate = gate
 
     def add_listed_handler(self, handler: Callable[[], None]) -> None:
         """Called after every listing that replaced the store (listed_selector names its selector)."""
@@ -241,7 +247,9 @@ class Watcher:
             self._deliver("MODIFIED", obj)
 
     async def run(self) -> None:
-        """List and watch until cancelled."""
+        """List and watch until cancelled (once start_after's gate is set)."""
+        if self._gate is not None:
+            await self._gate.wait()
         while True:
             self._reselected.clear()
             delay = await self._unless_reselected(self._cycle())

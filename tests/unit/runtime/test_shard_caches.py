@@ -13,7 +13,7 @@ from tests.support.aio import eventually
 
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
-from sampledb_operator.runtime.shard_caches import ShardCaches
+from sampledb_operator.runtime.shard_caches import HINT_WAIT, ShardCaches
 
 
 def selector_of(base: str) -> Callable[[frozenset[int]], str]:
@@ -227,6 +227,40 @@ async def test_a_restart_starts_from_the_shards_its_leases_name() -> None:
         await eventually(lambda: h.all_on({2}))
         h.list_all()
         assert h.caches.ready(2) and not h.caches.ready(5)
+
+
+async def test_the_watchers_first_listing_waits_for_the_hint_and_its_shards_selected() -> None:
+    answer = asyncio.Event()
+
+    async def hint() -> frozenset[int]:
+        await answer.wait()
+        return frozenset({2, 5})
+
+    async with running(Harness(hint)) as h:
+        await eventually(lambda: h.clock.pending_sleepers() == 1)  # the hint's HINT_WAIT timer
+        assert not h.caches.hinted.is_set()
+        answer.set()
+        await eventually(h.caches.hinted.is_set)
+        assert h.all_on({2, 5})  # selected before the gate opened: the first listing is of those shards
+
+
+@pytest.mark.parametrize("hint_kind", ["none", "failing", "slow"])
+async def test_the_watchers_first_listing_never_waits_for_a_missing_failing_or_slow_hint(hint_kind: str) -> None:
+    async def failing() -> frozenset[int]:
+        raise RuntimeError("leases unreadable")
+
+    async def slow() -> frozenset[int]:
+        await asyncio.Event().wait()
+        return frozenset({1})
+
+    hint = {"none": None, "failing": failing, "slow": slow}[hint_kind]
+    async with running(Harness(hint)) as h:
+        if hint_kind == "slow":
+            await eventually(lambda: h.clock.pending_sleepers() == 1)
+            assert not h.caches.hinted.is_set()
+            h.clock.advance(HINT_WAIT)
+        await eventually(h.caches.hinted.is_set)
+        assert all(w.selects == [] for w in h.watchers)  # no shard: the watchers list as they were made
 
 
 async def test_a_want_before_the_hint_answers_wins_and_a_failing_hint_is_ignored() -> None:

@@ -231,10 +231,12 @@ async def test_the_shard_caches_start_from_the_shards_the_owners_leases_name() -
     client = cast(KubeClient, None)
     _, watched = build_caches(client, settings, FakeClock())
     moved = shard_caches_for(settings, client, FakeClock(), setup([], owned={4})[0], watched)  # named: {4}
+    # the filtered watches list first once the named shards are selected (their first listing is of those)
+    assert all((w.watcher._gate is moved.hinted) == w.filtered for w in watched)
     run = asyncio.create_task(moved.run())
     try:
-        await eventually(lambda: all(BUCKET_LABEL + " in (shared,4," in (w.watcher.label_selector or "")
-                                         for w in watched if w.filtered))
+        await eventually(moved.hinted.is_set)
+        assert all(BUCKET_LABEL + " in (shared,4," in (w.watcher.label_selector or "") for w in watched if w.filtered)
     finally:
         run.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -169,3 +169,25 @@ async def test_a_transport_failure_opening_a_streaming_list_backs_off_and_stream
     await s.watching(3)
     assert [c["send_initial_events"] for c in s.api.watch_calls] == [True, True, False]
     assert s.store.synced.is_set()
+
+
+async def test_a_watcher_started_after_a_gate_lists_only_once_it_is_set() -> None:
+    h = Harness()
+    h.watcher.streaming = True
+    gate = asyncio.Event()
+    h.watcher.start_after(gate)
+    h.watcher.select("app=db,b in (3)")  # e.g. the shards the gate's owner selects before opening it
+    task = asyncio.create_task(h.watcher.run())
+    try:
+        await h.api.watches.put([event("ADDED", "a", "1"), end_of_initial_events("5")])
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the watcher run, were it not held
+        assert h.api.watch_calls == [] and not h.store.synced.is_set()
+        gate.set()
+        await h.watching(1)
+        assert h.api.watch_calls[0]["label_selector"] == "app=db,b in (3)"
+        assert h.store.synced.is_set() and h.seen == [("ADDED", "a", "1")]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
