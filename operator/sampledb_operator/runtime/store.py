@@ -177,8 +177,7 @@ class Store:
     def pack(self, obj: Obj, *, decoded: bool = False) -> Packed:
         """An object (after the transform) in the form the store keeps, for replace_packed; `decoded` also keeps
         the transformed object among the recent ones (it is about to be read)."""
-        obj = self.transform(obj)
-        packed = Packed(ObjectRef.of(obj), self._entry(obj))
+        packed, obj = self.pack_with_object(obj)
         if decoded:
             self._keep_recent(packed.entry, obj)
         return packed

@@ -32,9 +32,8 @@ Invariants:
   deliver exactly those, each decoded once again). Nothing reads a cache before it first synced (the
   manager starts no worker until every cache has), so a handler's effects (keys queued) wait for the store
   all the same; a first listing cut short is streamed again, its objects delivered again, and one deleted
-  meanwhile was delivered but is never cached: its key finds nothing, as a deleted object's does. A handler's
-  exception is logged and never stops the watcher; every wait is on the injected
-  Clock.
+  meanwhile was delivered but is never cached: its key finds nothing, as a deleted object's does. A
+  handler's exception is logged and never stops the watcher; every wait is on the injected Clock.
 - select(selector) changes the label selector: the running stream (or list, or backoff wait) is dropped
   at once and the next cycle lists with the new selector; until that list completes the store keeps what
   the old selector listed and watched (stale, as during any relist). `listed_selector` is the selector
