@@ -607,7 +607,7 @@ def owned_shards(port: int) -> list[int]:
 
 def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, per_namespace: int, *,
                             fleet: list[tuple[subprocess.Popen[bytes], int | None]],
-                            index: int = 0) -> tuple[tuple[float, float, float], tuple[float, float]]:
+                            index: int = 0) -> tuple[tuple[float, float, float], tuple[float, float], float | None]:
     """One replica of a sharded fleet SIGKILLed while the others run (its shard Leases still name it) and
     started again with the same identity: seconds from its start until it owns and caches as many shards
     as before (sampledb_shards_owned and sampledb_shards_cached, polled every 0.1 s: with filtered caches,
@@ -626,7 +626,7 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
           f" {floor_fetch} s, {floor_total} s from its start to its exit", file=sys.stderr)
     proc.kill()
     proc.wait()
-    start = time.monotonic()
+    start, wall_start = time.monotonic(), time.time()
     extra = ["--shards", str(system.shards), "--lease-namespace", NAMESPACE, "--identity", f"bench-{index}"]
     new, new_port = start_system(system, env, workdir, per_namespace, log_name=f"restart-{index}", extra=extra)
     fleet[index] = (new, new_port)
@@ -639,6 +639,7 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
             raise TimeoutError(f"the restarted replica did not own and cache its {held:.0f} shards again")
         time.sleep(0.1)  # polling another process's metrics from the driver
     synced = time.monotonic() - start
+    logged = logged_shards_enqueued(workdir / f"restart-{index}.log", wall_start, int(held))
     window_end = time.monotonic() + RESTART_WINDOW
     wait_until(lambda: time.monotonic() >= window_end, RESTART_WINDOW + 5)  # a measurement window
     _requests, _reconciles, by_resource = scrape(new_port)
@@ -646,9 +647,24 @@ def measure_replica_restart(system: System, env: dict[str, str], workdir: Path, 
     writes = {k: v for k, v in by_resource.items() if k.split()[0] in RBAC_WRITE_VERBS}
     leases = sum(v for k, v in writes.items() if k.split()[1] == "leases")
     print(f"  restart of replica {index} of {system.label}: its {held:.0f} shards owned and cached {synced:.2f} s"
-          f" after its start, /readyz answered after {readyz:.2f} s; writes {writes} ({leases:.0f} to its shard"
-          " Leases, not counted)", file=sys.stderr)
-    return (round(synced, 2), sum(writes.values()) - leases, round(rss, 1)), (floor_total, floor_objects)
+          f" after its start (by its log: {logged if logged is None else round(logged, 2)} s), /readyz answered"
+          f" after {readyz:.2f} s; writes {writes} ({leases:.0f} to its shard Leases, not counted)", file=sys.stderr)
+    return ((round(synced, 2), sum(writes.values()) - leases, round(rss, 1)), (floor_total, floor_objects),
+            None if logged is None else round(logged, 2))
+
+
+def logged_shards_enqueued(log: Path, wall_start: float, held: int) -> float | None:
+    """Seconds from `wall_start` (Unix time) to the restarted replica's log line enqueueing the last of its `held`
+    shards ("shard's objects enqueued": owned and cached), or None without such lines (another log format). The
+    poll of /metrics above times the same moment late when the replica's first passes hold its scrape up (0.6-1.3
+    s at 5,000: docs/benchmarks.md, session w); a JSON log line carries the moment itself."""
+    stamps: list[float] = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "shard's objects enqueued" not in line:
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            stamps.append(datetime.fromisoformat(json.loads(line)["timestamp"].replace("Z", "+00:00")).timestamp())
+    return sorted(stamps)[held - 1] - wall_start if held > 0 and len(stamps) >= held else None
 
 
 def settle(max_load: float, timeout: float) -> None:
@@ -743,6 +759,7 @@ class RunResult:
     per_namespace: int = 0  # databases per namespace (0: all in NAMESPACE)
     restart_floor_s: float | None = None  # a sharded replica's restart's floor: a plain client's process, start to exit
     restart_floor_objects: float | None = None  # the objects it fetched (what the replica caches)
+    restart_logged_s: float | None = None  # a sharded replica's restart by its log (logged_shards_enqueued)
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int) -> RunResult:
@@ -758,10 +775,11 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
         fleet = start_fleet(system, env, workdir, per_namespace)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
         floor: tuple[float, float] | None = None
+        logged: float | None = None
         try:
             made = make_ready(fleet, env, n=n, timeout=timeout, per_namespace=per_namespace)
             if system.kind == "operator" and len(made.ready) == n and system.shards > 1 and len(fleet) > 1:
-                restart, floor = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
+                restart, floor, logged = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
         finally:
             for proc, _port in fleet:
                 stop(proc)
@@ -770,7 +788,7 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
     finally:
         cluster_down(cluster_dir)
     return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir, per_namespace=per_namespace,
-                  restart_floor=floor)
+                  restart_floor=floor, restart_logged=logged)
 
 
 @dataclass
@@ -814,7 +832,7 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
            restart: tuple[float | None, float | None, float | None], workdir: Path, per_namespace: int,
-           restart_floor: tuple[float, float] | None = None) -> RunResult:
+           restart_floor: tuple[float, float] | None = None, restart_logged: float | None = None) -> RunResult:
     """The run's RunResult, written to workdir/result.json and printed."""
     n, ready, created, t0 = made.n, made.ready, made.created, made.t0
     requests = made.requests
@@ -838,6 +856,7 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         per_namespace=per_namespace,
         restart_floor_s=restart_floor[0] if restart_floor else None,
         restart_floor_objects=restart_floor[1] if restart_floor else None,
+        restart_logged_s=restart_logged,
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
@@ -862,7 +881,8 @@ def _restart(r: RunResult) -> str:
         return "-"
     floor = "" if r.restart_floor_s is None else \
         f" (floor {r.restart_floor_s} s, {r.restart_floor_objects or 0:.0f} objects)"
-    return f"{r.restart_synced_s} / {r.restart_writes or 0:.0f} / {r.restart_rss_mib}{floor}"
+    logged = "" if r.restart_logged_s is None else f" (by its log {r.restart_logged_s} s)"
+    return f"{r.restart_synced_s}{logged} / {r.restart_writes or 0:.0f} / {r.restart_rss_mib}{floor}"
 
 
 def chart(results: list[RunResult], path: Path) -> None:
