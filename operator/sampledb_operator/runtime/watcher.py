@@ -18,10 +18,9 @@ Invariants:
   closes, or a failed one, is resumed from the last recorded resourceVersion; only 410 Gone
   causes a relist, whose diff (deletions of objects that vanished meanwhile included) is
   delivered like watch events;
-- failures back off 0.8 s doubling to 30 s, times a jitter factor in [1, 2); 429 waits at least
-  Retry-After; 401/403 are logged as errors and retried at the maximum backoff; the first 410
-  after a healthy period relists at once; 2 minutes of healthy streaming reset the backoff;
-  a stream that ends within a second without any event counts as a failure (as in client-go);
+- failures back off 0.8 s doubling to 30 s (runtime/watch_retry decides each wait: 429, 401/403, 410);
+  2 minutes of healthy streaming reset the backoff; a stream that ends within a second without any
+  event counts as a failure (as in client-go);
 - ending a watch is not a failure: a clean server-side timeout, or an opened stream that went quiet
   for the read timeout or dropped (kube.client.StreamInterrupted), is resumed at once without
   growing the backoff (only one that breaks within a second without events counts as a failure), and
@@ -55,24 +54,15 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import Counter
 
 from sampledb_operator.kube.api import ListResult, WatchEvent, initial_events_end
-from sampledb_operator.kube.client import ReadTimeout, StreamInterrupted, StreamWentQuiet
-from sampledb_operator.kube.errors import (
-    ApiError,
-    BadRequest,
-    Forbidden,
-    Gone,
-    Invalid,
-    KubeError,
-    KubeTransportError,
-    TooManyRequests,
-    Unauthorized,
-)
+from sampledb_operator.kube.client import StreamInterrupted, StreamWentQuiet
+from sampledb_operator.kube.errors import ApiError, BadRequest, Invalid, KubeError
 from sampledb_operator.kube.resources import Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Packed, Store
+from sampledb_operator.runtime.watch_retry import Backoff, IncompleteList, ShortWatch, after_failure
 
 T = TypeVar("T")
 EventHandler = Callable[[str, dict[str, Any]], None]
@@ -115,38 +105,6 @@ class WatchApi(Protocol):
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
     ) -> AsyncGenerator[WatchEvent, None]: ...
-
-
-class ShortWatch(KubeError):
-    """The server closed a watch at once without sending anything."""
-
-
-class IncompleteList(KubeTransportError):
-    """A streaming list's stream ended, or went wrong, before the bookmark that ends its initial events."""
-
-
-class Backoff:
-    """Exponential backoff with multiplicative jitter in [1, 2)."""
-
-    def __init__(self, initial: float, maximum: float, rng: random.Random) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.failures = 0
-        self._rng = rng
-
-    def next(self) -> float:
-        """The delay before the next try; counts one more failure."""
-        base = min(self.initial * 2.0 ** min(self.failures, 62), self.maximum)
-        self.failures += 1
-        return base * (1.0 + self._rng.random())
-
-    def longest(self) -> float:
-        """The maximum delay (jittered); counts one more failure."""
-        self.failures += 1
-        return self.maximum * (1.0 + self._rng.random())
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 class Watcher:
@@ -417,28 +375,20 @@ class Watcher:
                                     object_namespace=meta.get("namespace"))
 
     def _on_error(self, exc: Exception) -> float:
-        if isinstance(exc, Gone):
+        retry = after_failure(exc, self.backoff)
+        metrics.watch_restarts_total.labels(resource=self.name, cause=retry.cause).inc()
+        if retry.relist:
             self._need_list = True
-            metrics.watch_restarts_total.labels(resource=self.name, cause="expired").inc()
-            delay = self.backoff.next()
-            first = self.backoff.failures == 1
             self._log.info("resource version expired; relisting", resource_version=self.resource_version,
-                           delay=0.0 if first else delay)
-            return 0.0 if first else delay
-        cause = "silent" if isinstance(exc, ReadTimeout) else "error"
-        metrics.watch_restarts_total.labels(resource=self.name, cause=cause).inc()
-        if isinstance(exc, Unauthorized | Forbidden):
-            delay = self.backoff.longest()
+                           delay=retry.delay)
+        elif retry.denied:
+            assert isinstance(exc, ApiError)
             self._log.error("watch denied: check the operator's RBAC and credentials", status=exc.status,
-                            reason=exc.reason, message=exc.message, delay=delay)
-            return delay
-        delay = self.backoff.next()
-        if isinstance(exc, TooManyRequests):
-            delay = max(delay, exc.retry_after or 0.0)
-        if isinstance(exc, KubeError):
+                            reason=exc.reason, message=exc.message, delay=retry.delay)
+        elif isinstance(exc, KubeError):
             status = exc.status if isinstance(exc, ApiError) else None
-            self._log.warning("watch failed; retrying", error=str(exc), status=status, cause=cause,
-                              delay=delay, listing=self._need_list)
+            self._log.warning("watch failed; retrying", error=str(exc), status=status, cause=retry.cause,
+                              delay=retry.delay, listing=self._need_list)
         else:
-            self._log.error("watch failed unexpectedly; retrying", error=repr(exc), delay=delay, exc_info=exc)
-        return delay
+            self._log.error("watch failed unexpectedly; retrying", error=repr(exc), delay=retry.delay, exc_info=exc)
+        return retry.delay

@@ -24,7 +24,7 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
-from sampledb_operator.runtime.watcher import Backoff, Watcher
+from sampledb_operator.runtime.watcher import Watcher
 
 Step = WatchEvent | BaseException | Callable[[], None] | asyncio.Event
 
@@ -359,14 +359,6 @@ async def test_cancelling_the_watcher_closes_the_open_stream() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert harness.api.streams_closed == 1
-
-
-def test_backoff_jitter_stays_within_one_to_two_times_the_base() -> None:
-    backoff = Backoff(0.8, 30.0, random.Random(7))
-    for base in (0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0):
-        assert base <= backoff.next() < 2 * base
-    backoff.reset()
-    assert 0.8 <= backoff.next() < 1.6
 
 
 # --- select: a new label selector drops the running stream and relists with it; listed_selector names
