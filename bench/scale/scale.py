@@ -27,7 +27,9 @@ all of a namespace's pods or Services for each event, and the control plane's wo
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
 operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
-and the load average; for the operator, once all are Ready, a restart: seconds to synced, writes in the
+and the load average; the CPU seconds of each control-plane component (etcd, kube-apiserver, the controller
+manager, the scheduler, kwok, the hostpath provisioner) and of this observer over the same span, where the
+two cores went; for the operator, once all are Ready, a restart: seconds to synced, writes in the
 15 s after, RSS (for sharded replicas, replica 0 SIGKILLed and started again with its identity while the
 others run: seconds until its caches hold its shards again, sampledb_shards_cached; its writes but
 those renewing its shard Leases; and, just before, its floor: a plain client's process fetching what
@@ -435,6 +437,38 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return cpu, hwm / 1024
 
 
+def component_of(argv: list[str]) -> str | None:
+    """The control-plane component a process is, by its argv: `testcluster <component> ...` (hack/testcluster's
+    one binary runs etcd, kube-apiserver, the controller manager, the scheduler and the hostpath provisioner)
+    or `kwok ...`; None for any other process."""
+    if not argv:
+        return None
+    program = Path(argv[0]).name
+    if program == "kwok":
+        return "kwok"
+    if program == "testcluster" and len(argv) > 1 and not argv[1].startswith("-"):
+        return argv[1]
+    return None
+
+
+def cluster_cpu(cluster_dir: str) -> dict[str, float]:
+    """CPU seconds so far (utime+stime) of each control-plane component of the cluster in `cluster_dir`
+    (every process of it names the directory in its arguments), summed per component: where the machine's
+    cores went while a system ran (the API server, etcd, kwok and the controllers share them with it)."""
+    out: dict[str, float] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+            name = component_of(argv) if any(cluster_dir in a for a in argv[1:]) else None
+            if name is not None:
+                out[name] = out.get(name, 0.0) + proc_stats(int(proc.name))[0]
+        except (OSError, ValueError, StopIteration):  # the process ended meanwhile
+            continue
+    return out
+
+
 def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
     """rest_client_requests_total by method, the sampledb controller's reconciles, and the requests by
     "verb resource[/subresource]" (sampledb_api_requests_total: where the writes go), from /metrics."""
@@ -760,6 +794,8 @@ class RunResult:
     restart_floor_s: float | None = None  # a sharded replica's restart's floor: a plain client's process, start to exit
     restart_floor_objects: float | None = None  # the objects it fetched (what the replica caches)
     restart_logged_s: float | None = None  # a sharded replica's restart by its log (logged_shards_enqueued)
+    control_plane_cpu_s: dict[str, float] = field(default_factory=dict)  # per component, during the creation
+    observer_cpu_s: float = 0.0  # the observer's (this script's) CPU during the creation
 
 
 def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int) -> RunResult:
@@ -806,14 +842,20 @@ class Made:
     by_resource: dict[str, float]
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+    control_plane_cpu: dict[str, float] = field(default_factory=dict)  # CPU s per component during the run
+    observer_cpu: float = 0.0  # this script's CPU s during the run (it creates the SampleDBs and watches them)
 
 
 def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dict[str, str], *,
                n: int, timeout: float, per_namespace: int) -> Made:
     """The observer's run against a started fleet, and the fleet's counters (read before it is stopped)."""
     load_before = os.getloadavg()
+    cluster_before, observer_before = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"]), time.process_time()
     created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout, per_namespace))
     load_after = os.getloadavg()
+    observer = time.process_time() - observer_before
+    cluster_after = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"])
+    control_plane = {k: v - cluster_before.get(k, 0.0) for k, v in sorted(cluster_after.items())}
     stats = [proc_stats(proc.pid) for proc, _port in fleet]
     cpu, rss = sum(c for c, _r in stats), max(r for _c, r in stats)  # CPU of all; the largest replica
     reconciles = 0.0
@@ -827,7 +869,8 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
                 requests[k] = requests.get(k, 0) + v
             for k, v in got_by_resource.items():
                 by_resource[k] = by_resource.get(k, 0) + v
-    return Made(n, created, ready, t0, cpu, rss, reconciles, requests, by_resource, load_before, load_after)
+    return Made(n, created, ready, t0, cpu, rss, reconciles, requests, by_resource, load_before, load_after,
+                control_plane, observer)
 
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
@@ -857,9 +900,12 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         restart_floor_s=restart_floor[0] if restart_floor else None,
         restart_floor_objects=restart_floor[1] if restart_floor else None,
         restart_logged_s=restart_logged,
+        control_plane_cpu_s={k: round(v, 1) for k, v in made.control_plane_cpu.items()},
+        observer_cpu_s=round(made.observer_cpu, 1),
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
+    print(f"  CPU s during the creation: {cpu_line(result)}", file=sys.stderr)
     return result
 
 
@@ -867,6 +913,13 @@ HEADER = ("| system | round | N | Ready | all Ready s | median create->Ready s |
           "| writes/DB | GETs/DB | reconciles/DB | load avg (1 min) before/after "
           "| restart: synced s / writes / RSS MiB |\n"
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+
+
+def cpu_line(r: RunResult) -> str:
+    """Where the cores went during a run's creation: the system, each control-plane component, the observer."""
+    parts = [f"{r.label} {r.cpu_s:.1f}", *(f"{k} {v:.1f}" for k, v in r.control_plane_cpu_s.items()),
+             f"observer {r.observer_cpu_s:.1f}"]
+    return ", ".join(parts)
 
 
 def row(r: RunResult) -> str:

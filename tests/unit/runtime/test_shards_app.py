@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 from tests.support.aio import eventually
+from tests.support.scale_bench import load_scale_bench
 
 from sampledb_operator.app import build_caches
 from sampledb_operator.config import ConfigError, load_settings
@@ -245,19 +246,7 @@ async def test_the_shard_caches_start_from_the_shards_the_owners_leases_name() -
 
 @pytest.fixture
 def scale(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """bench/scale/scale.py, loaded as a module."""
-    import importlib.util
-    import pathlib
-    import sys
-
-    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "scale" / "scale.py"
-    spec = importlib.util.spec_from_file_location("scale_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "scale_bench", module)  # its dataclasses look their module up
-    monkeypatch.setattr(sys, "path", list(sys.path))  # it puts the operator's tree on the path
-    spec.loader.exec_module(module)
-    return module
+    return load_scale_bench(monkeypatch)
 
 
 def test_the_scale_benchs_replica_floor_fetches_what_a_replica_caches(scale: Any) -> None:
@@ -272,16 +261,3 @@ def test_the_scale_benchs_replica_floor_fetches_what_a_replica_caches(scale: Any
     assert sorted((r.kind, s or "") for r, s in scale.replica_selectors(6, [1, 4])) == replica
     assert ("Pod", f"{'app.kubernetes.io/managed-by=sampledb-operator,app.kubernetes.io/component=database'},"
                    f"!{BUCKET_LABEL}") in replica
-
-
-def test_the_scale_bench_times_a_restart_by_the_log_line_of_its_last_shard_enqueued(scale: Any, tmp_path: Any) -> None:
-    from datetime import UTC, datetime
-
-    log = tmp_path / "restart-0.log"
-    log.write_text('{"timestamp": "2026-12-03T14:47:34.753358Z", "event": "shard\'s objects enqueued", "shard": 3}\n'
-                   "a line that is not JSON\n"
-                   '{"timestamp": "2026-12-03T14:47:34.744377Z", "event": "shard\'s objects enqueued", "shard": 2}\n')
-    start = datetime(2026, 12, 3, 14, 47, 29, 753358, tzinfo=UTC).timestamp()
-    assert scale.logged_shards_enqueued(log, start, 2) == pytest.approx(5.0)
-    assert scale.logged_shards_enqueued(log, start, 1) == pytest.approx(4.991019)
-    assert scale.logged_shards_enqueued(log, start, 3) is None  # not every shard enqueued (or another format)

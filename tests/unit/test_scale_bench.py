@@ -1,0 +1,63 @@
+"""bench/scale/scale.py's own logic: a restart timed by its log, the control plane's CPU by component."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.support.scale_bench import load_scale_bench
+
+
+@pytest.fixture
+def scale(monkeypatch: pytest.MonkeyPatch) -> Any:
+    return load_scale_bench(monkeypatch)
+
+
+def test_the_scale_bench_times_a_restart_by_the_log_line_of_its_last_shard_enqueued(scale: Any, tmp_path: Any) -> None:
+    from datetime import UTC, datetime
+
+    log = tmp_path / "restart-0.log"
+    log.write_text('{"timestamp": "2026-12-03T14:47:34.753358Z", "event": "shard\'s objects enqueued", "shard": 3}\n'
+                   "a line that is not JSON\n"
+                   '{"timestamp": "2026-12-03T14:47:34.744377Z", "event": "shard\'s objects enqueued", "shard": 2}\n')
+    start = datetime(2026, 12, 3, 14, 47, 29, 753358, tzinfo=UTC).timestamp()
+    assert scale.logged_shards_enqueued(log, start, 2) == pytest.approx(5.0)
+    assert scale.logged_shards_enqueued(log, start, 1) == pytest.approx(4.991019)
+    assert scale.logged_shards_enqueued(log, start, 3) is None  # not every shard enqueued (or another format)
+
+
+def test_a_control_plane_component_is_named_by_its_arguments(scale: Any) -> None:
+    assert scale.component_of(["/c/testcluster", "kube-apiserver", "--etcd-servers", "x"]) == "kube-apiserver"
+    assert scale.component_of(["/c/testcluster", "etcd", "--data-dir", "/tmp/d/etcd-data"]) == "etcd"
+    assert scale.component_of(["/c/kwok", "--kubeconfig", "/tmp/d/kubeconfig"]) == "kwok"
+    assert scale.component_of(["/c/testcluster", "--help"]) is None
+    assert scale.component_of(["/usr/bin/python3", "etcd"]) is None
+    assert scale.component_of([]) is None
+
+
+def test_the_clusters_cpu_counts_its_own_processes_by_component(scale: Any, tmp_path: Path) -> None:
+    """A process run as `testcluster etcd --data-dir <cluster>/...` that burns CPU is counted as etcd for that
+    cluster, and for no other cluster directory."""
+    program = tmp_path / "testcluster"
+    program.symlink_to(sys.executable)
+    (tmp_path / "etcd").write_text("import sys, time\n"
+                                   "end = time.process_time() + 0.3\n"
+                                   "while time.process_time() < end: pass\n"
+                                   "print('burnt', flush=True)\n"
+                                   "sys.stdin.read()\n")
+    cluster = str(tmp_path / "cluster")
+    proc = subprocess.Popen([str(program), "etcd", "--data-dir", f"{cluster}/etcd-data"], cwd=tmp_path,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": ""})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"burnt\n"
+        used = scale.cluster_cpu(cluster)
+        assert set(used) == {"etcd"} and used["etcd"] >= 0.25
+        assert scale.cluster_cpu(str(tmp_path / "another")) == {}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert scale.cluster_cpu(cluster) == {}  # reaped: no longer counted
