@@ -5,7 +5,8 @@ The Leases, all in the lease namespace (RBAC: leases get, create, update; no lis
   (holderIdentity, leaseDurationSeconds, acquireTime, renewTime, leaseTransitions).
 - "<lease_name>-members": its annotations map each member (member_key(identity)) to a counter the
   member bumps on every heartbeat; who is alive, hence the fair share, is read from it. Its reads and
-  writes are runtime/members_lease.py's, its pure rules runtime/shard_members.py's.
+  writes are runtime/members_lease.py's, its pure rules runtime/shard_members.py's; the shard Leases'
+  reads and writes runtime/shard_lease.py's (this module decides when each is made).
 
 Invariants:
 - As leader.py: a record (a shard's, or a member's counter) is judged only on our own monotonic clock
@@ -44,26 +45,21 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import enum
 import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 import structlog
 
-from sampledb_operator.kube.errors import Conflict, KubeError, NotFound
 from sampledb_operator.model.sharding import ShardPlan, ShardRecord, ShardView
 from sampledb_operator.observability import metrics
-from sampledb_operator.runtime import lease as lease_records
-from sampledb_operator.runtime.clock import Clock, sleep_until, within
+from sampledb_operator.runtime.clock import Clock, sleep_until
 from sampledb_operator.runtime.lease import JITTER_FACTOR, LeaseApi
 from sampledb_operator.runtime.members_lease import MembersLease
+from sampledb_operator.runtime.shard_lease import Attempt, Shard, ShardLeases, State, all_naming_us
 from sampledb_operator.runtime.shard_members import members_lease_name, shard_lease_name
 
 log = structlog.stdlib.get_logger(__name__)
 
-T = TypeVar("T")
 Planner = Callable[[ShardView], ShardPlan]
 RELEASE_WAIT = 10.0              # seconds a shard being released waits for its in-flight keys
 
@@ -71,42 +67,11 @@ RELEASE_WAIT = 10.0              # seconds a shard being released waits for its 
 # -- the owner -------------------------------------------------------------------------------
 
 
-class _State(enum.Enum):
-    FREE = "free"             # not ours (as far as we act)
-    HELD = "held"             # ours and admitted while renewed in time
-    RELEASING = "releasing"   # ours, no longer admitted, renewed until its in-flight keys are done
-
-
-class _Attempt(enum.Enum):
-    HELD = "held"
-    OTHER = "other"           # another holder's record is still valid
-    FAILED = "failed"         # an API error, a conflict or a timeout: try again next period
-
-
 def quiet_interval(lease_duration: float, renew_deadline: float, retry_period: float) -> float:
     """Seconds between two renewals of a held shard (and two heartbeats, two reads of the unheld shards)
     at rest: at most half of renew_deadline and early enough for three more periods' tries before it,
     never less than one period. 4 s for the defaults 15 / 10 / 2."""
     return max(retry_period, min(renew_deadline / 2, renew_deadline - 3 * retry_period, lease_duration / 3))
-
-
-@dataclass
-class _Shard:
-    index: int
-    name: str
-    state: _State = _State.FREE
-    lease: dict[str, Any] | None = None        # the last record read or written (None: no Lease)
-    known: bool = False                         # lease is this period's read (or our own write)
-    observed_spec: dict[str, Any] | None = None
-    observed_at: float = 0.0                    # our monotonic time when the spec last changed
-    renewed_at: float = -math.inf               # when our last successful write of it was sent
-    read_at: float = -math.inf                  # when we last read it while not holding it
-    releasing_since: float = 0.0
-    missed: bool = False                        # a key was refused while we still held it
-
-    @property
-    def holder(self) -> str:
-        return str((self.observed_spec or {}).get("holderIdentity") or "")
 
 
 class ShardOwner:
@@ -136,7 +101,6 @@ class ShardOwner:
             raise ValueError("identity must not be empty")
         if shards < 1:
             raise ValueError("shards must be >= 1")
-        self._api = api
         self.namespace = namespace
         self.identity = identity
         self.shards = shards
@@ -149,8 +113,11 @@ class ShardOwner:
         self._on_acquired = on_acquired
         self._busy = busy
         self._on_held = on_held
-        self._shards = [_Shard(i, shard_lease_name(lease_name, i)) for i in range(shards)]
+        self._shards = [Shard(i, shard_lease_name(lease_name, i)) for i in range(shards)]
         self._log = log.bind(lease_namespace=namespace, identity=identity)
+        self._leases = ShardLeases(api, namespace=namespace, identity=identity, clock=clock,
+                                   lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                   retry_period=retry_period, log=self._log)
         self._members = MembersLease(api, name=members_lease_name(lease_name), namespace=namespace,
                                      identity=identity, clock=clock, lease_duration=lease_duration, log=self._log)
         self.members_lease = self._members.name
@@ -164,7 +131,7 @@ class ShardOwner:
     def owns(self, shard: int) -> bool:
         """Keys of `shard` may be reconciled now (see the module's invariants)."""
         s = self._shards[shard]
-        return s.state is _State.HELD and self._clock.monotonic() - s.renewed_at < self._renew_deadline
+        return s.state is State.HELD and self._clock.monotonic() - s.renewed_at < self._renew_deadline
 
     def admits(self, shard: int) -> bool:
         """owns(shard), for a key about to be reconciled: a key refused while the shard is still ours
@@ -172,7 +139,7 @@ class ShardOwner:
         if self.owns(shard):
             return True
         s = self._shards[shard]
-        if s.state is _State.HELD:
+        if s.state is State.HELD:
             s.missed = True
         return False
 
@@ -183,7 +150,7 @@ class ShardOwner:
     @property
     def held(self) -> frozenset[int]:
         """The shards we hold: admitted, late in their renewal, or being released."""
-        return frozenset(s.index for s in self._shards if s.state is not _State.FREE)
+        return frozenset(s.index for s in self._shards if s.state is not State.FREE)
 
     @property
     def members(self) -> int:
@@ -200,15 +167,7 @@ class ShardOwner:
         counts as not naming us): what a restart with the same identity takes back in its first period
         (sharded.py's filtered caches start listing them at once)."""
 
-        async def names_us(s: _Shard) -> bool:
-            try:
-                lease = await self._within(self._api.get(s.name, self.namespace), self._retry_period)
-            except KubeError:
-                return False
-            return lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity
-
-        found = await asyncio.gather(*(names_us(s) for s in self._shards))
-        return frozenset(s.index for s, ours in zip(self._shards, found, strict=True) if ours)
+        return await all_naming_us(self._leases, self._shards)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -227,7 +186,7 @@ class ShardOwner:
         first period) only the planned shards whose record names us are taken."""
         self._expire()
         for s in self._shards:
-            if s.state is _State.FREE:
+            if s.state is State.FREE:
                 s.known = False
         wanted = self._planner(self._view())        # before any read: do we hold less than our share?
         short = len(wanted.renew) < wanted.share
@@ -242,20 +201,20 @@ class ShardOwner:
         now = self._clock.monotonic()
         for index in plan.release:
             s = self._shards[index]
-            if s.state is _State.HELD:
-                s.state, s.releasing_since = _State.RELEASING, now
+            if s.state is State.HELD:
+                s.state, s.releasing_since = State.RELEASING, now
                 self._log.info("releasing shard", shard=index, share=plan.share, members=self.members)
         to_release = [self._shards[i] for i in plan.release
-                      if self._shards[i].state is _State.RELEASING and self._may_release(self._shards[i], now)]
+                      if self._shards[i].state is State.RELEASING and self._may_release(self._shards[i], now)]
         kept = [self._shards[i] for i in plan.renew] + [
-            self._shards[i] for i in plan.release if self._shards[i].state is _State.RELEASING
+            self._shards[i] for i in plan.release if self._shards[i].state is State.RELEASING
             and self._shards[i] not in to_release]
         to_renew = [s for s in kept if s.missed or self._due(s.renewed_at)]
         to_take = [self._shards[i] for i in plan.take if take or self._shards[i].holder == self.identity]
         for s in to_release:
-            s.state = _State.FREE
-        _, outcomes = await asyncio.gather(asyncio.gather(*(self._release(s) for s in to_release)),
-                                           asyncio.gather(*(self._bounded_hold(s) for s in to_renew + to_take)))
+            s.state = State.FREE
+        _, outcomes = await asyncio.gather(asyncio.gather(*(self._leases.release(s) for s in to_release)),
+                                           asyncio.gather(*(self._leases.hold(s) for s in to_renew + to_take)))
         keep = set(plan.renew) | set(plan.take)
         for s, outcome in zip(to_renew + to_take, outcomes, strict=True):
             self._after_hold(s, outcome, keep=s.index in keep, share=plan.share)
@@ -265,12 +224,12 @@ class ShardOwner:
 
     async def stop(self) -> None:
         """Admit nothing more; release every shard Lease naming us and leave the members Lease."""
-        ours = [s for s in self._shards if s.state is not _State.FREE or (s.lease is not None and s.holder ==
+        ours = [s for s in self._shards if s.state is not State.FREE or (s.lease is not None and s.holder ==
                                                                            self.identity)]
         for s in ours:
-            s.state = _State.FREE
+            s.state = State.FREE
         self._publish()
-        await asyncio.gather(*(self._release(s) for s in ours), self._members.leave(self._renew_deadline))
+        await asyncio.gather(*(self._leases.release(s) for s in ours), self._members.leave(self._renew_deadline))
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -283,13 +242,13 @@ class ShardOwner:
         now = self._clock.monotonic()
         records: dict[int, ShardRecord] = {}
         for s in self._shards:
-            if s.state is not _State.FREE or s.known:
+            if s.state is not State.FREE or s.known:
                 duration = float((s.observed_spec or {}).get("leaseDurationSeconds") or self._lease_duration)
                 records[s.index] = ShardRecord(s.holder, now - s.observed_at, duration)
         return ShardView(shards=self.shards, me=self.identity, members=self.members, records=records,
                          held=self.held)
 
-    def _may_release(self, s: _Shard, now: float) -> bool:
+    def _may_release(self, s: Shard, now: float) -> bool:
         if now - s.releasing_since >= self._release_wait:
             return True
         if self._busy is None:
@@ -300,27 +259,27 @@ class ShardOwner:
             self._log.error("busy check failed; waiting for the release timeout", shard=s.index, error=repr(err))
             return False
 
-    def _after_hold(self, s: _Shard, outcome: _Attempt, *, keep: bool, share: int) -> None:
+    def _after_hold(self, s: Shard, outcome: Attempt, *, keep: bool, share: int) -> None:
         """State after a write that renews or takes `s`; keep is False for a shard renewed only so that it
         stays ours while its in-flight keys finish before its release."""
-        if outcome is _Attempt.OTHER:
+        if outcome is Attempt.OTHER:
             self._lose(s, f"lease held by {s.holder}")
             return
-        if outcome is not _Attempt.HELD or not keep:
+        if outcome is not Attempt.HELD or not keep:
             return
-        previous, s.state = s.state, _State.HELD
-        if previous is _State.FREE:
+        previous, s.state = s.state, State.HELD
+        if previous is State.FREE:
             metrics.shard_transitions_total.labels(event="acquired").inc()
             self._log.info("acquired shard", shard=s.index, lease=s.name, share=share, members=self.members,
                            transitions=(s.observed_spec or {}).get("leaseTransitions", 0))
             self._acquired(s)
-        elif previous is _State.RELEASING:
+        elif previous is State.RELEASING:
             self._log.info("keeping shard after all", shard=s.index, share=share)
             self._acquired(s)
         elif s.missed:
             self._acquired(s)
 
-    def _acquired(self, s: _Shard) -> None:
+    def _acquired(self, s: Shard) -> None:
         s.missed = False
         if self._on_acquired is None:
             return
@@ -329,10 +288,10 @@ class ShardOwner:
         except Exception as err:
             self._log.error("on_acquired hook failed", shard=s.index, error=repr(err), exc_info=err)
 
-    def _lose(self, s: _Shard, reason: str) -> None:
-        if s.state is _State.FREE:
+    def _lose(self, s: Shard, reason: str) -> None:
+        if s.state is State.FREE:
             return
-        s.state = _State.FREE
+        s.state = State.FREE
         metrics.shard_transitions_total.labels(event="lost").inc()
         self._log.error("lost shard", shard=s.index, lease=s.name, reason=reason)
 
@@ -340,7 +299,7 @@ class ShardOwner:
         """Held shards not renewed within renew_deadline are lost (they stopped being admitted already)."""
         now = self._clock.monotonic()
         for s in self._shards:
-            if s.state is not _State.FREE and now - s.renewed_at >= self._renew_deadline:
+            if s.state is not State.FREE and now - s.renewed_at >= self._renew_deadline:
                 self._lose(s, "renew deadline exceeded")
 
     def _publish(self) -> None:
@@ -362,112 +321,10 @@ class ShardOwner:
         if await self._members.heartbeat(self._retry_period):
             self._heartbeat_at = sent
 
-    # -- the shard Leases -------------------------------------------------------------------------
+    # -- the shard Leases ---------------------------------------------------------------------------
 
     async def _read_unheld(self, *, every: bool) -> None:
         """Read the shards we do not hold: all of them when `every` (we want more), else those whose last
         read is quiet_interval old."""
-        await asyncio.gather(*(self._read(s) for s in self._shards
-                               if s.state is _State.FREE and (every or self._due(s.read_at))))
-
-    async def _read(self, s: _Shard) -> None:
-        sent = self._clock.monotonic()
-        try:
-            lease = await self._within(self._api.get(s.name, self.namespace), self._retry_period)
-        except NotFound:
-            s.lease, s.known, s.read_at = None, True, sent
-            self._observe(s, {})
-            return
-        except KubeError as err:
-            self._log.debug("shard lease read failed", shard=s.index, error=str(err))
-            return
-        if lease is not None:
-            self._observe(s, lease)
-            s.known, s.read_at = True, sent
-
-    async def _bounded_hold(self, s: _Shard) -> _Attempt:
-        try:
-            outcome = await self._within(self._hold(s), self._renew_deadline)
-        except KubeError as err:
-            self._log.debug("shard lease write failed", shard=s.index, error=str(err))
-            return _Attempt.FAILED
-        return _Attempt.FAILED if outcome is None else outcome
-
-    async def _hold(self, s: _Shard) -> _Attempt:
-        """Acquire or renew from the record we have; after a conflict read it again and decide."""
-        if s.lease is None:
-            sent = self._clock.monotonic()
-            try:
-                written = await self._api.create(self._new_lease(s), self.namespace)
-            except Conflict:
-                return _Attempt.FAILED       # another member created it first: read it next period
-            return self._held(s, written, sent)
-        sent = self._clock.monotonic()
-        try:
-            return self._held(s, await self._api.replace(self._next_lease(s.lease)), sent)
-        except (Conflict, NotFound):
-            pass
-        try:
-            lease = await self._api.get(s.name, self.namespace)
-        except NotFound:
-            s.lease = None
-            return _Attempt.FAILED
-        self._observe(s, lease)
-        if s.holder not in ("", self.identity) and not self._expired(s):
-            return _Attempt.OTHER
-        sent = self._clock.monotonic()
-        try:
-            return self._held(s, await self._api.replace(self._next_lease(lease)), sent)
-        except (Conflict, NotFound):
-            return _Attempt.FAILED
-
-    def _held(self, s: _Shard, written: dict[str, Any], sent: float) -> _Attempt:
-        self._observe(s, written)
-        s.renewed_at = sent
-        return _Attempt.HELD
-
-    async def _release(self, s: _Shard) -> None:
-        """Empty holderIdentity (duration 1 s) so another member takes the shard at once; best effort."""
-        if s.lease is None:
-            return
-        try:
-            released = await self._within(self._write_release(s), self._renew_deadline)
-        except KubeError as err:
-            self._log.warning("could not release shard", shard=s.index, error=str(err))
-            return
-        if released is None:
-            self._log.warning("could not release shard", shard=s.index, error="timed out")
-        elif released:
-            metrics.shard_transitions_total.labels(event="released").inc()
-            self._log.info("released shard", shard=s.index, lease=s.name)
-
-    async def _write_release(self, s: _Shard) -> bool:
-        """As leader.py's release (runtime/lease.write_release): retried while the Lease names us."""
-        assert s.lease is not None
-        return await lease_records.write_release(self._api, s.lease, name=s.name, namespace=self.namespace,
-                                                 identity=self.identity, now=self._clock.now,
-                                                 observe=lambda lease: self._observe(s, lease))
-
-    # -- records ----------------------------------------------------------------------------------
-
-    def _observe(self, s: _Shard, lease: dict[str, Any]) -> None:
-        """Remember the record; restart its expiry clock when its spec changed."""
-        spec = dict(lease.get("spec") or {})
-        if spec != s.observed_spec:
-            s.observed_spec = spec
-            s.observed_at = self._clock.monotonic()
-        s.lease = lease or None
-
-    def _expired(self, s: _Shard) -> bool:
-        duration = (s.observed_spec or {}).get("leaseDurationSeconds") or self._lease_duration
-        return self._clock.monotonic() - s.observed_at >= float(duration)
-
-    def _new_lease(self, s: _Shard) -> dict[str, Any]:
-        return lease_records.new_record(s.name, self.namespace, self.identity, self._lease_duration, self._clock.now())
-
-    def _next_lease(self, current: dict[str, Any]) -> dict[str, Any]:
-        return lease_records.renewed(current, self.identity, self._lease_duration, self._clock.now())
-
-    async def _within(self, awaitable: Awaitable[T], seconds: float) -> T | None:
-        return await within(self._clock, awaitable, seconds)
-
+        await asyncio.gather(*(self._leases.read(s) for s in self._shards
+                               if s.state is State.FREE and (every or self._due(s.read_at))))
