@@ -39,6 +39,11 @@ interleaved (round 1: each system, round 2: each system, ...).
     .venv/bin/python bench/scale/scale.py run --n 300 --systems floor,operator [--rounds 1] [--out DIR]
     make bench-scale N=1000
 
+`run --backups`: once an operator has made all N Ready (and a sharded replica's restart is measured), the
+observer makes one on-demand SampleDBBackup of every database at once and waits until each finished (its
+Job completes on kwok): all done, median, the fleet's CPU and writes per backup, each replica's backup
+reconciles (sharded: each backup is its database's owner's). One operator's restart is measured after it.
+
 `scale.py restart` measures restarts alone: one cluster, N databases made Ready by the first system
 listed, then each system restarted over them in turn, --rounds times (seconds to synced, writes in the
 15 s after, RSS), each round after the restart's floor (`scale.py syncfloor`: a plain client's
@@ -89,6 +94,7 @@ from sampledb_operator.kube.resources import (  # noqa: E402
     JOB,
     PVC,
     SAMPLEDB,
+    SAMPLEDBBACKUP,
     SECRET,
     SERVICE,
     STATEFULSET,
@@ -469,8 +475,8 @@ def cluster_cpu(cluster_dir: str) -> dict[str, float]:
     return out
 
 
-def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
-    """rest_client_requests_total by method, the sampledb controller's reconciles, and the requests by
+def scrape(port: int, controller: str = "sampledb") -> tuple[dict[str, float], float, dict[str, float]]:
+    """rest_client_requests_total by method, the `controller`'s reconciles, and the requests by
     "verb resource[/subresource]" (sampledb_api_requests_total: where the writes go), from /metrics."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     by_verb: dict[str, float] = {}
@@ -488,7 +494,7 @@ def scrape(port: int) -> tuple[dict[str, float], float, dict[str, float]]:
             labels, value = line.rsplit(" ", 1)
             method = labels.split('method="', 1)[1].split('"', 1)[0]
             by_verb[method] = by_verb.get(method, 0) + float(value)
-        elif line.startswith("controller_runtime_reconcile_total{") and 'controller="sampledb"' in line:
+        elif line.startswith("controller_runtime_reconcile_total{") and f'controller="{controller}"' in line:
             reconciles += float(line.rsplit(" ", 1)[1])
     return by_verb, reconciles, by_resource
 
@@ -767,6 +773,121 @@ async def observe(kubeconfig: str, n: int, wait_s: float,
     return created, ready, t0
 
 
+BACKUP_DONE = ("Succeeded", "Failed")
+
+
+def backup_for(key: DbKey) -> Obj:
+    """The on-demand SampleDBBackup the backups phase makes of one database."""
+    namespace, name = key
+    return {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+            "metadata": {"name": f"{name}-bench", "namespace": namespace},
+            "spec": {"database": name, "reason": "manual"}}
+
+
+def backup_done(obj: Obj) -> str | None:
+    """The phase of a finished backup (Succeeded or Failed), or None while it is under way."""
+    phase = (obj.get("status") or {}).get("phase")
+    return phase if phase in BACKUP_DONE else None
+
+
+async def observe_backups(kubeconfig: str, keys: list[DbKey], wait_s: float,
+                          per_namespace: int) -> tuple[dict[DbKey, float], dict[DbKey, tuple[float, str]]]:
+    """Create a backup of every database in `keys` at once and wait until each finished: (created, done) by the
+    database's (namespace, name), done with the phase it ended in."""
+    client = await KubeClient.connect(kubeconfig)
+    api = ResourceApi(client, SAMPLEDBBACKUP)
+    wanted = {backup_for(k)["metadata"]["name"]: k for k in keys}
+    created: dict[DbKey, float] = {}
+    done: dict[DbKey, tuple[float, str]] = {}
+    all_done = asyncio.Event()
+
+    def on_obj(_type: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = (meta.get("namespace") or "", (obj.get("spec") or {}).get("database") or "")
+        phase = backup_done(obj)
+        if meta["name"] in wanted and key not in done and phase is not None:
+            done[key] = (time.monotonic(), phase)
+            if len(done) >= len(keys):
+                all_done.set()
+
+    watcher = asyncio.ensure_future(watch_forever(api, watched_namespace(per_namespace), on_obj))
+    limit = asyncio.Semaphore(20)
+
+    async def create(key: DbKey) -> None:
+        async with limit:
+            created[key] = time.monotonic()
+            await api.create(backup_for(key))
+
+    try:
+        await asyncio.gather(*(create(k) for k in keys))
+        await asyncio.wait_for(all_done.wait(), wait_s)
+    except TimeoutError:
+        print(f"  backups timed out: {len(done)}/{len(keys)} finished", file=sys.stderr)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await client.close()
+    return created, done
+
+
+@dataclass
+class BackupsResult:
+    """The backups phase: one backup of every Ready database at once, with the fleet that made them Ready."""
+
+    n: int
+    succeeded: int
+    failed: int
+    all_done_s: float  # first create to the last finished
+    median_s: float  # create -> finished
+    cpu_s: float  # the fleet's, during the phase
+    writes_per_backup: float
+    per_backup_by_resource: dict[str, float]  # the fleet's requests per backup (sampledb_api_requests_total)
+    reconciles_by_replica: list[float]  # backup reconciles each replica ran (sharded: each backup by its owner)
+    control_plane_cpu_s: dict[str, float]
+
+
+def summarize_backups(created: dict[DbKey, float], done: dict[DbKey, tuple[float, str]]) -> tuple[int, int, float,
+                                                                                              float]:
+    """(succeeded, failed, all done s from the first create, median create -> done s)."""
+    succeeded = sum(1 for _t, phase in done.values() if phase == "Succeeded")
+    lat = [t - created[k] for k, (t, _p) in done.items() if k in created]
+    last = max((t for t, _p in done.values()), default=math.nan)
+    first = min(created.values(), default=math.nan)
+    return (succeeded, len(done) - succeeded, round(last - first, 1) if done else math.nan,
+            round(statistics.median(lat), 1) if lat else math.nan)
+
+
+def run_backups(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dict[str, str], keys: list[DbKey], *,
+                timeout: float, per_namespace: int) -> BackupsResult:
+    """The backups phase against a running fleet (its counters read before and after)."""
+    ports = [port for _proc, port in fleet if port is not None]
+    before = [scrape(port, "sampledbbackup") for port in ports]
+    cpu_before = sum(proc_stats(proc.pid)[0] for proc, _port in fleet)
+    cluster_before = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"])
+    created, done = asyncio.run(observe_backups(env["KUBECONFIG"], keys, timeout, per_namespace))
+    cluster_after = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"])
+    cpu = sum(proc_stats(proc.pid)[0] for proc, _port in fleet) - cpu_before
+    after = [scrape(port, "sampledbbackup") for port in ports]
+    writes = sum(a[0].get(v, 0) - b[0].get(v, 0) for a, b in zip(after, before, strict=True) for v in WRITE_VERBS)
+    by_resource: dict[str, float] = {}
+    for a, b in zip(after, before, strict=True):
+        for k, v in a[2].items():
+            by_resource[k] = by_resource.get(k, 0) + v - b[2].get(k, 0)
+    n = max(1, len(keys))
+    succeeded, failed, all_done, median = summarize_backups(created, done)
+    result = BackupsResult(
+        n=len(keys), succeeded=succeeded, failed=failed, all_done_s=all_done, median_s=median, cpu_s=round(cpu, 1),
+        writes_per_backup=round(writes / n, 2),
+        per_backup_by_resource={k: round(v / n, 2) for k, v in sorted(by_resource.items()) if v},
+        reconciles_by_replica=[a[1] - b[1] for a, b in zip(after, before, strict=True)],
+        control_plane_cpu_s={k: round(v - cluster_before.get(k, 0.0), 1) for k, v in sorted(cluster_after.items())})
+    print(f"  backups: {succeeded}/{len(keys)} Succeeded, {failed} Failed, all done {all_done} s, median {median} s,"
+          f" CPU {result.cpu_s} s, {result.writes_per_backup} writes per backup, backup reconciles by replica"
+          f" {result.reconciles_by_replica}", file=sys.stderr)
+    return result
+
+
 @dataclass
 class RunResult:
     label: str
@@ -796,9 +917,11 @@ class RunResult:
     restart_logged_s: float | None = None  # a sharded replica's restart by its log (logged_shards_enqueued)
     control_plane_cpu_s: dict[str, float] = field(default_factory=dict)  # per component, during the creation
     observer_cpu_s: float = 0.0  # the observer's (this script's) CPU during the creation
+    backups: BackupsResult | None = None  # with --backups: one backup of every database, after they are Ready
 
 
-def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int) -> RunResult:
+def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_namespace: int,
+            backups: bool = False) -> RunResult:
     nodes = nodes_for(n)
     slug = system.slug
     cluster_dir = f"/tmp/scale-{slug}-{n}-{rnd}"
@@ -812,10 +935,14 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
         floor: tuple[float, float] | None = None
         logged: float | None = None
+        backed: BackupsResult | None = None
         try:
             made = make_ready(fleet, env, n=n, timeout=timeout, per_namespace=per_namespace)
-            if system.kind == "operator" and len(made.ready) == n and system.shards > 1 and len(fleet) > 1:
+            everything = system.kind == "operator" and len(made.ready) == n
+            if everything and system.shards > 1 and len(fleet) > 1:
                 restart, floor, logged = measure_replica_restart(system, env, workdir, per_namespace, fleet=fleet)
+            if everything and backups:  # after a sharded replica's restart, before one operator's (it stops the fleet)
+                backed = run_backups(fleet, env, sorted(made.ready), timeout=timeout, per_namespace=per_namespace)
         finally:
             for proc, _port in fleet:
                 stop(proc)
@@ -824,7 +951,7 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
     finally:
         cluster_down(cluster_dir)
     return record(made, system, rnd=rnd, nodes=nodes, restart=restart, workdir=workdir, per_namespace=per_namespace,
-                  restart_floor=floor, restart_logged=logged)
+                  restart_floor=floor, restart_logged=logged, backups=backed)
 
 
 @dataclass
@@ -875,7 +1002,8 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
            restart: tuple[float | None, float | None, float | None], workdir: Path, per_namespace: int,
-           restart_floor: tuple[float, float] | None = None, restart_logged: float | None = None) -> RunResult:
+           restart_floor: tuple[float, float] | None = None, restart_logged: float | None = None,
+           backups: BackupsResult | None = None) -> RunResult:
     """The run's RunResult, written to workdir/result.json and printed."""
     n, ready, created, t0 = made.n, made.ready, made.created, made.t0
     requests = made.requests
@@ -902,6 +1030,7 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         restart_logged_s=restart_logged,
         control_plane_cpu_s={k: round(v, 1) for k, v in made.control_plane_cpu.items()},
         observer_cpu_s=round(made.observer_cpu, 1),
+        backups=backups,
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
@@ -962,7 +1091,7 @@ def run_main(args: argparse.Namespace) -> int:
     out = Path(args.out or f"/tmp/scale-results/{datetime.now(UTC):%Y%m%dT%H%M%S}-n{args.n}")
     out.mkdir(parents=True, exist_ok=True)
     timeout = args.timeout or default_timeout(args.n)
-    results = [run_one(s, args.n, rnd, out, timeout=timeout, per_namespace=args.per_namespace)
+    results = [run_one(s, args.n, rnd, out, timeout=timeout, per_namespace=args.per_namespace, backups=args.backups)
                for rnd in range(1, args.rounds + 1) for s in systems]
     return report(results, out)
 
@@ -1063,6 +1192,8 @@ def main() -> int:
                      help="seconds to wait for all Ready (default max(600, 1.5 N))")
     run.add_argument("--out", default="")
     run.add_argument("--per-namespace", type=int, default=PER_NAMESPACE, help=PER_NAMESPACE_HELP)
+    run.add_argument("--backups", action="store_true",
+                     help="once all are Ready, an operator makes one backup of every database at once (timed)")
     rs = sub.add_parser("restart", help="restarts alone: N databases Ready once, then each system restarted")
     rs.add_argument("--n", type=int, default=1000)
     rs.add_argument("--systems", default="operator:workers=16,operator:label=paged:flags=--no-streaming-lists")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -61,3 +62,25 @@ def test_the_clusters_cpu_counts_its_own_processes_by_component(scale: Any, tmp_
         proc.kill()
         proc.wait()
     assert scale.cluster_cpu(cluster) == {}  # reaped: no longer counted
+
+
+def test_the_backups_phase_makes_one_manual_backup_per_database(scale: Any) -> None:
+    body = scale.backup_for(("scale-003", "db-00312"))
+    assert body["kind"] == "SampleDBBackup"
+    assert body["metadata"] == {"name": "db-00312-bench", "namespace": "scale-003"}
+    assert body["spec"] == {"database": "db-00312", "reason": "manual"}
+
+
+def test_a_backup_is_done_once_it_succeeded_or_failed(scale: Any) -> None:
+    assert scale.backup_done({"status": {"phase": "Succeeded"}}) == "Succeeded"
+    assert scale.backup_done({"status": {"phase": "Failed"}}) == "Failed"
+    assert scale.backup_done({"status": {"phase": "Running"}}) is None
+    assert scale.backup_done({}) is None
+
+
+def test_the_backups_phase_is_summed_up_from_its_create_and_done_times(scale: Any) -> None:
+    created = {("a", "1"): 10.0, ("a", "2"): 11.0, ("b", "3"): 12.0}
+    done = {("a", "1"): (14.0, "Succeeded"), ("a", "2"): (21.0, "Failed"), ("b", "3"): (15.0, "Succeeded")}
+    assert scale.summarize_backups(created, done) == (2, 1, 11.0, 4.0)
+    succeeded, failed, all_done, median = scale.summarize_backups(created, {})
+    assert (succeeded, failed) == (0, 0) and math.isnan(all_done) and math.isnan(median)  # nothing finished
