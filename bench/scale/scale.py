@@ -739,7 +739,6 @@ async def observe(kubeconfig: str, n: int, wait_s: float,
     """Create N SampleDBs and wait until each is Ready: (created, ready) times by (namespace, name), and t0."""
     client = await KubeClient.connect(kubeconfig)
     api = ResourceApi(client, SAMPLEDB)
-    created: dict[DbKey, float] = {}
     ready: dict[DbKey, float] = {}
     all_ready = asyncio.Event()
 
@@ -750,27 +749,40 @@ async def observe(kubeconfig: str, n: int, wait_s: float,
             if len(ready) >= n:
                 all_ready.set()
 
+    t0 = time.monotonic()
+    try:
+        bodies = {db_key(body): body for body in (sampledb(i, per_namespace) for i in range(n))}
+        created = await create_and_wait(api, bodies, on_obj, all_ready, wait_s=wait_s, per_namespace=per_namespace,
+                                        progress=lambda: f"{len(ready)}/{n} Ready")
+    finally:
+        await client.close()
+    return created, ready, t0
+
+
+async def create_and_wait(api: ResourceApi, bodies: dict[DbKey, Obj], on_obj: Callable[[str, Obj], None],
+                          finished: asyncio.Event, *, wait_s: float, per_namespace: int,
+                          progress: Callable[[], str]) -> dict[DbKey, float]:
+    """Watch `api`'s resource (on_obj for every object seen), create `bodies` (20 at a time) and wait at most
+    wait_s for `finished`; the time each body was sent."""
+    created: dict[DbKey, float] = {}
     watcher = asyncio.ensure_future(watch_forever(api, watched_namespace(per_namespace), on_obj))
     limit = asyncio.Semaphore(20)
 
-    async def create(i: int) -> None:
-        body = sampledb(i, per_namespace)
+    async def create(key: DbKey, body: Obj) -> None:
         async with limit:
-            created[db_key(body)] = time.monotonic()
+            created[key] = time.monotonic()
             await api.create(body)
 
-    t0 = time.monotonic()
     try:
-        await asyncio.gather(*(create(i) for i in range(n)))
-        await asyncio.wait_for(all_ready.wait(), wait_s)
+        await asyncio.gather(*(create(k, b) for k, b in bodies.items()))
+        await asyncio.wait_for(finished.wait(), wait_s)
     except TimeoutError:
-        print(f"  timed out: {len(ready)}/{n} Ready", file=sys.stderr)
+        print(f"  timed out: {progress()}", file=sys.stderr)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        await client.close()
-    return created, ready, t0
+    return created
 
 
 BACKUP_DONE = ("Succeeded", "Failed")
@@ -796,8 +808,7 @@ async def observe_backups(kubeconfig: str, keys: list[DbKey], wait_s: float,
     database's (namespace, name), done with the phase it ended in."""
     client = await KubeClient.connect(kubeconfig)
     api = ResourceApi(client, SAMPLEDBBACKUP)
-    wanted = {backup_for(k)["metadata"]["name"]: k for k in keys}
-    created: dict[DbKey, float] = {}
+    wanted = {backup_for(k)["metadata"]["name"] for k in keys}
     done: dict[DbKey, tuple[float, str]] = {}
     all_done = asyncio.Event()
 
@@ -810,23 +821,11 @@ async def observe_backups(kubeconfig: str, keys: list[DbKey], wait_s: float,
             if len(done) >= len(keys):
                 all_done.set()
 
-    watcher = asyncio.ensure_future(watch_forever(api, watched_namespace(per_namespace), on_obj))
-    limit = asyncio.Semaphore(20)
-
-    async def create(key: DbKey) -> None:
-        async with limit:
-            created[key] = time.monotonic()
-            await api.create(backup_for(key))
-
     try:
-        await asyncio.gather(*(create(k) for k in keys))
-        await asyncio.wait_for(all_done.wait(), wait_s)
-    except TimeoutError:
-        print(f"  backups timed out: {len(done)}/{len(keys)} finished", file=sys.stderr)
+        created = await create_and_wait(api, {k: backup_for(k) for k in keys}, on_obj, all_done, wait_s=wait_s,
+                                        per_namespace=per_namespace,
+                                        progress=lambda: f"{len(done)}/{len(keys)} backups finished")
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
         await client.close()
     return created, done
 
