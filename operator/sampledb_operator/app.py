@@ -263,10 +263,12 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
 
         controller = Controller(CONTROLLER, SampleDBReconciler(ctx), clock=clock, workers=settings.workers,
                                 on_terminal=on_terminal, on_error=on_error,
-                                admit=sharding.admit_database if sharding is not None else None)
+                                admit=sharding.admit_database if sharding is not None else None,
+                                intake=sharding.holds_database if sharding is not None else None)
         backup_controller = Controller(BACKUP_CONTROLLER, BackupReconciler(ctx), clock=clock,
                                        workers=max(1, settings.workers // 2),
-                                       admit=sharding.admit_backup if sharding is not None else None)
+                                       admit=sharding.admit_backup if sharding is not None else None,
+                                       intake=sharding.holds_backup if sharding is not None else None)
         leader = _lock_holders(settings, client, clock, sharding, databases=controller,
                                backups=backup_controller)
         manager = Manager(clock=clock, leader=leader, shutdown_timeout=settings.shutdown_timeout,

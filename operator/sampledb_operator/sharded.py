@@ -7,8 +7,10 @@ owns its shard and, with the shard-filtered caches, once they have listed the sh
 reconcilers/shard_labels.py). app.py makes the parts (the watchers as Watched) and hands them here.
 
 Invariants: a shard's keys are enqueued whenever it becomes admitted (acquired while cached, or cached
-while owned); a backup not in the cache, or naming no database, is admitted everywhere (its reconcile
-finds it gone, or reports the missing field). With filtered caches a SampleDB (a SampleDBBackup) is in the
+while owned), and only a held shard's keys are queued at all (the controllers' intake: holds_database,
+holds_backup; the others wait in the caches for their shard to be taken); a backup not in the cache, or
+naming no database, is admitted everywhere (its reconcile finds it gone, or reports the missing field).
+With filtered caches a SampleDB (a SampleDBBackup) is in the
 caches of its label's bucket's holder (and of every replica while it has no bucket label): one whose label
 names a bucket other than its own (its database's, for a backup; set by hand, or copied with another's
 manifest) is noted by the replica that caches it, whose BucketMender puts the label right at once, so its
@@ -123,6 +125,16 @@ class Sharding:
     def admit_backup(self, ref: ObjectRef) -> bool:
         shard = self.of_backup(ref)
         return shard is None or self._admits(shard)
+
+    def holds_database(self, ref: ObjectRef) -> bool:
+        """The database's shard is held here: its key may be queued (the controllers' intake; a shard taken
+        later has its cached keys enqueued then: on_acquired, on_cache_ready)."""
+        return self.owner is not None and self.owner.holds(self.of_database(ref))
+
+    def holds_backup(self, ref: ObjectRef) -> bool:
+        """As holds_database, for a backup's database; a backup not cached or naming no database is taken."""
+        shard = self.of_backup(ref)
+        return shard is None or (self.owner is not None and self.owner.holds(shard))
 
     def owned_databases(self) -> Iterator[dict[str, Any]]:
         """The cached SampleDBs of the owned shards, decoded one at a time (StoreSet.each)."""

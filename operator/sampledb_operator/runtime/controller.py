@@ -30,6 +30,10 @@ Invariants:
   (rate-limited). `in_flight` holds the admitted keys whose reconcile is running; admission and entry
   into in_flight happen with no await between them, so a caller that stops admitting a set of keys
   and then sees none of them in flight knows none will run until admitted again.
+- With an `intake` predicate (sharding: is this key's shard held here?), enqueue, enqueue_after and
+  enqueue_soon drop a key it refuses (so the queue, and workqueue_depth, hold only this replica's work);
+  whoever makes a key's shard held enqueues its keys then. An intake that raises takes the key (admit
+  decides). The controller's own requeues (a failure, a requeue_after) are not asked.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ class Controller:
     def __init__(self, name: str, reconcile: Reconcile, *, clock: Clock, workers: int = 1,
                  rate_limiter: RateLimiter[ObjectRef] | None = None,
                  on_terminal: OnTerminal | None = None, on_error: OnError | None = None,
-                 error_threshold: int = ERROR_THRESHOLD, admit: Admit | None = None) -> None:
+                 error_threshold: int = ERROR_THRESHOLD, admit: Admit | None = None,
+                 intake: Admit | None = None) -> None:
         if workers < 1:
             raise ValueError("a controller needs at least one worker")
         self.name = name
@@ -89,21 +94,36 @@ class Controller:
         self._on_error = on_error
         self._error_threshold = max(1, error_threshold)
         self._admit = admit
+        self._intake = intake
         self._in_flight: set[ObjectRef] = set()
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
         self._m = _Metrics(name, workers)
 
     def enqueue(self, ref: ObjectRef) -> None:
-        self.queue.add(ref)
+        if self._taken(ref):
+            self.queue.add(ref)
 
     def enqueue_after(self, ref: ObjectRef, delay: float) -> None:
-        self.queue.add_after(ref, delay)
+        if self._taken(ref):
+            self.queue.add_after(ref, delay)
 
     def enqueue_soon(self, ref: ObjectRef, delay: float, *, urgent: bool = False) -> None:
         """Reconcile `ref` within `delay` seconds, together with whatever else changes meanwhile (add_soon);
         `urgent`: before the keys enqueued without it (WorkQueue's two priorities)."""
-        self.queue.add_soon(ref, delay, urgent=urgent)
+        if self._taken(ref):
+            self.queue.add_soon(ref, delay, urgent=urgent)
+
+    def _taken(self, ref: ObjectRef) -> bool:
+        """The intake takes `ref` (always without one; a failing one takes it and logs)."""
+        if self._intake is None:
+            return True
+        try:
+            return self._intake(ref)
+        except Exception as err:
+            structlog.get_logger().error("intake check failed; enqueueing the key", controller=self.name,
+                                         namespace=ref.namespace, name=ref.name, error=repr(err), exc_info=err)
+            return True
 
     @property
     def in_flight(self) -> frozenset[ObjectRef]:

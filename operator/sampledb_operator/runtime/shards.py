@@ -143,6 +143,11 @@ class ShardOwner:
             s.missed = True
         return False
 
+    def holds(self, shard: int) -> bool:
+        """`shard` is held here: admitted, late in its renewal, or being released (its keys may still be
+        admitted, or will be once renewed; a shard not held has its keys enqueued when it is taken)."""
+        return self._shards[shard].state is not State.FREE
+
     @property
     def owned(self) -> frozenset[int]:
         return frozenset(s.index for s in self._shards if self.owns(s.index))

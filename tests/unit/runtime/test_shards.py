@@ -358,7 +358,8 @@ async def test_a_shard_being_released_is_not_admitted_and_waits_for_its_keys(lea
     (released,) = plan.release
     assert a.owner.owned == {1 - released}          # no longer admitted at once ...
     assert not a.owner.admits(released)
-    assert leases.holder(released) == "a"           # ... but still renewed while its key runs
+    assert a.owner.holds(released)                  # ... still held (its keys may be queued) ...
+    assert leases.holder(released) == "a"           # ... and renewed while its key runs
     clock.advance(RETRY)
     await a.owner.period()
     assert leases.holder(released) == "a"
@@ -366,6 +367,7 @@ async def test_a_shard_being_released_is_not_admitted_and_waits_for_its_keys(lea
     clock.advance(RETRY)
     await a.owner.period()
     assert leases.holder(released) == ""            # released once idle
+    assert not a.owner.holds(released) and a.owner.holds(1 - released)
     await b.owner.period()
     assert b.owned == {released} and leases.holder(released) == "b"
     assert a.owned == {1 - released}

@@ -1,4 +1,4 @@
-"""The pieces sharding adds to the controller and the manager: admit(ref), in_flight, runnables."""
+"""The pieces sharding adds to the controller and the manager: intake(ref), admit(ref), in_flight, runnables."""
 
 from __future__ import annotations
 
@@ -40,6 +40,37 @@ async def tasks() -> AsyncIterator[list[asyncio.Task[object]]]:
 def controller(reconcile: Reconcile, admit: Admit | None, clock: FakeClock | None = None) -> Controller:
     return Controller(f"shard-ctl-{next(_names)}", reconcile, clock=clock or FakeClock(), workers=2, admit=admit,
                       rate_limiter=ItemExponentialFailureRateLimiter[ObjectRef](1.0, 100.0))
+
+
+# -- Controller.intake ----------------------------------------------------------------------------
+
+
+async def test_a_key_the_intake_refuses_is_queued_by_no_enqueue() -> None:
+    async def reconcile(ref: ObjectRef) -> None:
+        return None
+
+    ctl = Controller(f"shard-ctl-{next(_names)}", reconcile, clock=FakeClock(), intake=lambda ref: ref == A)
+    ctl.enqueue(B)
+    ctl.enqueue_after(B, 1.0)
+    ctl.enqueue_soon(B, 0.25, urgent=True)
+    assert (len(ctl.queue), ctl.queue.delayed) == (0, 0)
+    ctl.enqueue(A)
+    ctl.enqueue_after(A, 1.0)
+    assert (len(ctl.queue), ctl.queue.delayed) == (1, 1)
+    ctl.queue.add(B)  # the queue itself (a controller's own requeues) is not asked
+    assert len(ctl.queue) == 2
+
+
+async def test_an_intake_that_fails_takes_the_key() -> None:
+    async def reconcile(ref: ObjectRef) -> None:
+        return None
+
+    def intake(ref: ObjectRef) -> bool:
+        raise RuntimeError("a bug")
+
+    ctl = Controller(f"shard-ctl-{next(_names)}", reconcile, clock=FakeClock(), intake=intake)
+    ctl.enqueue(A)
+    assert len(ctl.queue) == 1
 
 
 # -- Controller.admit -----------------------------------------------------------------------------

@@ -36,6 +36,9 @@ class StubOwner:
     def admits(self, shard: int) -> bool:
         return shard in self.owned
 
+    def holds(self, shard: int) -> bool:
+        return shard in self.owned
+
     async def named(self) -> frozenset[int]:
         return frozenset(self.owned)
 
@@ -102,6 +105,19 @@ def test_a_backup_goes_with_its_database_and_one_not_cached_or_without_database_
     assert not sharding.admit_backup(ObjectRef("ns", "b-other"))
     assert sharding.admit_backup(ObjectRef("ns", "b-none"))
     assert sharding.admit_backup(ObjectRef("ns", "b-gone"))
+
+
+def test_only_a_held_shards_keys_are_taken_into_the_queues() -> None:
+    (mine,), (other,) = names_in(0, 1), names_in(1, 1)
+    objs = [backup("ns", "b-mine", mine), backup("ns", "b-other", other), backup("ns", "b-none", None)]
+    sharding, _, _ = setup(objs, owned={0})
+    assert sharding.holds_database(ObjectRef("ns", mine))
+    assert not sharding.holds_database(ObjectRef("ns", other))
+    assert sharding.holds_backup(ObjectRef("ns", "b-mine"))
+    assert not sharding.holds_backup(ObjectRef("ns", "b-other"))
+    assert sharding.holds_backup(ObjectRef("ns", "b-none")) and sharding.holds_backup(ObjectRef("ns", "b-gone"))
+    sharding.owner = None
+    assert not sharding.holds_database(ObjectRef("ns", mine))
 
 
 def test_acquiring_a_shard_enqueues_its_databases_and_their_backups() -> None:
