@@ -1,5 +1,5 @@
-"""Three in-process replicas wired as sharded.py wires them (Sharding, ShardOwner, admitting Controllers)
-over one in-memory Lease store: each database is reconciled only by the replica that owns its shard, and a
+"""Three in-process replicas wired as sharded.py wires them (Sharding, ShardOwner, Controllers with its intake
+and admit) over one in-memory Lease store: each database is reconciled only by the replica that owns its shard, and a
 crashed replica's databases are reconciled by the others once its Leases expired."""
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class Replica:
 
         n = next(_names)
         self.dbs = Controller(f"replica-db-{n}", reconcile_db, clock=clock, workers=2,
-                              admit=self.sharding.admit_database)
+                              admit=self.sharding.admit_database, intake=self.sharding.holds_database)
         self.backups = Controller(f"replica-backup-{n}", reconcile_backup, clock=clock,
-                                  admit=self.sharding.admit_backup)
+                                  admit=self.sharding.admit_backup, intake=self.sharding.holds_backup)
         self.sharding.databases, self.sharding.backups = self.dbs, self.backups
         self.owner = ShardOwner(Client(leases), lease_name=LEASE, namespace=NS, identity=identity, shards=SHARDS,
                                 clock=clock, planner=plan_shards, lease_duration=DURATION,
@@ -99,6 +99,7 @@ async def test_each_database_is_reconciled_by_its_shards_owner_and_a_crashed_rep
     for r in replicas:          # the initial list of every watcher wakes every replica for every database
         for ns, name in names:
             r.dbs.enqueue(ObjectRef(ns, name))
+        assert len(r.dbs.queue) == 0  # no shard held yet: nothing queued, each shard's keys come with it
 
     async def rounds(n: int) -> None:
         for _ in range(n):
