@@ -2,7 +2,8 @@
 
 Each run gets a fresh kwok-only control plane (hack/cluster with SAMPLEDB_REAL_NODE=0 in
 /tmp/scale-<label>-<n>-<round>, enough fake nodes for every pod), one system under test, and this
-script as the observer: it creates N SampleDBs (each with an init Job from a ConfigMap: 9 children)
+script as the observer: it creates N SampleDBs (each with an init Job from a ConfigMap: 8 children, 9 before
+the `-ro` Service was made only for databases with standbys)
 and watches them until every one has Ready=True. Systems:
 
   floor            the API server's own floor for this work: `scale.py floor`, a plain asyncio client

@@ -66,6 +66,7 @@ class Inputs:
     running: Running | None = None  # None: spec.version with its image, default data directory
     instances: tuple[Instance, ...] = (Instance(0),)
     skip_volumes: frozenset[int] = frozenset()  # instances whose data volume is not applied (never re-created)
+    replica_service: bool = False  # the `-ro` Service exists already: kept in shape whatever spec.replicas is
 
     def run(self) -> Running:
         return self.running or Running(self.db.spec.version, image_for(self.db.spec))
@@ -419,7 +420,10 @@ def client_service(db: SampleDB) -> Obj:
 
 
 def replica_service(db: SampleDB) -> Obj:
-    """The hot standbys, read-only (no endpoints with one instance)."""
+    """The hot standbys, read-only: made once the database has standbys (spec.replicas > 1), kept from then on
+    (without endpoints after a scale-down to one instance). A single instance gets none: a Service that selects
+    nothing would still take a ClusterIP, which the API server allocates one at a time, cluster-wide (the
+    allocator's lock is held across an internal write: docs/benchmarks.md, session x)."""
     return _service(db, names.replica_service_name(db_name(db)), REPLICA_ROLE, type="ClusterIP")
 
 
@@ -441,8 +445,9 @@ def children(inputs: Inputs) -> list[Obj]:
         backup_pvc(db),
         headless_service(db),
         client_service(db),
-        replica_service(db),
     ]
+    if db.spec.replicas > 1 or inputs.replica_service:
+        out.append(replica_service(db))
     for inst in inputs.instances:
         if inst.index not in inputs.skip_volumes:
             out.append(data_pvc(db, run.data_dir, inst.index))

@@ -73,6 +73,12 @@ def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
             ("PersistentVolumeClaim", names.backup_pvc_name(name))]
 
 
+def replica_service_made(db: SampleDB, observed: Mapping[plan.Key, Obj]) -> bool:
+    """The database's `-ro` Service exists (observed_children): it is kept in shape from then on, whatever
+    spec.replicas is (desired.replica_service)."""
+    return ("Service", names.replica_service_name(db.metadata.name)) in observed
+
+
 def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
     """The StatefulSets and data volumes of every instance but the first (spec.replicas > 1), from the caches."""
     ns, name = db.metadata.namespace or "", db.metadata.name

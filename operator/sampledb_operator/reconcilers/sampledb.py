@@ -120,7 +120,9 @@ class SampleDBReconciler:
         secret = await children.ensure_secret(self.ctx, db, observed_children)
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
             db=db, scripts=self._scripts, running=upgrading.running, instances=instances.instances,
-            skip_volumes=instances.skip_volumes), created_before=(secret.created,) if secret.created else ())
+            skip_volumes=instances.skip_volumes,
+            replica_service=children.replica_service_made(db, observed_children)),
+            created_before=(secret.created,) if secret.created else ())
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
         await children.disown(self.ctx, db, observed_children)

@@ -68,6 +68,20 @@ def test_no_long_lived_child_is_owned_and_all_are_labelled_for_the_selector() ->
     assert "ownerReferences" not in d.secret(db, "pw")["metadata"]
 
 
+def test_the_read_only_service_is_desired_with_standbys_or_once_it_exists() -> None:
+    def services(db: SampleDB, **inputs: Any) -> list[str]:
+        made = d.children(d.Inputs(db, SCRIPTS, **inputs))
+        return sorted(c["metadata"]["name"] for c in made if c["kind"] == "Service")
+
+    ro = names.replica_service_name("orders")
+    assert ro not in services(make_db())
+    assert services(make_db(replicas=3)) == sorted([ro, names.client_service_name("orders"),
+                                                    names.headless_service_name("orders")])
+    assert ro in services(make_db(), replica_service=True)  # made earlier (standbys since removed): kept
+    [service] = [c for c in d.children(d.Inputs(make_db(replicas=2), SCRIPTS)) if c["metadata"]["name"] == ro]
+    assert service["spec"]["selector"][names.ROLE_LABEL] == d.REPLICA_ROLE and service["spec"]["type"] == "ClusterIP"
+
+
 def test_every_database_of_a_namespace_mounts_one_shared_scripts_configmap() -> None:
     """The scripts (~80 KB) are kept once per namespace, not once per database: two databases' desired scripts
     ConfigMaps are the same object, and their pods and Jobs mount it."""

@@ -16,6 +16,7 @@ from sampledb_operator.reconcilers.children import (
     disown,
     ensure_secret,
     observed_children,
+    replica_service_made,
     retire_legacy_scripts,
     unowned_children,
 )
@@ -33,17 +34,20 @@ async def children_step(cluster: FakeCluster, db: SampleDB) -> None:
     """The children step as the SampleDB reconciler runs it: the Secret, then the other children."""
     observed = observed_children(cluster.ctx, db)
     secret = await ensure_secret(cluster.ctx, db, observed)
-    applied = await apply_children(cluster.ctx, db, observed, d.Inputs(db=db, scripts=SCRIPTS),
+    inputs = d.Inputs(db=db, scripts=SCRIPTS, replica_service=replica_service_made(db, observed))
+    applied = await apply_children(cluster.ctx, db, observed, inputs,
                                    created_before=(secret.created,) if secret.created else ())
     assert applied.problems == () and secret.problems == ()
     await disown(cluster.ctx, db, observed)
 
 
 def made_children(db: SampleDB) -> list[tuple[str, str]]:
-    """What the children step makes: the database's long-lived children (not an earlier version's own scripts
-    ConfigMap) and the namespace's shared scripts ConfigMap."""
-    legacy = ("ConfigMap", d.legacy_scripts_configmap_name(db))
-    return [c for c in unowned_children(db) if c != legacy] + [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
+    """What the children step makes of a single instance: the database's long-lived children (not an earlier
+    version's own scripts ConfigMap, nor the `-ro` Service, made only once there are standbys) and the namespace's
+    shared scripts ConfigMap."""
+    skipped = {("ConfigMap", d.legacy_scripts_configmap_name(db)),
+               ("Service", names.replica_service_name(db.metadata.name))}
+    return [c for c in unowned_children(db) if c not in skipped] + [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
 
 
 def stored_children(cluster: FakeCluster, db: SampleDB) -> set[tuple[str, str]]:
@@ -51,14 +55,14 @@ def stored_children(cluster: FakeCluster, db: SampleDB) -> set[tuple[str, str]]:
             if cluster.get(kind, name) is not None}
 
 
-async def test_a_new_database_gets_its_nine_children_once_and_one_event_naming_them() -> None:
+async def test_a_new_database_gets_its_eight_children_once_and_one_event_naming_them() -> None:
     cluster = FakeCluster()
     db = new_database(cluster)
     await children_step(cluster, db)
     children = made_children(db)
-    assert len(children) == 9
+    assert len(children) == 8
     assert stored_children(cluster, db) == set(children)
-    assert len(cluster.written()) == 9
+    assert len(cluster.written()) == 8
     assert cluster.written("create") == [("create", "Secret", SECRET)]
     [(kind, reason, message)] = cluster.recorder.events
     assert (kind, reason) == ("Normal", "CreatedChildren")
@@ -82,6 +86,24 @@ async def test_a_service_label_changed_by_hand_is_put_back_and_only_that() -> No
     service = cluster.get("Service", client)
     assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
     assert cluster.recorder.reasons()[-1] == "UpdatedService"
+
+
+async def test_the_read_only_service_is_made_with_standbys_and_kept_in_shape_after_a_scale_down() -> None:
+    cluster = FakeCluster()
+    ro = names.replica_service_name("orders")
+    await children_step(cluster, new_database(cluster))
+    assert cluster.get("Service", ro) is None  # one instance: no -ro Service (it would select nothing)
+    db = SampleDB.model_validate(cluster.put("SampleDB", sampledb(replicas=2)))
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert ("apply", "Service", ro) in cluster.written()
+    db = SampleDB.model_validate(cluster.put("SampleDB", sampledb(replicas=1)))
+    cluster.patch("Service", ro, {"metadata": {"labels": {NAME_LABEL: "changed"}}})
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == [("apply", "Service", ro)]  # still there, put back in shape, not deleted
+    service = cluster.get("Service", ro)
+    assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
 
 
 async def test_the_secret_is_created_once_and_never_overwritten() -> None:
@@ -146,7 +168,7 @@ async def test_a_second_database_of_the_namespace_shares_the_scripts_configmap_a
     cluster.writes.clear()
     await children_step(cluster, other)
     assert ("ConfigMap", d.SCRIPTS_CONFIGMAP) not in {(k, n) for _verb, k, n in cluster.written()}
-    assert len(cluster.written()) == 8  # its own eight children
+    assert len(cluster.written()) == 7  # its own seven children
     assert cluster.get("ConfigMap", d.legacy_scripts_configmap_name(other)) is None
 
 
