@@ -144,8 +144,8 @@ class ShardOwner:
         return False
 
     def holds(self, shard: int) -> bool:
-        """`shard` is held here: admitted, late in its renewal, or being released (its keys may still be
-        admitted, or will be once renewed; a shard not held has its keys enqueued when it is taken)."""
+        """`shard` is held here (admitted, late in its renewal, or being released): its keys may be queued, and
+        admits() decides as each comes up. A shard not held has its keys enqueued when it is taken."""
         return self._shards[shard].state is not State.FREE
 
     @property

@@ -381,8 +381,7 @@ class Watcher:
             self._need_list = True
             self._log.info("resource version expired; relisting", resource_version=self.resource_version,
                            delay=retry.delay)
-        elif retry.denied:
-            assert isinstance(exc, ApiError)
+        elif retry.denied and isinstance(exc, ApiError):
             self._log.error("watch denied: check the operator's RBAC and credentials", status=exc.status,
                             reason=exc.reason, message=exc.message, delay=retry.delay)
         elif isinstance(exc, KubeError):
