@@ -28,6 +28,7 @@ MANAGED_BY = "sampledb-operator"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DATABASE_LABEL = "sampledb.io/database"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+DATA_COMPONENT = "storage"  # the component label of the instances' data volumes
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 SCRIPTS_MOUNT = "/sampledb/scripts"
 DATA_MOUNT = "/var/lib/postgresql/data"
@@ -245,7 +246,7 @@ def data_pvc(db: SampleDB, data_dir: str = "pgdata", index: int = 0) -> Obj:
     """Instance `index`'s data volume: not a volumeClaimTemplate, so the operator can expand it. Its
     annotation names the directory the data lives in, so a new SampleDB adopting a retained volume finds it."""
     store = db.spec.storage
-    pvc = _pvc(db, names.instance_data_pvc_name(db_name(db), index), "storage", size=store.size,
+    pvc = _pvc(db, names.instance_data_pvc_name(db_name(db), index), DATA_COMPONENT, size=store.size,
                storage_class=store.storage_class_name, annotations={DATA_DIR_ANNOTATION: data_dir})
     pvc["metadata"]["labels"][names.INSTANCE_LABEL] = str(index)
     return pvc

@@ -19,8 +19,8 @@ import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sampledb_operator.decide import binding, plan
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import plan
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
@@ -45,6 +45,7 @@ class Applied:
 
     live_volumes: frozenset[str]
     problems: tuple[Problem, ...] = ()
+    waiting: tuple[str, ...] = ()  # the claims whose binding a StatefulSet's creation waits for (decide/binding.py)
 
 
 def data_children(db: SampleDB) -> list[tuple[str, str]]:
@@ -157,8 +158,9 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                          *, created_before: tuple[str, ...] = ()) -> Applied:
     """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
     Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
-    them. One Event names every child created in the pass (`created_before`: those the pass made before,
-    the Secret); an update has an Event of its own (its reason)."""
+    them, a new one only once its claim is bound when its class binds immediately (decide/binding.py). One
+    Event names every child created in the pass (`created_before`: those the pass made before, the Secret); an
+    update has an Event of its own (its reason)."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
@@ -174,7 +176,12 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
             return await _apply_one(ctx, db, action, observed.get(action.key))
 
     outcomes: list[_Outcome] = []
-    for wave in ([a for a in actions if a.key[0] != "StatefulSet"], [a for a in actions if a.key[0] == "StatefulSet"]):
+    waiting: dict[str, str] = {}
+    for statefulsets in (False, True):
+        wave = [a for a in actions if (a.key[0] == "StatefulSet") == statefulsets]
+        if statefulsets:  # after the volumes' writes: a new StatefulSet waits for its claim to bind
+            waiting = await _waiting_for_binding(ctx, db, [a.obj for a in wave if a.key not in observed])
+            wave = [a for a in wave if a.key[1] not in waiting]
         results = await asyncio.gather(*(one(a) for a in wave), return_exceptions=True)  # every write finishes
         failed = next((r for r in results if isinstance(r, BaseException)), None)
         if failed is not None:
@@ -197,7 +204,24 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
     if created:
         await _event(ctx, db, "Normal", "CreatedChildren", "created " + ", ".join(created))
-    return Applied(frozenset(live), tuple(problems))
+    return Applied(frozenset(live), tuple(problems), waiting=tuple(sorted(waiting.values())))
+
+
+async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> dict[str, str]:
+    """The StatefulSets of `creates` (about to be created) that wait for their claim to be bound, by name, with
+    the claim (decide/binding.py); the claims as the caches show them after the pass's own writes."""
+    if not creates:
+        return {}
+    ns = db.metadata.namespace
+    claims = {name: ctx.cached("PersistentVolumeClaim", ns, name)
+              for name in (binding.claim_of(sts) for sts in creates) if name is not None}
+    classes = binding.classes_to_read(creates, claims)
+    modes = await ctx.binding_modes.modes(classes) if classes else {}
+    waiting = binding.held(creates, claims, modes)
+    for sts, claim in waiting.items():
+        log.info("StatefulSet waits for its claim to be bound before it is created", namespace=ns, child=sts,
+                 claim=claim)
+    return waiting
 
 
 async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj | None) -> _Outcome:

@@ -35,6 +35,7 @@ from sampledb_operator.kube.resources import (
 )
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.reconcilers.storage_classes import BindingModes
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -120,9 +121,11 @@ class Context:
     field_manager: str = "sampledb-operator"
     recheck_period: float = 60.0  # seconds between looks at unwatched references (migrations ConfigMap)
     apis: dict[str, ResourceApi] = field(init=False)
+    binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
 
     def __post_init__(self) -> None:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
+        self.binding_modes = BindingModes(lambda: self.apis["StorageClass"], self.clock)
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

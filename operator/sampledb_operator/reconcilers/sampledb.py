@@ -59,6 +59,9 @@ from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
 
 log = get_logger(__name__)
 STATUS_RECHECK_SECONDS = 0.05  # a pass that changed the status looks again this soon
+# A StatefulSet waiting for its claim to bind is woken by the claim's binding (decide/urgency.py); this is the
+# bound on that wait should the event be missed or the class's mode, remembered, be out of date.
+BINDING_RECHECK_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +173,8 @@ class SampleDBReconciler:
         recheck = (Result(requeue_after=STATUS_RECHECK_SECONDS)
                    if written.changed and written.status is not None
                    and st.steps_may_read_the_change(db.status, written.status) else None)
-        return combine(recheck, initialized.result, migration.result, verified.result, backups.result,
+        binding = Result(requeue_after=BINDING_RECHECK_SECONDS) if applied.waiting else None
+        return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
 
     # ------------------------------------------------------------------ deletion

@@ -1,0 +1,85 @@
+"""Which new StatefulSets wait for their data volume's claim to be bound before they are created.
+
+Pure. A StatefulSet made while its pod's claim is still Pending, under a StorageClass that binds claims at
+once (volumeBindingMode Immediate, the API's default), gets a pod the scheduler refuses until the claim is
+bound ("pod has unbound immediate PersistentVolumeClaims"): each refusal is a `FailedScheduling` Event and a
+pod status write, and the pod then waits out the scheduler's backoff. At 10,000 databases every pod was
+refused twice (docs/benchmarks.md, session x). So a StatefulSet that does not exist yet is created once its
+claim is Bound, when the claim's class binds immediately; the claim's binding wakes the database
+(decide/urgency.py).
+
+Never held: a StatefulSet that exists (only a creation waits), one whose claim does not exist (a lost volume
+is reported by decide/volumes.py; the pod waits for it as before), a claim being deleted, a claim under
+WaitForFirstConsumer (it binds only once a pod uses it: holding its StatefulSet would wait forever), a claim
+without a class name or whose class the operator could not read (`modes` has None for it): the StatefulSet is
+then created as before and the scheduler waits for the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sampledb_operator.model import names
+from sampledb_operator.model.objects import Obj
+
+IMMEDIATE = "Immediate"  # a StorageClass's volumeBindingMode when it does not say (the API's default)
+BOUND = "Bound"
+
+
+def binding_mode(storage_class: Mapping[str, Any]) -> str:
+    """A StorageClass's volumeBindingMode (Immediate when the object does not say)."""
+    return str(storage_class.get("volumeBindingMode") or IMMEDIATE)
+
+
+def claim_of(statefulset: Obj) -> str | None:
+    """The claim name of the StatefulSet's data volume (its pod template's `data` volume), None without one."""
+    template_spec = ((statefulset.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for volume in template_spec.get("volumes") or ():
+        if volume.get("name") == names.DATA_VOLUME:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            return str(claim) if claim else None
+    return None
+
+
+def class_of(claim: Obj) -> str | None:
+    """The claim's StorageClass name (the admission's default filled in on the server), None without one."""
+    name = (claim.get("spec") or {}).get("storageClassName")
+    return str(name) if name else None
+
+
+def waits_for_binding(claim: Obj | None, modes: Mapping[str, str | None]) -> bool:
+    """The StatefulSet whose pod uses `claim` waits before it is created: the claim exists, is not being
+    deleted, is not Bound, and its class binds immediately (`modes`: volumeBindingMode by class name; None or
+    absent: unknown, not held)."""
+    if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if (claim.get("status") or {}).get("phase") == BOUND:
+        return False
+    cls = class_of(claim)
+    return cls is not None and modes.get(cls) == IMMEDIATE
+
+
+def classes_to_read(creates: Iterable[Obj], claims: Mapping[str, Obj | None]) -> frozenset[str]:
+    """The StorageClasses whose binding mode `held` needs: those of the unbound claims of the StatefulSets
+    about to be created (`creates`), by `claims` (by name, as observed after the pass's other writes)."""
+    out = set()
+    for sts in creates:
+        claim = claims.get(claim_of(sts) or "")
+        if claim is not None and (claim.get("status") or {}).get("phase") != BOUND:
+            cls = class_of(claim)
+            if cls is not None:
+                out.add(cls)
+    return frozenset(out)
+
+
+def held(creates: Iterable[Obj], claims: Mapping[str, Obj | None],
+         modes: Mapping[str, str | None]) -> dict[str, str]:
+    """The StatefulSets of `creates` (desired, none of which exists yet) that wait for their claim, by name,
+    with the claim each waits for."""
+    out = {}
+    for sts in creates:
+        claim_name = claim_of(sts)
+        if claim_name is not None and waits_for_binding(claims.get(claim_name), modes):
+            out[str(sts["metadata"]["name"])] = claim_name
+    return out

@@ -1,0 +1,135 @@
+"""A new database's StatefulSet is created once its data volume's claim is bound, when the claim's class binds
+immediately (decide/binding.py): its pod is then never refused by the scheduler for an unbound claim. Under
+WaitForFirstConsumer, or when the class cannot be read, the StatefulSet is created at once, as before. The
+classes' modes are read once for many databases (reconcilers/storage_classes.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.fake_cluster import FakeApi, FakeCluster, condition, sampledb
+
+from sampledb_operator.kube.errors import Forbidden
+from sampledb_operator.model import names
+from sampledb_operator.reconcilers import sampledb as reconciler
+from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
+
+DENIED = Forbidden(403, "Forbidden", 'storageclasses.storage.k8s.io "fast" is forbidden')
+
+
+class CountingApi(FakeApi):
+    """The StorageClasses' API, counting its reads."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        super().__init__(cluster, "StorageClass")
+        self.gets = 0
+
+    async def get(self, name: str, namespace: str | None = None) -> Any:
+        self.gets += 1
+        return await super().get(name, namespace)
+
+
+def cluster_with(mode: str | None) -> tuple[FakeCluster, CountingApi]:
+    cluster = FakeCluster()
+    body: dict[str, Any] = {"metadata": {"name": "fast"}, "provisioner": "example.com/disk"}
+    if mode is not None:
+        body["volumeBindingMode"] = mode
+    cluster.put("StorageClass", body)
+    api = CountingApi(cluster)
+    cluster.ctx.apis["StorageClass"] = api  # type: ignore[assignment]
+    return cluster, api
+
+
+def database(cluster: FakeCluster, name: str = "orders", **spec: Any) -> None:
+    cluster.put("SampleDB", sampledb(name, storage={"size": "1Gi", "storageClassName": "fast"}, **spec))
+
+
+def statefulset(cluster: FakeCluster, name: str = "orders") -> Any:
+    return cluster.get("StatefulSet", names.statefulset_name(name))
+
+
+async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pass_after_its_binding() -> None:
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    result = await cluster.reconcile("orders")
+    assert statefulset(cluster) is None
+    assert cluster.get("PersistentVolumeClaim", names.data_pvc_name("orders")) is not None
+    ready = condition(cluster.get("SampleDB", "orders"), "Ready")
+    assert ready["reason"] == "VolumeNotBound" and names.data_pvc_name("orders") in ready["message"]
+    assert result is not None and result.requeue_after is not None
+    assert result.requeue_after <= reconciler.BINDING_RECHECK_SECONDS  # a bound on the wait, should an event be lost
+    created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
+    assert len(created) == 1 and "StatefulSet" not in created[0]
+
+    await cluster.reconcile("orders")  # nothing bound yet: still waiting, nothing written again
+    assert statefulset(cluster) is None
+
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None
+    created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
+    assert created[-1] == f"created StatefulSet {names.statefulset_name('orders')}"
+
+
+async def test_a_class_that_does_not_say_binds_immediately() -> None:
+    cluster, _api = cluster_with(None)
+    database(cluster)
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is None
+
+
+async def test_under_wait_for_first_consumer_the_statefulset_comes_at_once() -> None:
+    cluster, _api = cluster_with("WaitForFirstConsumer")
+    database(cluster)
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None  # its pod is what binds the claim
+
+
+async def test_a_class_the_operator_cannot_read_holds_nothing_back() -> None:
+    cluster, api = cluster_with("Immediate")
+    cluster.fail("StorageClass", "get", DENIED)
+    database(cluster)
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None and api.gets == 1
+
+
+async def test_an_existing_statefulset_is_never_held_back() -> None:
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    cluster.set_status("PersistentVolumeClaim", names.data_pvc_name("orders"), {"phase": "Lost"})
+    cluster.patch("SampleDB", "orders", {"spec": {"resources": {"limits": {"memory": "1Gi"}}}})
+    writes = len(cluster.writes)
+    await cluster.reconcile("orders")
+    assert ("apply", "StatefulSet", names.statefulset_name("orders")) in cluster.writes[writes:]  # kept in shape
+
+
+async def test_the_class_is_read_once_for_many_databases_and_again_after_a_while() -> None:
+    cluster, api = cluster_with("Immediate")
+    for i in range(5):
+        database(cluster, f"db{i}")
+        await cluster.reconcile(f"db{i}")
+    assert api.gets == 1
+    assert all(statefulset(cluster, f"db{i}") is None for i in range(5))
+
+    cluster.put("StorageClass", {"metadata": {"name": "fast"}, "volumeBindingMode": "WaitForFirstConsumer"})
+    cluster.clock.advance(TTL_SECONDS)  # the class made again with another mode: seen once its answer is old
+    await cluster.reconcile("db0")
+    assert api.gets == 2 and statefulset(cluster, "db0") is not None
+
+
+async def test_a_standby_s_statefulset_waits_for_its_own_claim() -> None:
+    cluster, _api = cluster_with("Immediate")
+    database(cluster, replicas=2)
+    await cluster.reconcile("orders")
+    standby = names.instance_statefulset_name("orders", 1)
+    standby_claim = names.instance_data_pvc_name("orders", 1)
+    assert cluster.get("PersistentVolumeClaim", standby_claim) is not None
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None and cluster.get("StatefulSet", standby) is None
+    cluster.bind(standby_claim)
+    await cluster.reconcile("orders")
+    assert cluster.get("StatefulSet", standby) is not None
