@@ -30,7 +30,9 @@ CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per
 operator's /metrics rest_client_requests_total; the floor counts its own), reconciles per database,
 and the load average; the CPU seconds of each control-plane component (etcd, kube-apiserver, the controller
 manager, the scheduler, kwok, the hostpath provisioner) and of this observer over the same span, where the
-two cores went; for the operator, once all are Ready, a restart: seconds to synced, writes in the
+two cores went; every client's requests to the API server per database over the same span (its
+apiserver_request_total: the system's, the controllers', the scheduler's, kwok's, the observer's), writes by
+verb and resource; for the operator, once all are Ready, a restart: seconds to synced, writes in the
 15 s after, RSS (for sharded replicas, replica 0 SIGKILLed and started again with its identity while the
 others run: seconds until its caches hold its shards again, sampledb_shards_cached; its writes but
 those renewing its shard Leases; and, just before, its floor: a plain client's process fetching what
@@ -476,6 +478,45 @@ def cluster_cpu(cluster_dir: str) -> dict[str, float]:
     return out
 
 
+APISERVER_WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION")
+
+
+def parse_apiserver_requests(text: str) -> dict[str, float]:
+    """kube-apiserver's apiserver_request_total summed by "VERB resource[/subresource]" (every client's requests:
+    the system's, the controllers', the scheduler's, kwok's, the observer's); WATCH and the like included."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{"):].rpartition("} ")
+        labels = dict(part.split("=", 1) for part in labels_text.split('",') if "=" in part)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        key = f"{labels.get('verb', '')} {resource}"
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def apiserver_requests(env: dict[str, str]) -> dict[str, float]:
+    """The API server's requests so far, by verb and resource (parse_apiserver_requests); {} when unreadable."""
+    got = subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", "get", "--raw", "/metrics"],
+                         env=env, capture_output=True, text=True, timeout=60, check=False)
+    return parse_apiserver_requests(got.stdout) if got.returncode == 0 else {}
+
+
+def apiserver_per_db(before: dict[str, float], after: dict[str, float], n: int) -> tuple[float, float,
+                                                                                        dict[str, float]]:
+    """(all requests, writes, the write counts of at least 0.1 per database by "VERB resource"), per database,
+    between two readings of apiserver_requests."""
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+    n = max(1, n)
+    writes = {k: v for k, v in delta.items() if k.split(" ", 1)[0] in APISERVER_WRITE_VERBS}
+    return (round(sum(delta.values()) / n, 2), round(sum(writes.values()) / n, 2),
+            {k: round(v / n, 2) for k, v in sorted(writes.items(), key=lambda kv: -kv[1]) if v / n >= 0.1})
+
+
 def scrape(port: int, controller: str = "sampledb") -> tuple[dict[str, float], float, dict[str, float]]:
     """rest_client_requests_total by method, the `controller`'s reconciles, and the requests by
     "verb resource[/subresource]" (sampledb_api_requests_total: where the writes go), from /metrics."""
@@ -917,6 +958,9 @@ class RunResult:
     restart_logged_s: float | None = None  # a sharded replica's restart by its log (logged_shards_enqueued)
     control_plane_cpu_s: dict[str, float] = field(default_factory=dict)  # per component, during the creation
     observer_cpu_s: float = 0.0  # the observer's (this script's) CPU during the creation
+    apiserver_requests_per_db: float = 0.0  # every client's requests to the API server during the creation, per DB
+    apiserver_writes_per_db: float = 0.0  # of them writes (the system's, the controllers', scheduler's, kwok's...)
+    apiserver_writes_by_resource: dict[str, float] = field(default_factory=dict)  # per DB, "VERB resource"
     backups: BackupsResult | None = None  # with --backups: one backup of every database, after they are Ready
 
 
@@ -971,15 +1015,18 @@ class Made:
     load_after: tuple[float, float, float]
     control_plane_cpu: dict[str, float] = field(default_factory=dict)  # CPU s per component during the run
     observer_cpu: float = 0.0  # this script's CPU s during the run (it creates the SampleDBs and watches them)
+    apiserver: tuple[dict[str, float], dict[str, float]] = ({}, {})  # apiserver_requests before and after
 
 
 def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dict[str, str], *,
                n: int, timeout: float, per_namespace: int) -> Made:
     """The observer's run against a started fleet, and the fleet's counters (read before it is stopped)."""
     load_before = os.getloadavg()
+    requests_before = apiserver_requests(env)
     cluster_before, observer_before = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"]), time.process_time()
     created, ready, t0 = asyncio.run(observe(env["KUBECONFIG"], n, timeout, per_namespace))
     load_after = os.getloadavg()
+    requests_after = apiserver_requests(env)
     observer = time.process_time() - observer_before
     cluster_after = cluster_cpu(env["SAMPLEDB_CLUSTER_DIR"])
     control_plane = {k: v - cluster_before.get(k, 0.0) for k, v in sorted(cluster_after.items())}
@@ -997,7 +1044,7 @@ def make_ready(fleet: list[tuple[subprocess.Popen[bytes], int | None]], env: dic
             for k, v in got_by_resource.items():
                 by_resource[k] = by_resource.get(k, 0) + v
     return Made(n, created, ready, t0, cpu, rss, reconciles, requests, by_resource, load_before, load_after,
-                control_plane, observer)
+                control_plane, observer, (requests_before, requests_after))
 
 
 def record(made: Made, system: System, *, rnd: int, nodes: int,
@@ -1011,6 +1058,7 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         requests = json.loads((workdir / "floor.json").read_text())["requests"]
     times = sorted(t - t0 for t in ready.values())
     lat = [ready[k] - created[k] for k in ready]
+    api_requests, api_writes, api_by_resource = apiserver_per_db(*made.apiserver, n)
     result = RunResult(
         label=system.label, round=rnd, n=n, ready=len(ready),
         all_ready_s=round(times[-1], 1) if times else math.nan,
@@ -1030,11 +1078,15 @@ def record(made: Made, system: System, *, rnd: int, nodes: int,
         restart_logged_s=restart_logged,
         control_plane_cpu_s={k: round(v, 1) for k, v in made.control_plane_cpu.items()},
         observer_cpu_s=round(made.observer_cpu, 1),
+        apiserver_requests_per_db=api_requests, apiserver_writes_per_db=api_writes,
+        apiserver_writes_by_resource=api_by_resource,
         backups=backups,
     )
     (workdir / "result.json").write_text(json.dumps(asdict(result)))
     print(f"  {row(result)}", file=sys.stderr)
     print(f"  CPU s during the creation: {cpu_line(result)}", file=sys.stderr)
+    print(f"  the API server's requests per database: {api_requests} ({api_writes} writes: "
+          + ", ".join(f"{k} {v}" for k, v in api_by_resource.items()) + ")", file=sys.stderr)
     return result
 
 

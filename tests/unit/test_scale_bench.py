@@ -84,3 +84,30 @@ def test_the_backups_phase_is_summed_up_from_its_create_and_done_times(scale: An
     assert scale.summarize_backups(created, done) == (2, 1, 11.0, 4.0)
     succeeded, failed, all_done, median = scale.summarize_backups(created, {})
     assert (succeeded, failed) == (0, 0) and math.isnan(all_done) and math.isnan(median)  # nothing finished
+
+
+def request_line(resource: str, verb: str, value: int, *, subresource: str = "", version: str = "v1") -> str:
+    return (f'apiserver_request_total{{code="200",component="apiserver",dry_run="",group="",resource="{resource}",'
+            f'scope="resource",subresource="{subresource}",verb="{verb}",version="{version}"}} {value}')
+
+
+APISERVER_METRICS = "\n".join([
+    "# HELP apiserver_request_total [STABLE] Counter of apiserver requests",
+    "# TYPE apiserver_request_total counter",
+    request_line("events", "POST", 40),
+    request_line("events", "POST", 2, version="v1beta1"),
+    request_line("pods", "PATCH", 8, subresource="status"),
+    request_line("services", "APPLY", 5),
+    request_line("pods", "LIST", 3),
+    'apiserver_request_current_inflight{request_kind="mutating"} 1',
+])
+
+
+def test_the_api_servers_requests_are_summed_by_verb_and_resource(scale: Any) -> None:
+    after = scale.parse_apiserver_requests(APISERVER_METRICS)
+    assert after == {"POST events": 42.0, "PATCH pods/status": 8.0, "APPLY services": 5.0, "LIST pods": 3.0}
+    before = {"POST events": 2.0, "LIST pods": 3.0}
+    requests, writes, by_resource = scale.apiserver_per_db(before, after, 2)
+    assert (requests, writes) == (26.5, 26.5)  # the LISTs did not move; every other request is a write
+    assert by_resource == {"POST events": 20.0, "PATCH pods/status": 4.0, "APPLY services": 2.5}
+    assert list(by_resource) == ["POST events", "PATCH pods/status", "APPLY services"]  # the most first
