@@ -48,29 +48,27 @@ def class_of(claim: Obj) -> str | None:
     return str(name) if name else None
 
 
+def _unbound(claim: Obj | None) -> bool:
+    """The claim exists, is not being deleted, and is not Bound yet."""
+    if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (claim.get("status") or {}).get("phase") != BOUND
+
+
 def waits_for_binding(claim: Obj | None, modes: Mapping[str, str | None]) -> bool:
     """The StatefulSet whose pod uses `claim` waits before it is created: the claim exists, is not being
     deleted, is not Bound, and its class binds immediately (`modes`: volumeBindingMode by class name; None or
     absent: unknown, not held)."""
-    if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    if (claim.get("status") or {}).get("phase") == BOUND:
-        return False
-    cls = class_of(claim)
+    cls = class_of(claim) if claim is not None and _unbound(claim) else None
     return cls is not None and modes.get(cls) == IMMEDIATE
 
 
 def classes_to_read(creates: Iterable[Obj], claims: Mapping[str, Obj | None]) -> frozenset[str]:
     """The StorageClasses whose binding mode `held` needs: those of the unbound claims of the StatefulSets
     about to be created (`creates`), by `claims` (by name, as observed after the pass's other writes)."""
-    out = set()
-    for sts in creates:
-        claim = claims.get(claim_of(sts) or "")
-        if claim is not None and (claim.get("status") or {}).get("phase") != BOUND:
-            cls = class_of(claim)
-            if cls is not None:
-                out.add(cls)
-    return frozenset(out)
+    unbound = (claims.get(claim_of(sts) or "") for sts in creates)
+    return frozenset(cls for claim in unbound if claim is not None and _unbound(claim)
+                     and (cls := class_of(claim)) is not None)
 
 
 def held(creates: Iterable[Obj], claims: Mapping[str, Obj | None],
