@@ -32,6 +32,7 @@ from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import volumes
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
 
 log = get_logger(__name__)
 
@@ -46,6 +47,7 @@ class Applied:
     live_volumes: frozenset[str]
     problems: tuple[Problem, ...] = ()
     waiting: tuple[str, ...] = ()  # the claims whose binding a StatefulSet's creation waits for (decide/binding.py)
+    recheck_after: float | None = None  # while `waiting`: when to look again should no binding event come
 
 
 def data_children(db: SampleDB) -> list[tuple[str, str]]:
@@ -142,6 +144,11 @@ async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, 
 
 
 APPLY_CONCURRENCY = 8  # children applied at once within a pass
+# A StatefulSet waiting for its claim is woken by the claim's binding (decide/urgency.py); the look again without
+# it (decide/binding.recheck_after: as long as the claim has waited, within these bounds) is for a class's
+# remembered mode gone out of date, so never sooner than that memory's TTL.
+BINDING_RECHECK_SECONDS = TTL_SECONDS
+BINDING_RECHECK_MAX_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +211,12 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
     if created:
         await _event(ctx, db, "Normal", "CreatedChildren", "created " + ", ".join(created))
-    return Applied(frozenset(live), tuple(problems), waiting=tuple(sorted(waiting.values())))
+    recheck = None
+    if waiting:
+        claims = (ctx.cached("PersistentVolumeClaim", db.metadata.namespace, claim) for claim in waiting.values())
+        recheck = binding.recheck_after(claims, ctx.clock.now(), least=BINDING_RECHECK_SECONDS,
+                                        most=BINDING_RECHECK_MAX_SECONDS)
+    return Applied(frozenset(live), tuple(problems), waiting=tuple(sorted(waiting.values())), recheck_after=recheck)
 
 
 async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> dict[str, str]:

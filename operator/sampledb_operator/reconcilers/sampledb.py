@@ -56,14 +56,9 @@ from sampledb_operator.reconcilers import (
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import one_pass, write_refused
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
-from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
 
 log = get_logger(__name__)
 STATUS_RECHECK_SECONDS = 0.05  # a pass that changed the status looks again this soon
-# A StatefulSet waiting for its claim to bind is woken by the claim's binding (decide/urgency.py); this is the
-# bound on that wait should the class's mode, remembered as long, be out of date. Not shorter: at 5,000
-# databases claims took up to 20 minutes to bind, and a 60 s recheck cost ~6 idle passes a database.
-BINDING_RECHECK_SECONDS = TTL_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +170,7 @@ class SampleDBReconciler:
         recheck = (Result(requeue_after=STATUS_RECHECK_SECONDS)
                    if written.changed and written.status is not None
                    and st.steps_may_read_the_change(db.status, written.status) else None)
-        binding = Result(requeue_after=BINDING_RECHECK_SECONDS) if applied.waiting else None
+        binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
 

@@ -3,6 +3,8 @@ that binds at once, is not bound yet; nothing else holds a StatefulSet back."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from sampledb_operator.decide import binding
@@ -68,3 +70,30 @@ def test_each_instance_waits_for_its_own_claim() -> None:
     standby_claim = names.instance_data_pvc_name("orders", 1)
     claims = {CLAIM: claim(phase="Bound"), standby_claim: {**claim(), "metadata": {"name": standby_claim}}}
     assert binding.held([STS, STANDBY], claims, MODES) == {STANDBY["metadata"]["name"]: standby_claim}
+
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def made(seconds_ago: float) -> Obj:
+    pvc = claim()
+    pvc["metadata"]["creationTimestamp"] = (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return pvc
+
+
+@pytest.mark.parametrize(("claims", "after"), [
+    ([made(0)], 300.0),  # a claim just made: the least
+    ([made(1200)], 1200.0),  # waited 20 minutes: looks again in 20 more
+    ([made(100), made(900)], 900.0),  # the oldest claim counts
+    ([made(7 * 3600)], 3600.0),  # never later than the most
+    ([claim(), None], 300.0),  # no readable timestamp: the least
+])
+def test_the_look_again_grows_with_the_wait(claims: list[Obj | None], after: float) -> None:
+    assert binding.recheck_after(claims, NOW, least=300.0, most=3600.0) == after
+
+
+def test_a_long_wait_looks_again_a_few_times_not_once_every_least() -> None:
+    looks = [0.0]  # seconds since the claim was made: its first pass, then each look again
+    while looks[-1] < 3000:  # a claim that takes 50 minutes to bind, as at 10,000 databases
+        looks.append(looks[-1] + binding.recheck_after([made(looks[-1])], NOW, least=300.0, most=3600.0))
+    assert looks[1:-1] == [300.0, 600.0, 1200.0, 2400.0]  # 4 idle looks before the binding (a fixed 300 s: 9)

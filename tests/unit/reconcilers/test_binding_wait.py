@@ -11,7 +11,7 @@ from tests.support.fake_cluster import FakeApi, FakeCluster, condition, sampledb
 
 from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model import names
-from sampledb_operator.reconcilers import sampledb as reconciler
+from sampledb_operator.reconcilers import children
 from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
 
 DENIED = Forbidden(403, "Forbidden", 'storageclasses.storage.k8s.io "fast" is forbidden')
@@ -57,7 +57,7 @@ async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pa
     ready = condition(cluster.get("SampleDB", "orders"), "Ready")
     assert ready["reason"] == "VolumeNotBound" and names.data_pvc_name("orders") in ready["message"]
     assert result is not None and result.requeue_after is not None
-    assert result.requeue_after <= reconciler.BINDING_RECHECK_SECONDS  # a bound on the wait, should an event be lost
+    assert result.requeue_after <= children.BINDING_RECHECK_SECONDS  # a bound on the wait, should an event be lost
     created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
     assert len(created) == 1 and "StatefulSet" not in created[0]
 
@@ -69,6 +69,26 @@ async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pa
     assert statefulset(cluster) is not None
     created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
     assert created[-1] == f"created StatefulSet {names.statefulset_name('orders')}"
+
+
+async def test_the_look_again_without_an_event_grows_with_the_claim_s_wait() -> None:
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    await cluster.reconcile("orders")  # the first pass, whose status change looks again at once
+    first = await cluster.reconcile("orders")  # waiting, nothing else to do: the wait's own look again
+    assert first is not None and first.requeue_after == children.BINDING_RECHECK_SECONDS
+    cluster.clock.advance(1000)  # the claim has waited 1,000 s: the next look is as far again
+    later = await cluster.reconcile("orders")
+    assert statefulset(cluster) is None
+    assert later is not None and later.requeue_after == 1000
+    cluster.clock.advance(5 * 3600)
+    last = await cluster.reconcile("orders")
+    assert last is not None and last.requeue_after == children.BINDING_RECHECK_MAX_SECONDS
+
+    cluster.bind(names.data_pvc_name("orders"))  # bound: nothing waits, no look again for it
+    done = await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None
+    assert done is None or done.requeue_after is None or done.requeue_after < children.BINDING_RECHECK_SECONDS
 
 
 async def test_a_class_that_does_not_say_binds_immediately() -> None:
