@@ -46,8 +46,9 @@ class Applied:
 
     live_volumes: frozenset[str]
     problems: tuple[Problem, ...] = ()
-    waiting: tuple[str, ...] = ()  # the claims whose binding a StatefulSet's creation waits for (decide/binding.py)
-    recheck_after: float | None = None  # while `waiting`: when to look again should no binding event come
+    # while a StatefulSet's creation waits for its claim's binding (decide/binding.py): when to look again should
+    # no binding event come; None when nothing waits
+    recheck_after: float | None = None
 
 
 def data_children(db: SampleDB) -> list[tuple[str, str]]:
@@ -184,10 +185,11 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
 
     outcomes: list[_Outcome] = []
     waiting: dict[str, str] = {}
+    recheck: float | None = None
     for statefulsets in (False, True):
         wave = [a for a in actions if (a.key[0] == "StatefulSet") == statefulsets]
         if statefulsets:  # after the volumes' writes: a new StatefulSet waits for its claim to bind
-            waiting = await _waiting_for_binding(ctx, db, [a.obj for a in wave if a.key not in observed])
+            waiting, recheck = await _waiting_for_binding(ctx, db, [a.obj for a in wave if a.key not in observed])
             wave = [a for a in wave if a.key[1] not in waiting]
         results = await asyncio.gather(*(one(a) for a in wave), return_exceptions=True)  # every write finishes
         failed = next((r for r in results if isinstance(r, BaseException)), None)
@@ -211,19 +213,15 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
     if created:
         await _event(ctx, db, "Normal", "CreatedChildren", "created " + ", ".join(created))
-    recheck = None
-    if waiting:
-        claims = (ctx.cached("PersistentVolumeClaim", db.metadata.namespace, claim) for claim in waiting.values())
-        recheck = binding.recheck_after(claims, ctx.clock.now(), least=BINDING_RECHECK_SECONDS,
-                                        most=BINDING_RECHECK_MAX_SECONDS)
-    return Applied(frozenset(live), tuple(problems), waiting=tuple(sorted(waiting.values())), recheck_after=recheck)
+    return Applied(frozenset(live), tuple(problems), recheck_after=recheck)
 
 
-async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> dict[str, str]:
+async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> tuple[dict[str, str], float | None]:
     """The StatefulSets of `creates` (about to be created) that wait for their claim to be bound, by name, with
-    the claim (decide/binding.py); the claims as the caches show them after the pass's own writes."""
+    the claim (decide/binding.py), and when to look again if any waits; the claims as the caches show them after
+    the pass's own writes."""
     if not creates:
-        return {}
+        return {}, None
     ns = db.metadata.namespace
     claims = {name: ctx.cached("PersistentVolumeClaim", ns, name)
               for name in (binding.claim_of(sts) for sts in creates) if name is not None}
@@ -233,7 +231,10 @@ async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -
     for sts, claim in waiting.items():
         log.info("StatefulSet waits for its claim to be bound before it is created", namespace=ns, child=sts,
                  claim=claim)
-    return waiting
+    if not waiting:
+        return waiting, None
+    return waiting, binding.recheck_after((claims.get(claim) for claim in waiting.values()), ctx.clock.now(),
+                                          least=BINDING_RECHECK_SECONDS, most=BINDING_RECHECK_MAX_SECONDS)
 
 
 async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj | None) -> _Outcome:
