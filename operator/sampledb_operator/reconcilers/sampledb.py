@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import events, lifecycle
+from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.events import EventType
@@ -147,7 +148,7 @@ class SampleDBReconciler:
             applied_parameters=reloaded.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
-            statefulset=sts,
+            statefulset=sts if sts is not None else self._made_statefulset(db, instances.primary),
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=initialized.job,
             secret_exists=(("Secret", names.secret_name(db.metadata.name)) in observed_children),
@@ -173,6 +174,15 @@ class SampleDBReconciler:
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
+
+    def _made_statefulset(self, db: SampleDB, primary: str | None) -> Obj | None:
+        """The primary's StatefulSet when this pass has just created it (its answer is in the read-your-writes
+        cache), else None: the status describes the children as the pass leaves them, so Ready's reason says
+        the pod is awaited (DatabaseNotReady), not that the StatefulSet is still to be made (Provisioning).
+        Its readiness is read from the same object (a StatefulSet just created has no ready replica)."""
+        name = db.metadata.name
+        index = rep.index_of(name, primary) or 0
+        return self.ctx.cached("StatefulSet", db.metadata.namespace, names.instance_statefulset_name(name, index))
 
     # ------------------------------------------------------------------ deletion
 

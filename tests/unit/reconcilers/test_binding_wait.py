@@ -9,12 +9,13 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeApi, FakeCluster, condition, sampledb
 
-from sampledb_operator.kube.errors import Forbidden
+from sampledb_operator.kube.errors import Forbidden, Invalid
 from sampledb_operator.model import names
 from sampledb_operator.reconcilers import children
 from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
 
 DENIED = Forbidden(403, "Forbidden", 'storageclasses.storage.k8s.io "fast" is forbidden')
+REFUSED = Invalid(422, "Invalid", 'StatefulSet.apps "orders" is invalid')
 
 
 class CountingApi(FakeApi):
@@ -69,6 +70,37 @@ async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pa
     assert statefulset(cluster) is not None
     created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
     assert created[-1] == f"created StatefulSet {names.statefulset_name('orders')}"
+
+
+async def test_the_pass_that_makes_the_statefulset_reports_its_pod_awaited_in_its_one_status_write() -> None:
+    """Ready's reason after the StatefulSet's creation describes the children as that pass leaves them: the pod
+    is awaited (DatabaseNotReady), not the StatefulSet (Provisioning). The next pass, with nothing new, writes no
+    status: one status write for the step, not two."""
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    before = len(cluster.written("patch/status", "SampleDB"))
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None
+    db = cluster.get("SampleDB", "orders")
+    assert condition(db, "Ready")["reason"] == "DatabaseNotReady"
+    assert condition(db, "Progressing")["reason"] == "DatabaseNotReady"
+    assert db["status"]["phase"] == "Provisioning"
+    assert len(cluster.written("patch/status", "SampleDB")) == before + 1
+    await cluster.reconcile("orders")  # the StatefulSet's pod is not ready yet: nothing to report
+    assert len(cluster.written("patch/status", "SampleDB")) == before + 1
+
+
+async def test_a_statefulset_the_api_server_refused_is_still_to_be_made() -> None:
+    cluster, _api = cluster_with("WaitForFirstConsumer")
+    cluster.fail("StatefulSet", "apply", REFUSED)
+    database(cluster)
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is None
+    assert condition(cluster.get("SampleDB", "orders"), "Ready")["reason"] == "Provisioning"
 
 
 async def test_the_look_again_without_an_event_grows_with_the_claim_s_wait() -> None:
