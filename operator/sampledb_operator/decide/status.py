@@ -43,6 +43,7 @@ class Observed:
     """What the reconciler saw of one SampleDB's world, from the caches and a few reads."""
 
     statefulset: Obj | None = None
+    pod: Obj | None = None  # the primary's pod (database_ready reads it with the StatefulSet)
     pvc: Obj | None = None
     init_job: Obj | None = None
     secret_exists: bool = False
@@ -98,6 +99,43 @@ def statefulset_ready(sts: Obj | None) -> bool:
         and status.get("updatedReplicas", 0) >= want
         and status.get("currentRevision") == status.get("updateRevision")
     )
+
+
+REVISION_LABEL = "controller-revision-hash"  # the StatefulSet controller's label: the revision a pod was made from
+
+
+def database_ready(sts: Obj | None, pod: Obj | None) -> bool:
+    """The database pod is Ready and runs the current template: statefulset_ready, or, before the StatefulSet
+    controller has counted it, the StatefulSet's one pod is Ready, not being deleted, owned by it and made from
+    its update revision while no rollout is under way (the controller has seen the current generation and its
+    current and update revisions are the same).
+
+    The kubelet's report of the pod reaches the operator before the controller's count of it, so the steps
+    that wait for a ready database (the init Job) start that much sooner, and the status goes from waiting to
+    Initializing in one write (not readyInstances 1/1 first). During a rollout the revisions differ: then only
+    the counters say it is done, as statefulset_ready always did."""
+    if statefulset_ready(sts):
+        return True
+    if sts is None or pod is None:
+        return False
+    spec, status, meta = sts.get("spec") or {}, sts.get("status") or {}, sts.get("metadata") or {}
+    pod_meta = pod.get("metadata") or {}
+    revision = status.get("updateRevision")
+    owned = any(ref.get("uid") == meta.get("uid") and ref.get("controller")
+                for ref in pod_meta.get("ownerReferences") or [])
+    return bool(
+        spec.get("replicas", 1) == 1
+        and status.get("observedGeneration", 0) >= meta.get("generation", 0)
+        and revision and status.get("currentRevision") == revision
+        and (pod_meta.get("labels") or {}).get(REVISION_LABEL) == revision
+        and owned and pod_meta.get("deletionTimestamp") is None
+        and _pod_ready(pod)
+    )
+
+
+def _pod_ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | None) -> Condition:
@@ -168,7 +206,7 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
                   "spec.paused is true: the operator changes nothing", gen))
         return _status(old, conds, Phase.PAUSED, gen, name=name, ns=ns)
 
-    db_ready = statefulset_ready(obs.statefulset)
+    db_ready = database_ready(obs.statefulset, obs.pod)
     for extra in obs.extra_conditions:
         put(extra)
     init_ok, init_reason, init_msg = _initialized(db, obs, db_ready)

@@ -116,7 +116,9 @@ class SampleDBReconciler:
         observed_children = children.observed_children(self.ctx, db)
         instances = await replication.reconcile_replication(self.ctx, db)
         sts = instances.primary_statefulset
-        ready = st.statefulset_ready(sts)
+        primary_pod = self.ctx.cached("Pod", db.metadata.namespace, names.instance_pod_name(
+            db.metadata.name, rep.index_of(db.metadata.name, instances.primary) or 0))
+        ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
@@ -149,6 +151,7 @@ class SampleDBReconciler:
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
             statefulset=sts if sts is not None else self._made_statefulset(db, instances.primary),
+            pod=primary_pod,
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=initialized.job,
             secret_exists=(("Secret", names.secret_name(db.metadata.name)) in observed_children),

@@ -185,3 +185,31 @@ async def test_a_standby_s_statefulset_waits_for_its_own_claim() -> None:
     cluster.bind(standby_claim)
     await cluster.reconcile("orders")
     assert cluster.get("StatefulSet", standby) is not None
+
+
+async def test_the_pod_s_readiness_starts_the_init_job_before_the_statefulset_controller_counts_it() -> None:
+    """The kubelet's report that the pod is ready reaches the operator before the StatefulSet controller's count:
+    that pass starts the init Job and writes Initializing with readyInstances 1/1 in one status write."""
+    cluster, _api = cluster_with("WaitForFirstConsumer")
+    cluster.put("ConfigMap", {"metadata": {"name": "orders-sql"}, "data": {"init.sql": "CREATE TABLE t (id int)"}})
+    database(cluster, init={"configMapKeyRef": {"name": "orders-sql", "key": "init.sql"}})
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    sts = statefulset(cluster)
+    revision = "orders-r1"
+    cluster.set_status("StatefulSet", sts["metadata"]["name"], {
+        "observedGeneration": sts["metadata"]["generation"], "replicas": 1, "readyReplicas": 0,
+        "currentRevision": revision, "updateRevision": revision})
+    await cluster.reconcile("orders")
+    assert cluster.written("create", "Job") == []  # the pod is not there yet
+    labels = {**sts["spec"]["template"]["metadata"]["labels"], "controller-revision-hash": revision}
+    cluster.put("Pod", {"metadata": {"name": names.pod_name("orders"), "labels": labels, "ownerReferences": [
+        {"kind": "StatefulSet", "name": sts["metadata"]["name"], "uid": sts["metadata"]["uid"], "controller": True}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    before = len(cluster.written("patch/status", "SampleDB"))
+    await cluster.reconcile("orders")
+    uid = cluster.get("SampleDB", "orders")["metadata"]["uid"]
+    assert [n for _v, _k, n in cluster.written("create", "Job")] == [names.init_job_name("orders", uid)]
+    db = cluster.get("SampleDB", "orders")
+    assert db["status"]["phase"] == "Initializing" and db["status"]["readyInstances"] == "1/1"
+    assert len(cluster.written("patch/status", "SampleDB")) == before + 1
