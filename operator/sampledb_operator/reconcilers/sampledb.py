@@ -116,8 +116,9 @@ class SampleDBReconciler:
         observed_children = children.observed_children(self.ctx, db)
         instances = await replication.reconcile_replication(self.ctx, db)
         sts = instances.primary_statefulset
-        primary_pod = self.ctx.cached("Pod", db.metadata.namespace, names.instance_pod_name(
-            db.metadata.name, rep.index_of(db.metadata.name, instances.primary) or 0))
+        primary_index = rep.index_of(db.metadata.name, instances.primary) or 0
+        primary_pod = self.ctx.cached("Pod", db.metadata.namespace,
+                                      names.instance_pod_name(db.metadata.name, primary_index))
         ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
@@ -150,7 +151,7 @@ class SampleDBReconciler:
             applied_parameters=reloaded.applied,
             busy_phase=busy,
             running_version=upgrade.sts_version(sts) if ready else None,
-            statefulset=sts if sts is not None else self._made_statefulset(db, instances.primary),
+            statefulset=sts if sts is not None else self._made_statefulset(db, primary_index),
             pod=primary_pod,
             pvc=self.ctx.cached("PersistentVolumeClaim", db.metadata.namespace, names.data_pvc_name(db.metadata.name)),
             init_job=initialized.job,
@@ -178,14 +179,14 @@ class SampleDBReconciler:
         return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
                        instances.result)
 
-    def _made_statefulset(self, db: SampleDB, primary: str | None) -> Obj | None:
-        """The primary's StatefulSet when this pass has just created it (its answer is in the read-your-writes
-        cache), else None: the status describes the children as the pass leaves them, so Ready's reason says
-        the pod is awaited (DatabaseNotReady), not that the StatefulSet is still to be made (Provisioning).
-        Its readiness is read from the same object (a StatefulSet just created has no ready replica)."""
-        name = db.metadata.name
-        index = rep.index_of(name, primary) or 0
-        return self.ctx.cached("StatefulSet", db.metadata.namespace, names.instance_statefulset_name(name, index))
+    def _made_statefulset(self, db: SampleDB, index: int) -> Obj | None:
+        """Instance `index`'s (the primary's) StatefulSet when this pass has just created it (its answer is in
+        the read-your-writes cache), else None: the status describes the children as the pass leaves them, so
+        Ready's reason says the pod is awaited (DatabaseNotReady), not that the StatefulSet is still to be made
+        (Provisioning). Its readiness is read from the same object (a StatefulSet just created has no ready
+        replica)."""
+        return self.ctx.cached("StatefulSet", db.metadata.namespace,
+                               names.instance_statefulset_name(db.metadata.name, index))
 
     # ------------------------------------------------------------------ deletion
 
