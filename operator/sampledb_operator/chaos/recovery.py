@@ -14,7 +14,7 @@ from sampledb_operator.chaos.faults import POSTGRES_CONTAINER
 from sampledb_operator.chaos.inject import Api, Check, NewLeader, PodBack, Recreated
 from sampledb_operator.chaos.plan import Target
 from sampledb_operator.kube.errors import KubeError, NotFound
-from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.objects import Obj, condition_true
 
 
 class Clock(Protocol):
@@ -23,22 +23,13 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
-def ready(obj: Obj | None) -> bool:
-    """The SampleDB's Ready condition is True."""
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def pod_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 async def holds(apis: Mapping[str, Api], target: Target | None, checks: Sequence[Check]) -> bool:
     """One poll: the database Ready (when there is one) and every check true."""
     try:
-        if target is not None and not ready(await apis["SampleDB"].get(target.name, target.namespace)):
-            return False
+        if target is not None:
+            db = await apis["SampleDB"].get(target.name, target.namespace)
+            if not condition_true(db, "Ready"):
+                return False
         for check in checks:
             if not await _holds(apis, check):
                 return False
@@ -53,7 +44,7 @@ async def _holds(apis: Mapping[str, Api], check: Check) -> bool:
         return obj is not None and (obj.get("metadata") or {}).get("uid") != check.old_uid
     if isinstance(check, PodBack):
         pod = await _get(apis, "Pod", check.name, check.namespace)
-        if pod is None or not pod_ready(pod):
+        if pod is None or not condition_true(pod, "Ready"):
             return False
         if (pod.get("metadata") or {}).get("uid") != check.old_uid:
             return True

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
-from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.objects import Obj, condition_true
 from sampledb_operator.model.sampledb import (
     AppliedMigration,
     BackupRecord,
@@ -129,13 +129,8 @@ def database_ready(sts: Obj | None, pod: Obj | None) -> bool:
         and revision and status.get("currentRevision") == revision
         and (pod_meta.get("labels") or {}).get(REVISION_LABEL) == revision
         and owned and pod_meta.get("deletionTimestamp") is None
-        and _pod_ready(pod)
+        and condition_true(pod, "Ready")
     )
-
-
-def _pod_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | None) -> Condition:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeApi, FakeCluster, condition, sampledb
 
+from sampledb_operator.decide.status import REVISION_LABEL
 from sampledb_operator.kube.errors import Forbidden, Invalid
 from sampledb_operator.model import names
 from sampledb_operator.reconcilers import children
@@ -202,7 +203,7 @@ async def test_the_pod_s_readiness_starts_the_init_job_before_the_statefulset_co
         "currentRevision": revision, "updateRevision": revision})
     await cluster.reconcile("orders")
     assert cluster.written("create", "Job") == []  # the pod is not there yet
-    labels = {**sts["spec"]["template"]["metadata"]["labels"], "controller-revision-hash": revision}
+    labels = {**sts["spec"]["template"]["metadata"]["labels"], REVISION_LABEL: revision}
     cluster.put("Pod", {"metadata": {"name": names.pod_name("orders"), "labels": labels, "ownerReferences": [
         {"kind": "StatefulSet", "name": sts["metadata"]["name"], "uid": sts["metadata"]["uid"], "controller": True}]},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
