@@ -42,8 +42,12 @@ def transition_events(old: SampleDBStatus, new: SampleDBStatus) -> list[EventSpe
     | Initialized not True           | as above, and reason in INIT_WARNINGS        | Warning <reason>  |
     | Upgrading                      | always                                       | Normal, Warning if failed |
     | Progressing, reason Paused     | always                                       | Normal Paused     |
+
+    A Normal Initialized=True announcement in the same write as Ready=True is folded into DatabaseReady's
+    message (`_fold_initialized`): a new database's last write announces itself once.
     """
     out: list[EventSpec] = []
+    initialized: EventSpec | None = None  # a Normal Initialized=True announcement, folded into DatabaseReady
     for cond in new.conditions:
         before = get_condition(old.conditions, cond.type)
         if before is not None and before.status == cond.status and before.reason == cond.reason:
@@ -51,7 +55,22 @@ def transition_events(old: SampleDBStatus, new: SampleDBStatus) -> list[EventSpe
         event = _event(cond, before)
         if event is not None:
             out.append(event)
-    return out
+            if cond.type == "Initialized" and event.type == "Normal":
+                initialized = event
+    return _fold_initialized(out, initialized)
+
+
+def _fold_initialized(out: list[EventSpec], initialized: EventSpec | None) -> list[EventSpec]:
+    """One Event for a write that makes the database both initialized and ready: DatabaseReady, its message
+    naming the initialization (`... (initialized: InitSucceeded, the init SQL ran successfully)`), in the
+    place of the two (a database's creation announces itself with few Events; the status keeps both
+    conditions). An initialization announced without Ready turning True in the same write stays an Event."""
+    ready = next((e for e in out if e.reason == "DatabaseReady"), None)
+    if ready is None or initialized is None:
+        return out
+    merged = EventSpec("Normal", "DatabaseReady",
+                       f"{ready.message} (initialized: {initialized.reason}, {initialized.message})")
+    return [merged if e is ready else e for e in out if e is not initialized]
 
 
 def _event(cond: Condition, before: Condition | None) -> EventSpec | None:

@@ -100,3 +100,25 @@ def test_conditions_of_other_types_are_not_announced() -> None:
 def test_events_follow_the_order_of_the_new_conditions() -> None:
     new = (("Degraded", "True", "Why"), ("Ready", "True", "Ready"))
     assert [e.reason for e in events((), new)] == ["Why", "DatabaseReady"]
+
+
+def test_initialized_with_ready_in_the_same_write_is_one_database_ready_event() -> None:
+    new = (("Ready", "True", "DatabaseReady"), ("Initialized", "True", "InitSucceeded"))
+    assert events((("Ready", "False", "Initializing"), ("Initialized", "False", "InitRunning")), new) == [
+        EventSpec("Normal", "DatabaseReady",
+                  "Ready DatabaseReady (initialized: InitSucceeded, Initialized InitSucceeded)")]
+    # the order of the conditions does not matter; a warning of the same write stays its own Event
+    new = (("Degraded", "True", "Why"), ("Initialized", "True", "NoInitSQL"), ("Ready", "True", "DatabaseReady"))
+    assert events((), new) == [EventSpec("Warning", "Why", "Degraded Why"),
+                               EventSpec("Normal", "DatabaseReady",
+                                         "Ready DatabaseReady (initialized: NoInitSQL, Initialized NoInitSQL)")]
+
+
+def test_initialized_without_ready_turning_true_stays_its_own_event() -> None:
+    # already ready (a renotified reason), or not ready yet: the initialization is announced alone
+    assert events((("Ready", "True", "DatabaseReady"), ("Initialized", "True", "InitSucceeded")),
+                  (("Ready", "True", "DatabaseReady"), ("Initialized", "True", "InitChangedNotRerun"))) == [
+        EventSpec("Normal", "InitChangedNotRerun", "Initialized InitChangedNotRerun")]
+    assert events((("Initialized", "False", "InitRunning"),),
+                  (("Ready", "False", "DatabaseNotReady"), ("Initialized", "True", "InitSucceeded"))) == [
+        EventSpec("Normal", "InitSucceeded", "Initialized InitSucceeded")]
