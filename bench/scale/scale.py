@@ -17,6 +17,9 @@ and watches them until every one has Ready=True. Systems:
                    checkout made with `git archive`), operator:label=before,
                    operator:replicas=3:shards=6 (three sharded processes; CPU is their sum, RSS the
                    largest one's), operator:flags=--no-streaming-lists (more of its flags, comma-separated).
+                   An operator's cluster has the install's finalizer policy (manifests/admission, from
+                   this checkout), as manifests/default installs it; operator:admission=0 leaves it out
+                   (the operator then adds each finalizer itself: one write more a database).
 
 The databases are spread over namespaces, --per-namespace (default 100) each (`scale-000`, `scale-001`,
 ...; the operator, the floor and the observer then watch all namespaces): a platform's databases live in
@@ -367,11 +370,15 @@ def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> None:
                    input=stdin, capture_output=True, text=True)
 
 
-def prepare(env: dict[str, str], names: list[str]) -> None:
+def prepare(env: dict[str, str], names: list[str], *, admission: bool = False) -> None:
     """The CRD, and each namespace (NAMESPACE too: the shard Leases live there) with the init ConfigMap
-    and its default ServiceAccount (pods need it)."""
+    and its default ServiceAccount (pods need it); with `admission`, the install's finalizer policy
+    (manifests/admission: a new SampleDB has the finalizer from its creation), once the API server applies it."""
     kubectl(env, "apply", "--server-side", "-f", str(REPO / "manifests/crd"))
     kubectl(env, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "manifests/crd"))
+    if admission:
+        kubectl(env, "apply", "--server-side", "-f", str(REPO / "manifests/admission"))
+        wait_for_admission(env)
     wanted = sorted({NAMESPACE, *names})
     items: list[Obj] = []
     for name in wanted:
@@ -389,6 +396,21 @@ def prepare(env: dict[str, str], names: list[str]) -> None:
             return
         time.sleep(0.2)  # polling a cluster condition from a benchmark driver, not synchronising code
     raise RuntimeError("no default ServiceAccount")
+
+
+def wait_for_admission(env: dict[str, str]) -> None:
+    """Until a dry-run creation of a SampleDB comes back with the finalizer (policies load asynchronously)."""
+    probe = json.dumps({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+                        "metadata": {"name": "probe", "namespace": "default"},
+                        "spec": {"version": "16.4", "storage": {"size": "1Gi"}}})
+    for _ in range(300):
+        got = subprocess.run([f"{env['SAMPLEDB_TESTCLUSTER_BIN']}/testcluster", "kubectl", "create", "--dry-run=server",
+                              "-o", "json", "-f", "-"], env=env, input=probe, capture_output=True, check=False,
+                             text=True)
+        if got.returncode == 0 and "sampledb.io/finalizer" in got.stdout:
+            return
+        time.sleep(0.2)  # polling a cluster condition from a benchmark driver, not synchronising code
+    raise RuntimeError("the finalizer policy never took effect")
 
 
 def free_port() -> int:
@@ -409,6 +431,7 @@ class System:
     replicas: int = 1  # operator processes, each with --shards `shards` (sharding when shards > 1)
     shards: int = 1
     flags: tuple[str, ...] = ()  # more command-line flags of the operator
+    admission: bool = True  # an operator's run installs manifests/admission (admission=0: not)
 
     @property
     def slug(self) -> str:
@@ -423,7 +446,7 @@ class System:
         label = opts.get("label") or (kind if kind == "floor" else f"operator w={workers}")
         flags = tuple(f for f in opts.get("flags", "").split(",") if f)
         return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)),
-                   flags)
+                   flags, kind == "operator" and opts.get("admission", "1") != "0")
 
 
 def nodes_for(n: int) -> int:
@@ -974,7 +997,7 @@ def run_one(system: System, n: int, rnd: int, out: Path, *, timeout: float, per_
     print(f"run: {system.label} N={n} round {rnd} ({nodes} kwok nodes, {cluster_dir})", file=sys.stderr)
     try:
         env = cluster_env(cluster_dir, nodes)
-        prepare(env, namespaces(n, per_namespace))
+        prepare(env, namespaces(n, per_namespace), admission=system.admission)
         fleet = start_fleet(system, env, workdir, per_namespace)
         restart: tuple[float | None, float | None, float | None] = (None, None, None)
         floor: tuple[float, float] | None = None
@@ -1163,7 +1186,7 @@ def restart_main(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     try:
         env = cluster_env(cluster_dir, nodes)
-        prepare(env, namespaces(args.n, args.per_namespace))
+        prepare(env, namespaces(args.n, args.per_namespace), admission=maker.admission)
         fleet = [start_system(maker, env, workdir, args.per_namespace)]
         try:
             made = make_ready(fleet, env, n=args.n, timeout=args.timeout or default_timeout(args.n),

@@ -70,6 +70,7 @@ BASE_OBJECTS = {
     ("RoleBinding", "sampledb-operator-leader-election"), ("Deployment", "sampledb-operator"),
     ("Service", "sampledb-operator-metrics"), ("ValidatingAdmissionPolicy", "sampledb-operator-confinement"),
     ("ValidatingAdmissionPolicyBinding", "sampledb-operator-confinement"),
+    ("MutatingAdmissionPolicy", "sampledb-finalizer"), ("MutatingAdmissionPolicyBinding", "sampledb-finalizer"),
 }
 RELEASE = {("ClusterRole", "sampledb-operator-release-finalizers"),
            ("ClusterRoleBinding", "sampledb-operator-release-finalizers")}
@@ -80,7 +81,8 @@ def test_default_installs_everything_and_the_api_server_accepts_it(install_names
     assert kinds(objs) == BASE_OBJECTS | {("ClusterRoleBinding", "sampledb-operator")}
     for o in objs:
         if o["kind"] not in {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}:
+                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                             "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}:
             assert o["metadata"]["namespace"] == OPERATOR_NS, o["metadata"]
     # exactly the documented command, as a dry run
     out = kubectl("apply", "--dry-run=server", "-k", str(MANIFESTS / "default")).stdout
@@ -89,7 +91,8 @@ def test_default_installs_everything_and_the_api_server_accepts_it(install_names
         or "deployment.apps/sampledb-operator unchanged (server dry run)" in out, out
 
 
-@pytest.mark.parametrize(("base", "count"), [("crd", 2), ("rbac", 7), ("policy", 2), ("operator", 3)])
+@pytest.mark.parametrize(("base", "count"), [("crd", 2), ("rbac", 7), ("policy", 2), ("admission", 2),
+                                                    ("operator", 3)])
 def test_each_base_still_applies_with_kubectl_apply_f(base: str, count: int, install_namespaces: None) -> None:
     """The bases' kustomization files are named `Kustomization`: `apply -f <dir>/` reads only *.yaml."""
     out = kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / base)).stdout
@@ -107,6 +110,10 @@ def test_namespaced_overlay_binds_the_role_per_watched_namespace(install_namespa
     [deployment] = [o for o in objs if o["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["run", f"--namespaces={','.join(WATCHED)}"]
+    # the finalizer policy holds only the SampleDBs of the watched namespaces
+    [policy_binding] = [o for o in objs if o["kind"] == "MutatingAdmissionPolicyBinding"]
+    assert policy_binding["spec"]["matchResources"]["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(WATCHED)}]}
     dry_run(objs)
 
 

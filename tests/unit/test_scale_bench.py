@@ -111,3 +111,9 @@ def test_the_api_servers_requests_are_summed_by_verb_and_resource(scale: Any) ->
     assert (requests, writes) == (26.5, 26.5)  # the LISTs did not move; every other request is a write
     assert by_resource == {"POST events": 20.0, "PATCH pods/status": 4.0, "APPLY services": 2.5}
     assert list(by_resource) == ["POST events", "PATCH pods/status", "APPLY services"]  # the most first
+
+
+def test_an_operators_cluster_has_the_finalizer_policy_unless_asked_not_to(scale: Any) -> None:
+    assert scale.System.parse("operator:workers=16").admission
+    assert not scale.System.parse("operator:workers=16:admission=0").admission
+    assert not scale.System.parse("floor").admission  # the floor adds no finalizer: nothing to hold

@@ -38,17 +38,20 @@ class Step(StrEnum):
 
 
 def own_metadata(namespace: str, name: str, finalizers: list[str], labels: dict[str, str], *,
-                 paused: bool) -> dict[str, object]:
+                 paused: bool, bucket: bool) -> dict[str, object]:
     """What a live SampleDB's metadata lacks of the operator's own, as a merge patch's `metadata` (empty:
-    nothing): the finalizer (not on a paused database: pausing promises no new hold on it) and its bucket
-    label (decide.sharding: a sharded replica's filtered caches select it by that label; a wrong value, set
-    by hand or copied from another database's manifest, is put right). Both in one write, on the first pass."""
+    nothing): the finalizer (not on a paused database: pausing promises no new hold on it; usually there
+    already, added at creation by manifests/admission's policy) and, when `bucket` (sharded replicas), its
+    bucket label (decide.sharding: a sharded replica's filtered caches select it by that label; a wrong value,
+    set by hand or copied from another database's manifest, is put right). Both in one write, on the first
+    pass. One operator (not sharded) leaves the label alone: nothing of it reads the label, and its replicas,
+    once sharded, cache the unlabelled SampleDBs until their first passes label them."""
     patch: dict[str, object] = {}
     if FINALIZER not in finalizers and not paused:
         patch["finalizers"] = [*finalizers, FINALIZER]
-    bucket = str(bucket_of(namespace, name))
-    if labels.get(BUCKET_LABEL) != bucket:
-        patch["labels"] = {BUCKET_LABEL: bucket}
+    own_bucket = str(bucket_of(namespace, name))
+    if bucket and labels.get(BUCKET_LABEL) != own_bucket:
+        patch["labels"] = {BUCKET_LABEL: own_bucket}
     return patch
 
 

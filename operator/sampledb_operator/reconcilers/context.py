@@ -120,6 +120,7 @@ class Context:
     clock: Clock
     field_manager: str = "sampledb-operator"
     recheck_period: float = 60.0  # seconds between looks at unwatched references (migrations ConfigMap)
+    label_buckets: bool = False  # sharded replicas: a SampleDB's first pass gives it its bucket label
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
 

@@ -101,7 +101,7 @@ class SampleDBReconciler:
         if db.metadata.deletion_timestamp is not None:
             return await deletion.finalize(self.ctx, db)
         own = lifecycle.own_metadata(db.metadata.namespace or "", db.metadata.name, db.metadata.finalizers,
-                                     db.metadata.labels, paused=db.spec.paused)
+                                     db.metadata.labels, paused=db.spec.paused, bucket=self.ctx.label_buckets)
         if own:
             with_own = await self._add_own_metadata(db, own)
             if with_own is None:

@@ -1,6 +1,6 @@
 """decide/lifecycle.own_metadata: what a live SampleDB's metadata lacks of the operator's own (the finalizer, not
-on a paused database, and its bucket label, put right when wrong); and decide/sharding's bucket values and
-selectors for SampleDBs (is_bucket, unbucketed_selector, bucket_selector without a base)."""
+on a paused database, and for sharded replicas its bucket label, put right when wrong); and decide/sharding's
+bucket values and selectors for SampleDBs (is_bucket, unbucketed_selector, bucket_selector without a base)."""
 
 from __future__ import annotations
 
@@ -23,34 +23,43 @@ ALL_BUCKETS = ",".join(str(b) for b in range(BUCKETS))
 
 
 def test_a_new_sampledb_gets_the_finalizer_and_its_bucket_label() -> None:
-    assert own_metadata(NS, NAME, [], {}, paused=False) == {"finalizers": [FINALIZER], "labels": {BUCKET_LABEL: OWN}}
+    assert own_metadata(NS, NAME, [], {}, paused=False, bucket=True) == {"finalizers": [FINALIZER],
+                                                                          "labels": {BUCKET_LABEL: OWN}}
 
 
 def test_the_label_is_the_databases_own_bucket() -> None:
     for namespace, name in (("a", "x"), ("b", "x"), ("a", "y"), ("team-1", "orders-db")):
-        labels = own_metadata(namespace, name, [FINALIZER], {}, paused=False)["labels"]
+        labels = own_metadata(namespace, name, [FINALIZER], {}, paused=False, bucket=True)["labels"]
         assert labels == {BUCKET_LABEL: str(bucket_of(namespace, name))}
 
 
 def test_a_paused_sampledb_gets_the_label_only() -> None:
-    assert own_metadata(NS, NAME, [], {}, paused=True) == {"labels": {BUCKET_LABEL: OWN}}
-    assert own_metadata(NS, NAME, ["other"], {BUCKET_LABEL: OWN}, paused=True) == {}
+    assert own_metadata(NS, NAME, [], {}, paused=True, bucket=True) == {"labels": {BUCKET_LABEL: OWN}}
+    assert own_metadata(NS, NAME, ["other"], {BUCKET_LABEL: OWN}, paused=True, bucket=True) == {}
 
 
 def test_a_sampledb_with_both_needs_nothing() -> None:
-    assert own_metadata(NS, NAME, [FINALIZER], {BUCKET_LABEL: OWN, "team": "x"}, paused=False) == {}
-    assert own_metadata(NS, NAME, ["keep", FINALIZER], {BUCKET_LABEL: OWN}, paused=True) == {}
+    assert own_metadata(NS, NAME, [FINALIZER], {BUCKET_LABEL: OWN, "team": "x"}, paused=False, bucket=True) == {}
+    assert own_metadata(NS, NAME, ["keep", FINALIZER], {BUCKET_LABEL: OWN}, paused=True, bucket=True) == {}
 
 
 @pytest.mark.parametrize("wrong", [OTHER, "garbage", "", "shared", f"0{OWN}"])
 def test_a_wrong_label_is_replaced_and_nothing_else(wrong: str) -> None:
-    assert own_metadata(NS, NAME, [FINALIZER], {BUCKET_LABEL: wrong, "team": "x"}, paused=False) == {
+    assert own_metadata(NS, NAME, [FINALIZER], {BUCKET_LABEL: wrong, "team": "x"}, paused=False, bucket=True) == {
         "labels": {BUCKET_LABEL: OWN}}
+
+
+def test_one_operator_not_sharded_adds_the_finalizer_only() -> None:
+    # the label is for sharded replicas' filtered caches: one operator neither adds nor corrects it
+    assert own_metadata(NS, NAME, [], {}, paused=False, bucket=False) == {"finalizers": [FINALIZER]}
+    assert own_metadata(NS, NAME, [FINALIZER], {}, paused=False, bucket=False) == {}
+    assert own_metadata(NS, NAME, [FINALIZER], {BUCKET_LABEL: OTHER}, paused=False, bucket=False) == {}
+    assert own_metadata(NS, NAME, [], {}, paused=True, bucket=False) == {}
 
 
 def test_the_existing_finalizers_are_kept_before_the_operators() -> None:
     finalizers = ["example.com/hold", "kubernetes.io/other"]
-    patch = own_metadata(NS, NAME, finalizers, {BUCKET_LABEL: OWN}, paused=False)
+    patch = own_metadata(NS, NAME, finalizers, {BUCKET_LABEL: OWN}, paused=False, bucket=True)
     assert patch == {"finalizers": ["example.com/hold", "kubernetes.io/other", FINALIZER]}
     assert finalizers == ["example.com/hold", "kubernetes.io/other"]  # the argument is not changed
 

@@ -1,6 +1,8 @@
-"""The SampleDB's own bucket label on the fake cluster (reconcilers/sampledb.py with lifecycle.own_metadata): the
-first pass of a new SampleDB writes the finalizer and its bucket label in one patch; a wrong bucket label is put
-right by the next pass, the user's other labels and finalizers kept; a paused SampleDB gets the label only."""
+"""The SampleDB's own metadata on the fake cluster (reconcilers/sampledb.py with lifecycle.own_metadata). A sharded
+replica: the first pass of a new SampleDB writes the finalizer and its bucket label in one patch; a wrong bucket label
+is put right by the next pass, the user's other labels and finalizers kept; a paused SampleDB gets the label only.
+One operator (not sharded): the finalizer only, and nothing at all for a SampleDB created with it (manifests/
+admission's policy adds it at creation)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,13 @@ def recording(cluster: FakeCluster) -> RecordingApi:
     return api
 
 
+def sharded() -> FakeCluster:
+    """A fake cluster whose operator is a sharded replica (app.py: label_buckets when --shards > 1)."""
+    cluster = FakeCluster()
+    cluster.ctx.label_buckets = True
+    return cluster
+
+
 def metadata_writes(cluster: FakeCluster) -> list[tuple[str, str, str]]:
     """The writes to the SampleDB other than its status (create, apply, patch of its metadata)."""
     return [w for w in cluster.written(kind="SampleDB") if w[0] != "patch/status"]
@@ -51,7 +60,7 @@ def stored(cluster: FakeCluster) -> dict[str, Any]:
 
 
 async def test_the_first_pass_writes_the_finalizer_and_the_bucket_label_in_one_patch() -> None:
-    cluster = FakeCluster()
+    cluster = sharded()
     api = recording(cluster)
     cluster.put("SampleDB", sampledb(DB))
     await cluster.reconcile(DB)
@@ -70,7 +79,7 @@ async def test_the_first_pass_writes_the_finalizer_and_the_bucket_label_in_one_p
 
 @pytest.mark.parametrize("wrong", [str((int(OWN) + 1) % BUCKETS), "garbage"])
 async def test_a_wrong_bucket_label_is_put_right_on_the_next_pass(wrong: str) -> None:
-    cluster = FakeCluster()
+    cluster = sharded()
     cluster.put("SampleDB", sampledb(DB))
     await cluster.reconcile(DB)
     cluster.patch("SampleDB", DB, {"metadata": {"labels": {BUCKET_LABEL: wrong, "team": "payments"},
@@ -87,7 +96,7 @@ async def test_a_wrong_bucket_label_is_put_right_on_the_next_pass(wrong: str) ->
 
 
 async def test_a_sampledb_created_with_the_finalizer_and_a_wrong_label_gets_only_the_label() -> None:
-    cluster = FakeCluster()
+    cluster = sharded()
     wrong = str((int(OWN) + 7) % BUCKETS)
     manifest = sampledb(DB)
     manifest["metadata"].update(finalizers=[FINALIZER], labels={BUCKET_LABEL: wrong})
@@ -100,7 +109,7 @@ async def test_a_sampledb_created_with_the_finalizer_and_a_wrong_label_gets_only
 
 
 async def test_a_paused_sampledb_gets_the_label_but_not_the_finalizer() -> None:
-    cluster = FakeCluster()
+    cluster = sharded()
     api = recording(cluster)
     cluster.put("SampleDB", sampledb(DB, paused=True))
     await cluster.reconcile(DB)
@@ -112,3 +121,29 @@ async def test_a_paused_sampledb_gets_the_label_but_not_the_finalizer() -> None:
     assert not cluster.of_kind("StatefulSet")  # paused: nothing made
     await cluster.reconcile(DB)
     assert len(api.bodies) == 1  # labelled already: the next pass writes no metadata
+
+
+async def test_one_operator_writes_the_finalizer_alone() -> None:
+    cluster = FakeCluster()
+    api = recording(cluster)
+    cluster.put("SampleDB", sampledb(DB))
+    await cluster.reconcile(DB)
+    meta = stored(cluster)
+    assert meta["finalizers"] == [FINALIZER]
+    assert BUCKET_LABEL not in (meta.get("labels") or {})
+    assert [set(b["metadata"]) for b in api.bodies] == [{"finalizers", "resourceVersion"}]
+    assert cluster.of_kind("StatefulSet")
+
+
+async def test_one_operator_writes_no_metadata_for_a_sampledb_created_with_the_finalizer() -> None:
+    # what the admission policy makes: the finalizer is there from the creation on, so the first pass goes
+    # straight to the children, and neither it nor a later one writes the SampleDB's metadata
+    cluster = FakeCluster()
+    manifest = sampledb(DB)
+    manifest["metadata"]["finalizers"] = [FINALIZER]
+    cluster.put("SampleDB", manifest)
+    await cluster.reconcile(DB)
+    assert cluster.of_kind("StatefulSet")
+    await cluster.reconcile(DB)
+    assert metadata_writes(cluster) == []
+    assert stored(cluster)["finalizers"] == [FINALIZER]
