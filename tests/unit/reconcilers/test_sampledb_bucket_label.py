@@ -59,18 +59,22 @@ def stored(cluster: FakeCluster) -> dict[str, Any]:
     return obj["metadata"]
 
 
-async def test_the_first_pass_writes_the_finalizer_and_the_bucket_label_in_one_patch() -> None:
-    cluster = sharded()
+@pytest.mark.parametrize(("label_buckets", "labels"), [(True, {BUCKET_LABEL: OWN}), (False, {})],
+                         ids=["sharded replica", "one operator"])
+async def test_the_first_pass_writes_the_finalizer_and_a_sharded_replicas_bucket_label_in_one_patch(
+        label_buckets: bool, labels: dict[str, str]) -> None:
+    cluster = FakeCluster()
+    cluster.ctx.label_buckets = label_buckets
     api = recording(cluster)
     cluster.put("SampleDB", sampledb(DB))
     await cluster.reconcile(DB)
     meta = stored(cluster)
     assert meta["finalizers"] == [FINALIZER]
-    assert meta["labels"] == {BUCKET_LABEL: OWN}
+    assert (meta.get("labels") or {}) == labels
     assert metadata_writes(cluster) == [("patch", "SampleDB", DB)]
     [body] = api.bodies
     assert body["metadata"]["finalizers"] == [FINALIZER]
-    assert body["metadata"]["labels"] == {BUCKET_LABEL: OWN}
+    assert body["metadata"].get("labels", {}) == labels
     assert body["metadata"]["resourceVersion"]  # written on the copy the pass read, not over a newer one
     assert cluster.of_kind("StatefulSet")  # the pass went on with the labelled object
     await cluster.reconcile(DB)
@@ -121,18 +125,6 @@ async def test_a_paused_sampledb_gets_the_label_but_not_the_finalizer() -> None:
     assert not cluster.of_kind("StatefulSet")  # paused: nothing made
     await cluster.reconcile(DB)
     assert len(api.bodies) == 1  # labelled already: the next pass writes no metadata
-
-
-async def test_one_operator_writes_the_finalizer_alone() -> None:
-    cluster = FakeCluster()
-    api = recording(cluster)
-    cluster.put("SampleDB", sampledb(DB))
-    await cluster.reconcile(DB)
-    meta = stored(cluster)
-    assert meta["finalizers"] == [FINALIZER]
-    assert BUCKET_LABEL not in (meta.get("labels") or {})
-    assert [set(b["metadata"]) for b in api.bodies] == [{"finalizers", "resourceVersion"}]
-    assert cluster.of_kind("StatefulSet")
 
 
 async def test_one_operator_writes_no_metadata_for_a_sampledb_created_with_the_finalizer() -> None:
