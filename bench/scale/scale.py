@@ -17,9 +17,10 @@ and watches them until every one has Ready=True. Systems:
                    checkout made with `git archive`), operator:label=before,
                    operator:replicas=3:shards=6 (three sharded processes; CPU is their sum, RSS the
                    largest one's), operator:flags=--no-streaming-lists (more of its flags, comma-separated).
-                   An operator's cluster has the install's finalizer policy (manifests/admission, from
-                   this checkout), as manifests/default installs it; operator:admission=0 leaves it out
-                   (the operator then adds each finalizer itself: one write more a database).
+                   An operator's cluster has the finalizer policy (manifests/admission, from this
+                   checkout), as manifests/overlays/admission installs it on Kubernetes 1.36+;
+                   operator:admission=0 leaves it out (the operator then adds each finalizer itself: one
+                   write more a database, as in every run before session ac).
 
 The databases are spread over namespaces, --per-namespace (default 100) each (`scale-000`, `scale-001`,
 ...; the operator, the floor and the observer then watch all namespaces): a platform's databases live in

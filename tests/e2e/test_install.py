@@ -11,6 +11,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,9 @@ BASE_OBJECTS = {
     ("RoleBinding", "sampledb-operator-leader-election"), ("Deployment", "sampledb-operator"),
     ("Service", "sampledb-operator-metrics"), ("ValidatingAdmissionPolicy", "sampledb-operator-confinement"),
     ("ValidatingAdmissionPolicyBinding", "sampledb-operator-confinement"),
-    ("MutatingAdmissionPolicy", "sampledb-finalizer"), ("MutatingAdmissionPolicyBinding", "sampledb-finalizer"),
 }
+FINALIZER_POLICY = {("MutatingAdmissionPolicy", "sampledb-finalizer"),
+                    ("MutatingAdmissionPolicyBinding", "sampledb-finalizer")}
 RELEASE = {("ClusterRole", "sampledb-operator-release-finalizers"),
            ("ClusterRoleBinding", "sampledb-operator-release-finalizers")}
 
@@ -81,8 +83,7 @@ def test_default_installs_everything_and_the_api_server_accepts_it(install_names
     assert kinds(objs) == BASE_OBJECTS | {("ClusterRoleBinding", "sampledb-operator")}
     for o in objs:
         if o["kind"] not in {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                             "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}:
+                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}:
             assert o["metadata"]["namespace"] == OPERATOR_NS, o["metadata"]
     # exactly the documented command, as a dry run
     out = kubectl("apply", "--dry-run=server", "-k", str(MANIFESTS / "default")).stdout
@@ -110,9 +111,32 @@ def test_namespaced_overlay_binds_the_role_per_watched_namespace(install_namespa
     [deployment] = [o for o in objs if o["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["run", f"--namespaces={','.join(WATCHED)}"]
-    # the finalizer policy holds only the SampleDBs of the watched namespaces
-    [policy_binding] = [o for o in objs if o["kind"] == "MutatingAdmissionPolicyBinding"]
-    assert policy_binding["spec"]["matchResources"]["namespaceSelector"] == {"matchExpressions": [
+    dry_run(objs)
+
+
+def test_the_admission_overlay_adds_the_finalizer_policy_to_the_default(install_namespaces: None) -> None:
+    objs = render(MANIFESTS / "overlays" / "admission")
+    assert kinds(objs) == BASE_OBJECTS | {("ClusterRoleBinding", "sampledb-operator")} | FINALIZER_POLICY
+    assert all(o["metadata"]["labels"]["app.kubernetes.io/part-of"] == "sampledb-operator" for o in objs)
+    [binding] = [o for o in objs if o["kind"] == "MutatingAdmissionPolicyBinding"]
+    assert "matchResources" not in binding["spec"]  # every namespace, as the operator watches every one
+    dry_run(objs)
+
+
+def test_the_namespaced_overlay_binds_the_finalizer_policy_to_the_watched_namespaces(tmp_path: Path,
+                                                                                      install_namespaces: None) -> None:
+    """Its documented line uncommented (in a copy of manifests/): the policy holds only the watched namespaces'
+    SampleDBs, which this install's operator releases."""
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    path = copy / "overlays" / "namespaced" / "kustomization.yaml"
+    text = path.read_text()
+    assert "\n# - ../../admission " in text
+    path.write_text(text.replace("\n# - ../../admission ", "\n- ../../admission   "))
+    objs = render(copy / "overlays" / "namespaced")
+    assert kinds(objs) == BASE_OBJECTS | {("RoleBinding", SA)} | RELEASE | FINALIZER_POLICY
+    [binding] = [o for o in objs if o["kind"] == "MutatingAdmissionPolicyBinding"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(WATCHED)}]}
     dry_run(objs)
 
