@@ -1,4 +1,5 @@
-"""manifests/admission: the MutatingAdmissionPolicy that gives a new SampleDB the operator's finalizer at creation.
+"""manifests/admission: the MutatingAdmissionPolicy that gives a new SampleDB the operator's finalizer at creation
+(admissionregistration.k8s.io/v1, Kubernetes 1.36+, as the local cluster is).
 
 The shipped policy, renamed for this test and bound to its namespace only (other tests' SampleDBs are not
 touched): a SampleDB created there has the finalizer in the API server's answer to its creation (a paused one

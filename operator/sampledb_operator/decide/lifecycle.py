@@ -40,12 +40,13 @@ class Step(StrEnum):
 def own_metadata(namespace: str, name: str, finalizers: list[str], labels: dict[str, str], *,
                  paused: bool, bucket: bool) -> dict[str, object]:
     """What a live SampleDB's metadata lacks of the operator's own, as a merge patch's `metadata` (empty:
-    nothing): the finalizer (not on a paused database: pausing promises no new hold on it; usually there
-    already, added at creation by manifests/admission's policy) and, when `bucket` (sharded replicas), its
-    bucket label (decide.sharding: a sharded replica's filtered caches select it by that label; a wrong value,
-    set by hand or copied from another database's manifest, is put right). Both in one write, on the first
-    pass. One operator (not sharded) leaves the label alone: nothing of it reads the label, and its replicas,
-    once sharded, cache the unlabelled SampleDBs until their first passes label them."""
+    nothing): the finalizer (not on a paused database: pausing promises no new hold on it; there already
+    when the install's admission policy, manifests/admission on Kubernetes 1.36+, added it at creation) and,
+    when `bucket` (sharded replicas), its bucket label (decide.sharding: a sharded replica's filtered caches
+    select it by that label; a wrong value, set by hand or copied from another database's manifest, is put
+    right). Both in one write, on the first pass. One operator (not sharded) leaves the label alone: it reads
+    no bucket label, and replicas sharded later cache the unlabelled SampleDBs until their first passes label
+    them."""
     patch: dict[str, object] = {}
     if FINALIZER not in finalizers and not paused:
         patch["finalizers"] = [*finalizers, FINALIZER]
