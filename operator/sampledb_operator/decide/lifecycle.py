@@ -50,9 +50,10 @@ def own_metadata(namespace: str, name: str, finalizers: list[str], labels: dict[
     patch: dict[str, object] = {}
     if FINALIZER not in finalizers and not paused:
         patch["finalizers"] = [*finalizers, FINALIZER]
-    own_bucket = str(bucket_of(namespace, name))
-    if bucket and labels.get(BUCKET_LABEL) != own_bucket:
-        patch["labels"] = {BUCKET_LABEL: own_bucket}
+    if bucket:  # the hash (sha256) only where the label is kept: one operator's passes never compute it
+        own_bucket = str(bucket_of(namespace, name))
+        if labels.get(BUCKET_LABEL) != own_bucket:
+            patch["labels"] = {BUCKET_LABEL: own_bucket}
     return patch
 
 
