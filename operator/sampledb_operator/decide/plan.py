@@ -81,44 +81,18 @@ def first_difference(want: Any, have: Any, path: tuple[str, ...] = (), *,
 
 def _difference(want: Any, have: Any, path: tuple[str, ...] | None, skip: tuple[tuple[str, ...], ...],
                 depth: int) -> list[str] | None:
-    """The keys from here down to the first difference, deepest first ([]: this node differs), or None."""
-    if path is None:
-        return _untracked(want, have)
-    if path in skip:
+    """The keys from here down to the first difference, deepest first ([]: this node differs), or None.
+
+    Every pass compares every child and nearly always finds it the same but for the fields the server added: a
+    subtree equal to the observed one matches at once (a C-speed ==, which stops at its first difference, and
+    no skipped path can hide a difference where there is none), and JSON's scalars skip the abstract-class
+    checks."""
+    if path is not None and path in skip:
         return None
+    if type(want) in _SCALARS:
+        return None if want == have or _scalar_equal(want, have) else []
     if isinstance(want, Mapping):
         if not isinstance(have, Mapping):
-            return []
-        for k, v in want.items():
-            if k not in have:
-                return [str(k)]
-            below = _difference(v, have[k], _deeper(path, str(k), depth), skip, depth)
-            if below is not None:
-                below.append(str(k))
-                return below
-        return None
-    if isinstance(want, list):
-        if not isinstance(have, list) or len(want) != len(have):
-            return []
-        for i, (w, h) in enumerate(zip(want, have, strict=True)):
-            below = _difference(w, h, _deeper(path, str(i), depth), skip, depth)
-            if below is not None:
-                below.append(str(i))
-                return below
-        return None
-    return None if _scalar_equal(want, have) else []
-
-
-def _untracked(want: Any, have: Any) -> list[str] | None:
-    """_difference below every skipped path (no path to track): the same answer, sooner. A subtree equal to the
-    observed one (a C-speed comparison, which stops at the first difference) matches without a walk; JSON's
-    scalars skip the abstract-class checks. Every pass compares every child, and nearly always finds them equal
-    but for the fields the server added."""
-    kind = type(want)
-    if kind in _SCALARS:
-        return None if want == have or _scalar_equal(want, have) else []
-    if kind is dict or isinstance(want, Mapping):
-        if type(have) is not dict and not isinstance(have, Mapping):
             return []
         for k, v in want.items():
             if k not in have:
@@ -126,7 +100,7 @@ def _untracked(want: Any, have: Any) -> list[str] | None:
             h = have[k]
             if v is h or v == h:
                 continue
-            below = _untracked(v, h)
+            below = _difference(v, h, _deeper(path, str(k), depth), skip, depth)
             if below is not None:
                 below.append(str(k))
                 return below
@@ -137,7 +111,7 @@ def _untracked(want: Any, have: Any) -> list[str] | None:
         for i, (w, h) in enumerate(zip(want, have, strict=True)):
             if w is h or w == h:
                 continue
-            below = _untracked(w, h)
+            below = _difference(w, h, _deeper(path, str(i), depth), skip, depth)
             if below is not None:
                 below.append(str(i))
                 return below
@@ -145,9 +119,9 @@ def _untracked(want: Any, have: Any) -> list[str] | None:
     return None if _scalar_equal(want, have) else []
 
 
-def _deeper(path: tuple[str, ...], key: str, depth: int) -> tuple[str, ...] | None:
+def _deeper(path: tuple[str, ...] | None, key: str, depth: int) -> tuple[str, ...] | None:
     """The path one level down while a skipped path can still be reached from it, else None."""
-    return (*path, key) if len(path) < depth else None
+    return (*path, key) if path is not None and len(path) < depth else None
 
 
 def _pvc_size(obj: Mapping[str, Any]) -> str | None:
