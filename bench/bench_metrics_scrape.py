@@ -4,10 +4,12 @@ Every scrape exports per-database series read from the SampleDB cache (observabi
 and the count by phase (sampledb_databases). This fills the operator's SampleDB store (app.build_caches'
 transform) with N Running databases whose status is what the operator writes (five conditions, one
 instance, a last backup), points both metric sources at it as app.py does, and encodes the registry
-as /metrics does. Prints one markdown row: series in the answer, its size, the traced bytes the scrape
+as /metrics does. Prints one markdown row: series in the answer, its size, the traced bytes a scrape
 allocates at its peak above what stays (per database; what each scrape adds to the process's resident
-memory while it runs), the median time of a scrape (in a process without tracing) and of its share on
-the event loop (reading the cache into rows; /metrics encodes the rest in a worker thread).
+memory while it runs), for the first scrape (every database's lines written) and one at rest (every
+database's lines kept from the scrape before), the bytes kept from one scrape to the next (the lines and
+their rows), the time of a first scrape and the median of scrapes at rest (in a process without tracing),
+and the share on the event loop (reading the cache into rows; /metrics encodes the rest in a worker thread).
 
 Usage: .venv/bin/python bench/bench_metrics_scrape.py [--n N]
 """
@@ -31,7 +33,7 @@ from prometheus_client import generate_latest
 
 from sampledb_operator import app
 from sampledb_operator.decide import cache
-from sampledb_operator.observability import database_metrics, metrics
+from sampledb_operator.observability import database_metrics, health, metrics
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
@@ -67,9 +69,16 @@ def cached(n: int) -> StoreSet:
 
 
 def scrape() -> bytes:
-    """What /metrics does, all on this thread: the rows taken (on the loop), the registry encoded (in a thread)."""
-    with database_metrics.taken():
-        return generate_latest(metrics.REGISTRY)
+    """What /metrics does, all on this thread: the rows taken (on the loop), the registry encoded and the
+    per-database families rendered (in a thread)."""
+    with database_metrics.taken() as render:
+        return health.encode_answer(generate_latest, metrics.REGISTRY, render, False)
+
+
+def first_scrape() -> bytes:
+    """A scrape that writes every database's lines (the first after a start: none kept yet)."""
+    database_metrics._collector.text = database_metrics._TextCache()
+    return scrape()
 
 
 def median_seconds(work: Callable[[], object], times: int = 5) -> float:
@@ -88,17 +97,21 @@ def measure(n: int, mode: str) -> dict[str, float]:
     if mode == "untraced":
         body = scrape()
         series = sum(1 for line in body.splitlines() if line.startswith(b"sampledb_"))
-        return {"seconds": median_seconds(scrape), "loop_seconds": median_seconds(database_metrics._collector.take),
-                "bytes": len(body), "series": series}
+        return {"first_seconds": median_seconds(first_scrape), "seconds": median_seconds(scrape),
+                "loop_seconds": median_seconds(database_metrics._collector.take), "bytes": len(body), "series": series}
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
-    scrape()
+    first_scrape()
     peak = tracemalloc.get_traced_memory()[1]
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    scrape()
+    rest_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"transient_per_db": (peak - max(base, after)) / n}
+    return {"transient_per_db": (peak - max(base, after)) / n, "rest_transient_per_db": (rest_peak - after) / n,
+            "kept_per_db": (after - base) / n}
 
 
 class _Caches:
@@ -119,11 +132,14 @@ def main() -> None:
     run = [sys.executable, str(Path(__file__).resolve()), "--n", str(args.n), "--mode"]
     t, u = (json.loads(subprocess.run([*run, mode], check=True, capture_output=True, text=True).stdout.splitlines()[-1])
             for mode in ("traced", "untraced"))
-    print("| databases | sampledb_ series | answer KiB | a scrape's transient: traced bytes per database "
-          "| scrape s (median of 5) | of which on the event loop s |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {args.n} | {u['series']:.0f} | {u['bytes'] / 1024:.0f} | {t['transient_per_db']:.0f} "
-          f"| {u['seconds']:.3f} | {u['loop_seconds']:.3f} |")
+    print("| databases | sampledb_ series | answer KiB "
+          "| a scrape's transient: traced bytes per database, first / at rest "
+          "| kept between scrapes: bytes per database | first scrape s | scrape at rest s (median of 5) "
+          "| of which on the event loop s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {args.n} | {u['series']:.0f} | {u['bytes'] / 1024:.0f} | {t['transient_per_db']:.0f} / "
+          f"{t['rest_transient_per_db']:.0f} | {t['kept_per_db']:.0f} | {u['first_seconds']:.3f} | {u['seconds']:.3f} "
+          f"| {u['loop_seconds']:.3f} |")
 
 
 if __name__ == "__main__":

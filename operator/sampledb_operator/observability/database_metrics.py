@@ -13,33 +13,45 @@ metrics.PHASES is exported, 0 when none). Then one set of series per cached Samp
   status.instances (role primary, replica or fenced);
 - sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances).
 
-Invariants: computed from the objects at scrape time, never stored, so a deleted database's series
-vanish at the next scrape; an object or a timestamp that does not parse is skipped, never raises
-(a scrape must not fail because of one odd status). The cache belongs to the event loop: `taken()`
-reads it there into plain rows for the scrape made in its context (the /metrics handler encodes in a
-worker thread, which sees those rows and never the cache); a collect() outside `taken()` reads the
-source itself, on the caller's thread. This module imports nothing of the package but
-observability.metrics.
+Invariants: computed from the objects at scrape time, so a deleted database's series vanish at the
+next scrape; an object or a timestamp that does not parse is skipped, never raises (a scrape must not
+fail because of one odd status). The cache belongs to the event loop: `taken()` reads it there, for the
+one scrape made in its context, into each database's kept lines, or its row when its object changed
+since they were written. That scrape (the /metrics handler, in a worker thread) gets these families as
+exposition text from the renderer `taken()` yields, and collect() yields none of them meanwhile;
+elsewhere collect() reads the source itself, on the caller's thread, and builds prometheus-client
+families as any collector does.
+
+The renderer keeps each database's lines from one scrape to the next, with the resourceVersion of the
+object they were written from, and writes them again only for an object that changed (kube-state-metrics
+keeps its lines the same way): at rest a scrape of 5,000 databases joins kept bytes instead of
+formatting 50,000 samples, and makes no row of an unchanged object (bench/bench_metrics_scrape.py).
+Its text is what prometheus-client's encoders write for the same families, in either format (labels
+sorted by name, values as floatToGoString; tests/unit/observability/test_database_metrics.py). This
+module imports nothing of the package but observability.metrics.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from sampledb_operator.observability.metrics import PHASES, REGISTRY
 
 _KEY = ("namespace", "name")
+_value_text = cast(Callable[[float], str], floatToGoString)  # how prometheus-client writes a sample's value
 
 
 class _Row(NamedTuple):
-    """What the families read of one SampleDB: strings it already holds, a few tuples (~0.3 KiB)."""
+    """What the families read of one SampleDB: strings it already holds, a few tuples (~1.7 KiB)."""
 
     key: tuple[str, str]
     version: str
@@ -48,6 +60,16 @@ class _Row(NamedTuple):
     conditions: tuple[tuple[str, str, str], ...]
     completed: float | None
     instances: tuple[tuple[str, str, float, float | None], ...]  # name, role, ready, lag bytes
+    resource_version: str  # "" when the object has none (then its lines are not kept)
+
+
+class _Kept(NamedTuple):
+    """One database's exposition lines (one bytes per per-database family) and the object they are from."""
+
+    key: tuple[str, str]
+    resource_version: str
+    phase: str
+    lines: tuple[bytes, ...]
 
 
 def _row(obj: Mapping[str, Any]) -> _Row:
@@ -61,60 +83,161 @@ def _row(obj: Mapping[str, Any]) -> _Row:
                       for i in status.get("instances") or [] if isinstance(i, Mapping) and i.get("name"))
     return _Row((str(meta.get("namespace") or ""), str(meta.get("name") or "")), str(spec.get("version") or ""),
                 str(status.get("currentVersion") or ""), str(status.get("phase") or "Pending"), conditions,
-                unix_time((status.get("lastBackup") or {}).get("completedAt")), instances)
+                unix_time((status.get("lastBackup") or {}).get("completedAt")), instances,
+                str(meta.get("resourceVersion") or ""))
+
+
+Samples = Iterable[tuple[tuple[str, ...], float]]  # a row's samples: label values after namespace and name
+
+
+class _Family(NamedTuple):
+    """One per-database family: its name, help, labels after namespace and name, and a row's samples."""
+
+    name: str
+    documentation: str
+    labels: tuple[str, ...]
+    samples: Callable[[_Row], Samples]
+
+
+def _info(r: _Row) -> Samples:
+    return (((r.version, r.current), 1.0),)
+
+
+def _phase(r: _Row) -> Samples:
+    return (((r.phase,), 1.0),)
+
+
+def _conditions(r: _Row) -> Samples:
+    return ((c, 1.0) for c in r.conditions)
+
+
+def _last_backup(r: _Row) -> Samples:
+    return (((), r.completed),) if r.completed is not None else ()
+
+
+def _instance_info(r: _Row) -> Samples:
+    return (((i[0], i[1]), 1.0) for i in r.instances)
+
+
+def _instance_ready(r: _Row) -> Samples:
+    return (((i[0],), i[2]) for i in r.instances)
+
+
+def _lag(r: _Row) -> Samples:
+    return (((i[0],), i[3]) for i in r.instances if i[3] is not None)
+
+
+_COUNTS = ("sampledb_databases", "SampleDB objects by phase")
+_PER_DATABASE = (
+    _Family("sampledb_database_info", "A SampleDB's desired (spec) and running version", ("version", "current_version"),
+            _info),
+    _Family("sampledb_database_phase", "A SampleDB's status.phase (1 for the current one)", ("phase",), _phase),
+    _Family("sampledb_database_condition", "A SampleDB's status conditions (1 each)", ("type", "status", "reason"),
+            _conditions),
+    _Family("sampledb_database_last_backup_timestamp_seconds",
+            "When a SampleDB's latest successful backup completed (Unix time)", (), _last_backup),
+    _Family("sampledb_instance_info", "A SampleDB instance's role (1 each)", ("instance", "role"), _instance_info),
+    _Family("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready", ("instance",), _instance_ready),
+    _Family("sampledb_replication_lag_bytes",
+            "A standby's replay lag behind its primary's current WAL position, in bytes", ("instance",), _lag),
+)
+
+
+def _phase_counts(rows: Iterable[_Row | _Kept]) -> dict[str, int]:
+    counts = dict.fromkeys(PHASES, 0)
+    for r in rows:
+        counts[r.phase] = counts.get(r.phase, 0) + 1
+    return counts
 
 
 class DatabaseCollector(Collector):
     """The cache-derived families, from `source()`: the SampleDB objects (dicts) of the cache.
 
     One walk over `source()` keeps a small row per database (the objects are decoded one at a time when the
-    source is StoreSet.each); the phase counts and the families are then built from the rows and handed to
-    the encoder one at a time, so a scrape holds one family's samples, not all of them
-    (bench/bench_metrics_scrape.py)."""
+    source is StoreSet.each); collect() then builds the families from the rows and hands them to the encoder
+    one at a time, so a scrape holds one family's samples, not all of them; a scrape in `taken()`'s context
+    gets text from its renderer instead (bench/bench_metrics_scrape.py)."""
 
     def __init__(self, source: Callable[[], Iterable[Mapping[str, Any]]] = tuple) -> None:
         self.source = source
+        self.text = _TextCache()
 
-    def take(self) -> list[_Row]:
+    def rows(self) -> list[_Row]:
         """The rows of every database `source()` yields now (on the thread that owns the source)."""
         return [_row(obj) for obj in self.source()]
 
+    def take(self) -> list[_Row | _Kept]:
+        """For the renderer: every database `source()` yields now, as the lines kept for its object's
+        resourceVersion or, without them, its row (on the thread that owns the source)."""
+        return self.text.take(self.source())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        taken = _TAKEN.get()
-        if taken is None or taken[0] is not self:
-            yield from self._families(self.take())
-            return
-        try:
-            yield from self._families(taken[1])
-        finally:
-            taken[1].clear()  # one scrape's rows: gone before the encoder joins its answer (its peak)
-
-    def _families(self, rows: list[_Row]) -> Iterator[GaugeMetricFamily]:
-        counts = dict.fromkeys(PHASES, 0)
-        for r in rows:
-            counts[r.phase] = counts.get(r.phase, 0) + 1
-        yield _family("sampledb_databases", "SampleDB objects by phase", ["phase"],
-                      (([p], n) for p, n in counts.items()), key=())
-        yield _family("sampledb_database_info", "A SampleDB's desired (spec) and running version",
-                      ["version", "current_version"], (([*r.key, r.version, r.current], 1.0) for r in rows))
-        yield _family("sampledb_database_phase", "A SampleDB's status.phase (1 for the current one)", ["phase"],
-                      (([*r.key, r.phase], 1.0) for r in rows))
-        yield _family("sampledb_database_condition", "A SampleDB's status conditions (1 each)",
-                      ["type", "status", "reason"], (([*r.key, *c], 1.0) for r in rows for c in r.conditions))
-        yield _family("sampledb_database_last_backup_timestamp_seconds",
-                      "When a SampleDB's latest successful backup completed (Unix time)", [],
-                      ((list(r.key), r.completed) for r in rows if r.completed is not None))
-        yield _family("sampledb_instance_info", "A SampleDB instance's role (1 each)", ["instance", "role"],
-                      (([*r.key, i[0], i[1]], 1.0) for r in rows for i in r.instances))
-        yield _family("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready", ["instance"],
-                      (([*r.key, i[0]], i[2]) for r in rows for i in r.instances))
-        yield _family("sampledb_replication_lag_bytes",
-                      "A standby's replay lag behind its primary's current WAL position, in bytes", ["instance"],
-                      (([*r.key, i[0]], i[3]) for r in rows for i in r.instances if i[3] is not None))
+        if _TAKEN.get() is self:
+            return  # the scrape of this context gets them as text from taken()'s renderer
+        rows = self.rows()
+        yield _family(*_COUNTS, ["phase"], (([p], n) for p, n in _phase_counts(rows).items()), key=())
+        for f in _PER_DATABASE:
+            yield _family(f.name, f.documentation, list(f.labels),
+                          (([*r.key, *values], value) for r in rows for values, value in f.samples(r)))
 
 
-# the rows taken for the scrape of this context (asyncio.to_thread copies the context into the worker thread)
-_TAKEN: ContextVar[tuple[DatabaseCollector, list[_Row]] | None] = ContextVar("sampledb_taken_rows", default=None)
+class _TextCache:
+    """Each database's exposition lines, one bytes per per-database family, kept with the resourceVersion of
+    the object they were written from. Safe from any thread (one lock); holds what the last scrape wrote only
+    (a database gone since is forgotten by the next one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, str], _Kept] = {}
+
+    def take(self, objs: Iterable[Mapping[str, Any]]) -> list[_Row | _Kept]:
+        """Each object's kept lines when they were written from its resourceVersion, else its row."""
+        with self._lock:
+            kept = self._kept
+        out: list[_Row | _Kept] = []
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            hit = kept.get((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+            version = meta.get("resourceVersion")
+            out.append(hit if hit is not None and version and hit.resource_version == version else _row(obj))
+        return out
+
+    def render(self, taken: list[_Row | _Kept], *, openmetrics: bool) -> list[bytes]:
+        """These families' text in parts, to be joined (prometheus-client's text format, or OpenMetrics without
+        its # EOF); each row's lines are written, and kept for the next scrape with the others."""
+        items = [item if isinstance(item, _Kept) else _Kept(item.key, item.resource_version, item.phase, _lines(item))
+                 for item in taken]
+        with self._lock:
+            self._kept = {item.key: item for item in items if item.resource_version}
+        parts = [_header(*_COUNTS, openmetrics)]
+        parts += [_sample(_COUNTS[0], ("phase",), (p,), n) for p, n in _phase_counts(items).items()]
+        for i, f in enumerate(_PER_DATABASE):
+            parts.append(_header(f.name, f.documentation, openmetrics))
+            parts += [item.lines[i] for item in items]
+        return parts
+
+
+def _lines(r: _Row) -> tuple[bytes, ...]:
+    return tuple(b"".join(_sample(f.name, (*_KEY, *f.labels), (*r.key, *values), value)
+                          for values, value in f.samples(r)) for f in _PER_DATABASE)
+
+
+def _sample(name: str, labels: tuple[str, ...], values: tuple[str, ...], value: float) -> bytes:
+    pairs = ",".join(f'{k}="{_escaped(v)}"' for k, v in sorted(zip(labels, values, strict=True)))
+    return f"{name}{{{pairs}}} {_value_text(value)}\n".encode()
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _header(name: str, documentation: str, openmetrics: bool) -> bytes:
+    doc = _escaped(documentation) if openmetrics else documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode()
+
+
+# the collector whose families the scrape of this context gets as text (asyncio.to_thread copies the context)
+_TAKEN: ContextVar[DatabaseCollector | None] = ContextVar("sampledb_taken", default=None)
 
 
 def _family(name: str, documentation: str, labels: list[str], samples: Iterable[tuple[list[str], float]],
@@ -147,12 +270,17 @@ def set_database_source(source: Callable[[], Iterable[Mapping[str, Any]]]) -> No
     _collector.source = source
 
 
+Render = Callable[[bool], list[bytes]]  # openmetrics? -> the families' text, in parts, for one scrape
+
+
 @contextmanager
-def taken() -> Iterator[None]:
-    """Called on the event loop: read the cache now, once, into the rows that the one scrape made in this
-    context encodes (also in a worker thread started from it); its collect releases them when done."""
-    token = _TAKEN.set((_collector, _collector.take()))
+def taken() -> Iterator[Render]:
+    """Called on the event loop: read the cache now, once (each database's kept lines, or its row); yields the
+    renderer of these families for the one scrape made in this context (also in a worker thread started from
+    it), during which collect() leaves them to it."""
+    items = _collector.take()
+    token = _TAKEN.set(_collector)
     try:
-        yield
+        yield lambda openmetrics: _collector.text.render(items, openmetrics=openmetrics)
     finally:
         _TAKEN.reset(token)

@@ -6,7 +6,9 @@ alive; /readyz is 200 exactly when `ready()` says so (leader or standby alike); 
 the one registry in the format the scraper asks for, encoded in a worker thread so that a large
 answer (50,000 lines at 5,000 databases) does not stall the event loop: what only the loop may read
 (the caches) is read on the loop by `take()` first, and every collector must be safe to run off the
-loop otherwise (prometheus-client's own metrics are). Health and metrics share one listener when
+loop otherwise (prometheus-client's own metrics are). `take()` may yield a renderer of more families
+as text (the per-database ones, observability.database_metrics.taken), which the answer carries after
+the registry's (before OpenMetrics' closing `# EOF`). Health and metrics share one listener when
 their addresses are equal (and the port is not 0), otherwise each has its own. Every task and
 listener started by start() is owned and released by stop(). This module imports nothing else of
 the package but observability.metrics.
@@ -30,6 +32,8 @@ from sampledb_operator.observability import metrics
 log = structlog.stdlib.get_logger(__name__)
 
 Address = tuple[str | None, int]   # host None (or "") = every interface
+Render = Callable[[bool], list[bytes]]   # openmetrics? -> more families' exposition text, in parts
+_EOF = b"# EOF\n"
 
 
 class HealthClock(Protocol):
@@ -51,7 +55,7 @@ class HealthServer:
         health_address: Address = (None, 8081),
         metrics_address: Address = (None, 8080),
         registry: CollectorRegistry = metrics.REGISTRY,
-        take: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+        take: Callable[[], AbstractContextManager[Render | None]] = contextlib.nullcontext,
         heartbeat_interval: float = 1.0,
         heartbeat_timeout: float = 10.0,
         shutdown_timeout: float = 5.0,
@@ -188,9 +192,21 @@ class HealthServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        with self._take():  # on the loop; the thread's context is a copy of this one
-            body = await asyncio.to_thread(encoder, self._registry)
+        openmetrics = content_type.startswith("application/openmetrics-text")
+        with self._take() as render:  # on the loop; the thread's context is a copy of this one
+            body = await asyncio.to_thread(encode_answer, encoder, self._registry, render, openmetrics)
         return web.Response(status=200, body=body, headers={"Content-Type": content_type})
+
+
+def encode_answer(encoder: Callable[[CollectorRegistry], bytes], registry: CollectorRegistry, render: Render | None,
+                  openmetrics: bool) -> bytes:
+    """The registry's answer, with `render`'s families at its end (before OpenMetrics' # EOF), in one join."""
+    body = encoder(registry)
+    if render is None:
+        return body
+    if openmetrics and body.endswith(_EOF):
+        return b"".join([body[:-len(_EOF)], *render(openmetrics), _EOF])
+    return b"".join([body, *render(openmetrics)])
 
 
 def _normalise(address: Address) -> Address:

@@ -6,7 +6,9 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sampledb_operator.observability import database_metrics
@@ -104,10 +106,10 @@ def test_one_walk_feeds_the_phase_counts_and_each_family_is_built_when_the_encod
                     "sampledb_instance_ready": 0, "sampledb_replication_lag_bytes": 0}
 
 
-async def test_a_scrape_in_a_worker_thread_encodes_the_rows_taken_on_the_loop() -> None:
+async def test_a_scrape_in_a_worker_thread_renders_the_rows_taken_on_the_loop() -> None:
     """/metrics encodes in a worker thread (asyncio.to_thread, which copies the context): the cache is read
-    once, by taken() on the loop's thread, and the thread never calls the source; outside taken() a collect
-    reads the source again."""
+    once, by taken() on the loop's thread, whose renderer writes the families there while collect() leaves
+    them to it; the thread never calls the source; outside taken() a collect reads the source again."""
     objs = [_db("orders", phase="Running")]
     walked_on: list[int] = []
 
@@ -115,18 +117,89 @@ async def test_a_scrape_in_a_worker_thread_encodes_the_rows_taken_on_the_loop() 
         walked_on.append(threading.get_ident())
         return list(objs)
 
-    def encode() -> tuple[int, dict[str, Any]]:
-        return threading.get_ident(), {f.name: f for f in database_metrics._collector.collect()}
+    def encode(render: database_metrics.Render) -> tuple[int, list[str], str]:
+        names = [f.name for f in database_metrics._collector.collect()]
+        return threading.get_ident(), names, b"".join(render(False)).decode()
 
     before = database_metrics._collector.source
     database_metrics.set_database_source(source)
     try:
-        with database_metrics.taken():
+        with database_metrics.taken() as render:
             objs.append(_db("later", phase="Failed"))  # not in this scrape: its rows were taken
-            thread, families = await asyncio.to_thread(encode)
+            thread, collected, text = await asyncio.to_thread(encode, render)
         assert thread != threading.get_ident() and walked_on == [threading.get_ident()]
-        assert [s.labels["name"] for s in families["sampledb_database_info"].samples] == ["orders"]
+        assert collected == []  # the renderer writes them, once
+        info = [s.labels["name"] for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == "sampledb_database_info"]
+        assert info == ["orders"]
         assert next(database_metrics._collector.collect()).name == "sampledb_databases"
         assert len(walked_on) == 2  # outside taken(): walked again
     finally:
         database_metrics.set_database_source(before)
+
+
+ODD = [
+    _db("orders", phase="Upgrading", currentVersion="16.4",
+        conditions=[{"type": "Upgrading", "status": "True", "reason": "UpgradeJobRunning"},
+                    {"type": "Ready", "status": "False", "reason": 'a "quoted" \\ back\nslash'}],
+        lastBackup={"completedAt": "2026-01-02T03:04:05Z"},
+        instances=[{"name": "orders-0", "role": "primary", "ready": True},
+                   {"name": "orders-i1-0", "role": "replica", "ready": False, "lagBytes": 123456789012}]),
+    {"metadata": {"namespace": "shop", "name": "fresh"}, "spec": {"version": "16.4"}},
+    _db("martian", phase="Martian", conditions=["not a condition", {"status": "True"}]),
+]
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+@pytest.mark.parametrize("objs", [[], ODD], ids=["none", "odd"])
+def test_rendered_text_is_what_prometheus_client_writes_for_the_same_families(
+        objs: list[dict[str, Any]], openmetrics: bool) -> None:
+    """The text a scrape carries for these families is byte for byte prometheus-client's own encoding of the
+    collector's families (labels sorted by name, escaping, value format), in both exposition formats."""
+    registry = CollectorRegistry()
+    collector = DatabaseCollector(lambda: objs)
+    registry.register(collector)
+    encoder = openmetrics_latest if openmetrics else generate_latest
+    expected = encoder(registry)
+    if openmetrics:
+        expected = expected.removesuffix(b"# EOF\n")
+    assert b"".join(collector.text.render(collector.take(), openmetrics=openmetrics)) == expected
+
+
+def test_a_database_s_lines_are_written_again_only_when_its_object_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At rest a scrape reuses every database's lines (kept with the resourceVersion they were written from);
+    a newer object rewrites that database's only; a deleted database's lines are gone from the next scrape; an
+    object without a resourceVersion is written every time."""
+    written: list[str] = []
+    lines = database_metrics._lines
+
+    def counting(row: Any) -> tuple[bytes, ...]:
+        written.append(row.key[1])
+        return lines(row)
+
+    def versioned(obj: dict[str, Any], version: str) -> dict[str, Any]:
+        obj["metadata"]["resourceVersion"] = version
+        return obj
+
+    def scrape() -> str:
+        return b"".join(collector.text.render(collector.take(), openmetrics=False)).decode()
+
+    monkeypatch.setattr(database_metrics, "_lines", counting)
+    objs = [versioned(_db(f"db{i}", phase="Running", conditions=[{"type": "Ready", "status": "True"}]), "7")
+            for i in range(3)] + [_db("unversioned", phase="Running")]
+    collector = DatabaseCollector(lambda: objs)
+    first = scrape()
+    assert written == ["db0", "db1", "db2", "unversioned"]
+    assert scrape() == first
+    assert written == ["db0", "db1", "db2", "unversioned", "unversioned"]  # the others kept
+    objs[1] = versioned(_db("db1", phase="Failed", conditions=[{"type": "Ready", "status": "False",
+                                                                "reason": "Crashed"}]), "8")
+    del objs[2]
+    text = scrape()
+    assert written[5:] == ["db1", "unversioned"]
+    phases = {s.labels["name"]: s.labels["phase"] for f in text_string_to_metric_families(text) for s in f.samples
+              if s.name == "sampledb_database_phase"}
+    assert phases == {"db0": "Running", "db1": "Failed", "unversioned": "Running"}
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert text.encode() == generate_latest(registry)

@@ -166,6 +166,33 @@ async def test_metrics_are_encoded_off_the_loop_after_take_ran_on_it(
     assert seen == ["take on loop thread: True", "collect on loop thread: False", "take left"]
 
 
+@pytest.mark.parametrize("accept", ["", "application/openmetrics-text; version=1.0.0"])
+async def test_families_rendered_by_take_follow_the_registry_s_in_the_scraper_s_format(
+    start: Started, http: aiohttp.ClientSession, accept: str
+) -> None:
+    """take() may yield a renderer of more families as text: the answer carries them after the registry's,
+    before OpenMetrics' closing # EOF, written for the format the scraper asked for."""
+    asked: list[bool] = []
+
+    def render(openmetrics: bool) -> list[bytes]:
+        asked.append(openmetrics)
+        return [b"# HELP rendered_total_dbs Rendered.\n# TYPE rendered_total_dbs gauge\n", b"rendered_total_dbs 7.0\n"]
+
+    @contextlib.contextmanager
+    def take() -> Iterator[Callable[[bool], list[bytes]]]:
+        yield render
+
+    registry = CollectorRegistry(auto_describe=False)
+    family = GaugeMetricFamily("from_registry", "A family of the registry")
+    family.add_metric([], 1.0)
+    registry.register(type("One", (), {"collect": lambda self: iter([family])})())  # type: ignore[arg-type]
+    server = await start(registry=registry, take=take)
+    status, _, body = await get(http, server.metrics_port, "/metrics", **({"Accept": accept} if accept else {}))
+    assert status == 200 and asked == [bool(accept)]
+    assert body.index("from_registry 1.0") < body.index("rendered_total_dbs 7.0")
+    assert body.endswith("rendered_total_dbs 7.0\n# EOF\n" if accept else "rendered_total_dbs 7.0\n")
+
+
 async def test_readyz_follows_the_ready_callable(
     start: Started, http: aiohttp.ClientSession
 ) -> None:
