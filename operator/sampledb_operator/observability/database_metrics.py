@@ -72,6 +72,10 @@ class _Kept(NamedTuple):
     lines: tuple[bytes, ...]
 
 
+def _key(meta: Mapping[str, Any]) -> tuple[str, str]:
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
 def _row(obj: Mapping[str, Any]) -> _Row:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -81,7 +85,7 @@ def _row(obj: Mapping[str, Any]) -> _Row:
     instances = tuple((str(i["name"]), str(i.get("role") or ""), 1.0 if i.get("ready") else 0.0,
                        float(i["lagBytes"]) if isinstance(i.get("lagBytes"), int) else None)
                       for i in status.get("instances") or [] if isinstance(i, Mapping) and i.get("name"))
-    return _Row((str(meta.get("namespace") or ""), str(meta.get("name") or "")), str(spec.get("version") or ""),
+    return _Row(_key(meta), str(spec.get("version") or ""),
                 str(status.get("currentVersion") or ""), str(status.get("phase") or "Pending"), conditions,
                 unix_time((status.get("lastBackup") or {}).get("completedAt")), instances,
                 str(meta.get("resourceVersion") or ""))
@@ -143,6 +147,15 @@ _PER_DATABASE = (
 )
 
 
+def _label_order(names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each label goes in a sample line: prometheus-client writes them sorted by name."""
+    return tuple(sorted(range(len(names)), key=names.__getitem__))
+
+
+_COUNTS_LABELS = (("phase",), (0,))
+_FAMILY_LABELS = tuple(((*_KEY, *f.labels), _label_order((*_KEY, *f.labels))) for f in _PER_DATABASE)
+
+
 def _phase_counts(rows: Iterable[_Row | _Kept]) -> dict[str, int]:
     counts = dict.fromkeys(PHASES, 0)
     for r in rows:
@@ -197,7 +210,7 @@ class _TextCache:
         out: list[_Row | _Kept] = []
         for obj in objs:
             meta = obj.get("metadata") or {}
-            hit = kept.get((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+            hit = kept.get(_key(meta))
             version = meta.get("resourceVersion")
             out.append(hit if hit is not None and version and hit.resource_version == version else _row(obj))
         return out
@@ -210,7 +223,7 @@ class _TextCache:
         with self._lock:
             self._kept = {item.key: item for item in items if item.resource_version}
         parts = [_header(*_COUNTS, openmetrics)]
-        parts += [_sample(_COUNTS[0], ("phase",), (p,), n) for p, n in _phase_counts(items).items()]
+        parts += [_sample(_COUNTS[0], _COUNTS_LABELS, (p,), n) for p, n in _phase_counts(items).items()]
         for i, f in enumerate(_PER_DATABASE):
             parts.append(_header(f.name, f.documentation, openmetrics))
             parts += [item.lines[i] for item in items]
@@ -218,12 +231,14 @@ class _TextCache:
 
 
 def _lines(r: _Row) -> tuple[bytes, ...]:
-    return tuple(b"".join(_sample(f.name, (*_KEY, *f.labels), (*r.key, *values), value)
-                          for values, value in f.samples(r)) for f in _PER_DATABASE)
+    return tuple(b"".join(_sample(f.name, labels, (*r.key, *values), value) for values, value in f.samples(r))
+                 for f, labels in zip(_PER_DATABASE, _FAMILY_LABELS, strict=True))
 
 
-def _sample(name: str, labels: tuple[str, ...], values: tuple[str, ...], value: float) -> bytes:
-    pairs = ",".join(f'{k}="{_escaped(v)}"' for k, v in sorted(zip(labels, values, strict=True)))
+def _sample(name: str, labels: tuple[tuple[str, ...], tuple[int, ...]], values: tuple[str, ...],
+            value: float) -> bytes:
+    names, order = labels
+    pairs = ",".join(f'{names[i]}="{_escaped(values[i])}"' for i in order)
     return f"{name}{{{pairs}}} {_value_text(value)}\n".encode()
 
 
