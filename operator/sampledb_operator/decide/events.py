@@ -7,6 +7,7 @@ nothing, so a pass that rewrites the same status announces nothing twice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -91,3 +92,24 @@ def _event(cond: Condition, before: Condition | None) -> EventSpec | None:
     if cond.type == "Progressing" and cond.reason == "Paused":
         return EventSpec("Normal", "Paused", cond.message)
     return None
+
+
+def created_children_event(created: Sequence[str], waiting: Mapping[str, str], *,
+                           provisioning: bool) -> EventSpec | None:
+    """The `CreatedChildren` Event of a pass that created `created` ("Kind name"), while the StatefulSets of
+    `waiting` (name -> claim) wait for their claim to be bound before they are created; None: nothing to announce.
+
+    A database's provisioning (`provisioning`: it has never run, status.currentVersion is unset) is announced by
+    one Event for its first children, which names the StatefulSets still waiting for their claims, and by
+    `DatabaseReady` at its end: a later pass that creates only those StatefulSets announces nothing (the Ready
+    condition shows it, `DatabaseNotReady`). Once the database has run, every creation is a repair and is
+    announced. A pass that created nothing announces nothing, whatever waits."""
+    if not created:
+        return None
+    if provisioning and all(c.startswith("StatefulSet ") for c in created):
+        return None
+    message = "created " + ", ".join(created)
+    if waiting:
+        message += "; " + ", ".join(f"StatefulSet {sts} waits for its claim {claim} to be bound"
+                                    for sts, claim in waiting.items())
+    return EventSpec("Normal", "CreatedChildren", message)

@@ -16,8 +16,11 @@ is ready, no Job exists, the init has not run: the operator does not watch that 
 | init: its SQL's source missing or not usable   | a rate-limited requeue         | the blocker         |
 | ready, source usable                           | create the Job, announced (2)  | the created Job (3) |
 
-(1) for the init Job, also whether spec.init changed since it ran; (2) CreatedInitJob or
-CreatedRestoreJob; (3) when this pass created it (`InitPlan.creates`): the status says it runs now.
+(1) for the init Job, also whether spec.init changed since it ran; (2) CreatedRestoreJob; CreatedInitJob
+only for a database that has run before (status.currentVersion set: init SQL added to a running database):
+a new database's init Job is its provisioning's routine, shown by Initialized (InitRunning) and named in
+the DatabaseReady Event's message at its end (decide/events.py), not announced by an Event of its own;
+(3) when this pass created it (`InitPlan.creates`): the status says it runs now.
 
 Invariants: one Job per database (its name derives from the uid, and the restore's from the backup
 too), created at most once: AlreadyExists is an earlier pass's Job, announced by that pass only; a
@@ -123,8 +126,9 @@ def plan_init(facts: InitFacts) -> InitPlan:
     if problem is not None:
         return _blocked(problem)
     name = str(body["metadata"]["name"])
-    return InitPlan(Plan((Create(body, EventSpec("Normal", "CreatedInitJob", f"created init Job {name}")),)),
-                    InitOutcome(), creates=name)
+    announce = (EventSpec("Normal", "CreatedInitJob", f"created init Job {name}")
+                if db.status.current_version is not None else None)  # see (2) in the module docstring
+    return InitPlan(Plan((Create(body, announce),)), InitOutcome(), creates=name)
 
 
 def _restore(facts: InitFacts) -> InitPlan:

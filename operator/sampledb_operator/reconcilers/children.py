@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sampledb_operator.decide import binding, plan
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import events as ev
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
@@ -167,8 +168,9 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
     """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
     Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
     them, a new one only once its claim is bound when its class binds immediately (decide/binding.py). One
-    Event names every child created in the pass (`created_before`: those the pass made before, the Secret); an
-    update has an Event of its own (its reason)."""
+    Event names every child created in the pass (`created_before`: those the pass made before, the Secret) and
+    the StatefulSets waiting for their claims, except a provisioning pass that made only those
+    (events.created_children_event); an update has an Event of its own (its reason)."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
@@ -211,8 +213,9 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                 await _event(ctx, db, "Warning", "EmptyVolumeCreated",
                              f"created an empty {volume_states[outcome.key].role} volume {outcome.key[1]} in place"
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
-    if created:
-        await _event(ctx, db, "Normal", "CreatedChildren", "created " + ", ".join(created))
+    announce = ev.created_children_event(created, waiting, provisioning=db.status.current_version is None)
+    if announce is not None:
+        await _event(ctx, db, announce.type, announce.reason, announce.message)
     return Applied(frozenset(live), tuple(problems), recheck_after=recheck)
 
 

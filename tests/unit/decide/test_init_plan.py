@@ -48,7 +48,8 @@ def test_no_init_sql_and_no_restore_is_nothing() -> None:
     assert not ip.source_read_needed(facts(db))
 
 
-def test_a_ready_database_with_a_usable_source_creates_the_init_job_announced() -> None:
+def test_a_new_ready_database_with_a_usable_source_creates_the_init_job_unannounced() -> None:
+    """A new database's init Job is its provisioning's routine: Initialized and DatabaseReady tell of it."""
     db = database(init=CM_INIT)
     f = facts(db, source=CM)
     assert ip.source_read_needed(f) and ip.source_ref(db) == ("ConfigMap", "orders-sql")
@@ -56,8 +57,15 @@ def test_a_ready_database_with_a_usable_source_creates_the_init_job_announced() 
     [create] = planned.plan.effects
     assert isinstance(create, Create) and create.obj["metadata"]["name"] == INIT_JOB == ip.job_name(db)
     assert create.obj["metadata"]["annotations"][INIT_SOURCE_ANNOTATION] == "configmap/orders-sql/init.sql"
-    assert create.announce == EventSpec("Normal", "CreatedInitJob", f"created init Job {INIT_JOB}")
+    assert create.announce is None
     assert planned.creates == INIT_JOB and planned.outcome == ip.InitOutcome() and planned.plan.result is None
+
+
+def test_init_sql_added_to_a_database_that_has_run_is_announced() -> None:
+    planned = ip.plan_init(facts(database({"currentVersion": "16.4"}, init=CM_INIT), source=CM))
+    [create] = planned.plan.effects
+    assert isinstance(create, Create) and create.obj["metadata"]["name"] == INIT_JOB
+    assert create.announce == EventSpec("Normal", "CreatedInitJob", f"created init Job {INIT_JOB}")
 
 
 @pytest.mark.parametrize(("source", "reason"), [

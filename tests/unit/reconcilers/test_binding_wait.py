@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.fake_cluster import FakeApi, FakeCluster, condition, sampledb
+from tests.support.fake_cluster import NS, FakeApi, FakeCluster, condition, sampledb
 
 from sampledb_operator.decide.status import REVISION_LABEL
 from sampledb_operator.kube.errors import Forbidden, Invalid
@@ -60,13 +60,30 @@ async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pa
     assert ready["reason"] == "VolumeNotBound" and names.data_pvc_name("orders") in ready["message"]
     assert result is not None and result.requeue_after is not None
     assert result.requeue_after <= children.BINDING_RECHECK_SECONDS  # a bound on the wait, should an event be lost
+    sts, claim = names.statefulset_name("orders"), names.data_pvc_name("orders")
     created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
-    assert len(created) == 1 and "StatefulSet" not in created[0]
+    assert len(created) == 1 and f"StatefulSet {sts}," not in created[0]
+    assert created[0].endswith(f"; StatefulSet {sts} waits for its claim {claim} to be bound")
 
     await cluster.reconcile("orders")  # nothing bound yet: still waiting, nothing written again
     assert statefulset(cluster) is None
 
     cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    assert statefulset(cluster) is not None
+    # the first Event named it: a database being provisioned announces its StatefulSet once
+    assert [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"] == created
+
+
+async def test_a_statefulset_made_again_after_the_database_has_run_is_announced() -> None:
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    ran = cluster.get("SampleDB", "orders")
+    cluster.put("SampleDB", {**ran, "status": {**ran["status"], "currentVersion": "16.4"}})
+    cluster.remove(("StatefulSet", NS, names.statefulset_name("orders")))  # deleted by hand: a repair
     await cluster.reconcile("orders")
     assert statefulset(cluster) is not None
     created = [m for _t, reason, m in cluster.recorder.events if reason == "CreatedChildren"]
