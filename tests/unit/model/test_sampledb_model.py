@@ -21,7 +21,7 @@ from sampledb_operator.model.backup import (
     SampleDBBackupStatus,
 )
 from sampledb_operator.model.conditions import Condition
-from sampledb_operator.model.quantity import is_quantity, parse_quantity
+from sampledb_operator.model.quantity import PARSED_KEPT, is_quantity, parse_quantity
 from sampledb_operator.model.sampledb import (
     AppliedMigration,
     BackupRecord,
@@ -219,6 +219,18 @@ def test_quantities_parse_to_exact_values() -> None:
     assert not is_quantity("10GB")
     with pytest.raises(ValueError):
         parse_quantity("1Gi ")
+
+
+def test_a_parsed_quantity_is_kept_and_a_malformed_one_raises_every_time() -> None:
+    parse_quantity.cache_clear()
+    first = parse_quantity("20Gi")
+    assert parse_quantity("20Gi") is first and first == 20 * 2**30
+    assert parse_quantity("20G") == 20 * 10**9 and parse_quantity(20) == 20  # other values, other entries
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            parse_quantity("20 Gi")
+    kept = parse_quantity.cache_info()
+    assert (kept.hits, kept.currsize, kept.maxsize) == (1, 3, PARSED_KEPT)
 
 
 # ------------------------------------------------------------------------------------ validate_spec
