@@ -50,6 +50,16 @@ def statefulset(cluster: FakeCluster, name: str = "orders") -> Any:
     return cluster.get("StatefulSet", names.statefulset_name(name))
 
 
+async def made_once_bound() -> FakeCluster:
+    """A database whose claim binds immediately, taken through its first pass, the binding and the pass after."""
+    cluster, _api = cluster_with("Immediate")
+    database(cluster)
+    await cluster.reconcile("orders")
+    cluster.bind(names.data_pvc_name("orders"))
+    await cluster.reconcile("orders")
+    return cluster
+
+
 async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pass_after_its_binding() -> None:
     cluster, _api = cluster_with("Immediate")
     database(cluster)
@@ -76,11 +86,7 @@ async def test_the_statefulset_waits_for_an_immediate_claim_then_comes_in_the_pa
 
 
 async def test_a_statefulset_made_again_after_the_database_has_run_is_announced() -> None:
-    cluster, _api = cluster_with("Immediate")
-    database(cluster)
-    await cluster.reconcile("orders")
-    cluster.bind(names.data_pvc_name("orders"))
-    await cluster.reconcile("orders")
+    cluster = await made_once_bound()
     ran = cluster.get("SampleDB", "orders")
     cluster.put("SampleDB", {**ran, "status": {**ran["status"], "currentVersion": "16.4"}})
     cluster.remove(("StatefulSet", NS, names.statefulset_name("orders")))  # deleted by hand: a repair
@@ -164,11 +170,7 @@ async def test_a_class_the_operator_cannot_read_holds_nothing_back() -> None:
 
 
 async def test_an_existing_statefulset_is_never_held_back() -> None:
-    cluster, _api = cluster_with("Immediate")
-    database(cluster)
-    await cluster.reconcile("orders")
-    cluster.bind(names.data_pvc_name("orders"))
-    await cluster.reconcile("orders")
+    cluster = await made_once_bound()
     cluster.set_status("PersistentVolumeClaim", names.data_pvc_name("orders"), {"phase": "Lost"})
     cluster.patch("SampleDB", "orders", {"spec": {"resources": {"limits": {"memory": "1Gi"}}}})
     writes = len(cluster.writes)
