@@ -6,10 +6,12 @@ transform) with N Running databases whose status is what the operator writes (fi
 instance, a last backup), points both metric sources at it as app.py does, and encodes the registry
 as /metrics does. Prints one markdown row: series in the answer, its size, the traced bytes a scrape
 allocates at its peak above what stays (per database; what each scrape adds to the process's resident
-memory while it runs), for the first scrape (every database's lines written) and one at rest (every
-database's lines kept from the scrape before), the bytes kept from one scrape to the next (the lines and
-their rows), the time of a first scrape and the median of scrapes at rest (in a process without tracing),
-and the share on the event loop (reading the cache into rows; /metrics encodes the rest in a worker thread).
+memory while it runs), for the first scrape (every database's lines written), one after every database's
+object changed (as during a creation: every database's lines written again in place of the kept ones) and
+one at rest (every database's lines kept from the scrape before), the bytes kept from one scrape to the
+next (the lines and their rows), the time of a first scrape and the median of scrapes at rest (in a
+process without tracing), and the share on the event loop (reading the cache into rows; /metrics encodes
+the rest in a worker thread).
 
 Usage: .venv/bin/python bench/bench_metrics_scrape.py [--n N]
 """
@@ -61,18 +63,33 @@ def database(i: int) -> dict[str, Any]:
     }
 
 
-def cached(n: int) -> StoreSet:
+def cached(n: int) -> tuple[StoreSet, Store]:
     store = Store("sampledbs", transform=cache.compact)
     for i in range(n):
         store.upsert(json.loads(json.dumps(database(i))))  # each decoded apart, as watch events are
-    return StoreSet({None: store})
+    return StoreSet({None: store}), store
 
 
-def scrape() -> bytes:
+def scrape(*, body: bool = False) -> bytes:
     """What /metrics does, all on this thread: the rows taken (on the loop), the registry encoded and the
-    per-database families rendered (in a thread)."""
+    per-database families rendered (in a thread), the answer joined chunk by chunk as it is sent (each chunk
+    dropped once sent; kept and returned only with `body`)."""
     with database_metrics.taken() as render:
-        return health.encode_answer(generate_latest, metrics.REGISTRY, render, False)
+        parts = health.answer_parts(generate_latest, metrics.REGISTRY, render, False)
+    sent = []
+    for chunk in health.chunks(parts, health.ANSWER_CHUNK_BYTES):
+        if body:
+            sent.append(chunk)
+    return b"".join(sent)
+
+
+def change_every_database(store: Store, n: int, round_: int) -> None:
+    """Every database's object written again with a new resourceVersion (as during a creation, when most
+    databases change between two scrapes)."""
+    for i in range(n):
+        obj = database(i)
+        obj["metadata"]["resourceVersion"] = str(2_000_000 + round_ * n + i)
+        store.upsert(obj)
 
 
 def first_scrape() -> bytes:
@@ -91,11 +108,11 @@ def median_seconds(work: Callable[[], object], times: int = 5) -> float:
 
 
 def measure(n: int, mode: str) -> dict[str, float]:
-    caches = cached(n)
+    caches, store = cached(n)
     app._set_metric_sources(_Caches(caches), None)  # type: ignore[arg-type]
     gc.collect()
     if mode == "untraced":
-        body = scrape()
+        body = scrape(body=True)
         series = sum(1 for line in body.splitlines() if line.startswith(b"sampledb_"))
         return {"first_seconds": median_seconds(first_scrape), "seconds": median_seconds(scrape),
                 "loop_seconds": median_seconds(database_metrics._collector.take), "bytes": len(body), "series": series}
@@ -109,9 +126,15 @@ def measure(n: int, mode: str) -> dict[str, float]:
     tracemalloc.reset_peak()
     scrape()
     rest_peak = tracemalloc.get_traced_memory()[1]
+    change_every_database(store, n, 1)
+    gc.collect()
+    changed = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    scrape()
+    changed_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return {"transient_per_db": (peak - max(base, after)) / n, "rest_transient_per_db": (rest_peak - after) / n,
-            "kept_per_db": (after - base) / n}
+            "changed_transient_per_db": (changed_peak - changed) / n, "kept_per_db": (after - base) / n}
 
 
 class _Caches:
@@ -133,12 +156,13 @@ def main() -> None:
     t, u = (json.loads(subprocess.run([*run, mode], check=True, capture_output=True, text=True).stdout.splitlines()[-1])
             for mode in ("traced", "untraced"))
     print("| databases | sampledb_ series | answer KiB "
-          "| a scrape's transient: traced bytes per database, first / at rest "
+          "| a scrape's transient: traced bytes per database, first / every database changed / at rest "
           "| kept between scrapes: bytes per database | first scrape s | scrape at rest s (median of 5) "
           "| of which on the event loop s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {args.n} | {u['series']:.0f} | {u['bytes'] / 1024:.0f} | {t['transient_per_db']:.0f} / "
-          f"{t['rest_transient_per_db']:.0f} | {t['kept_per_db']:.0f} | {u['first_seconds']:.3f} | {u['seconds']:.3f} "
+          f"{t['changed_transient_per_db']:.0f} / {t['rest_transient_per_db']:.0f} "
+          f"| {t['kept_per_db']:.0f} | {u['first_seconds']:.3f} | {u['seconds']:.3f} "
           f"| {u['loop_seconds']:.3f} |")
 
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
 from sampledb_operator.observability import metrics
-from sampledb_operator.observability.health import HealthServer
+from sampledb_operator.observability.health import ANSWER_CHUNK_BYTES, HealthServer, chunks
 from sampledb_operator.runtime.clock import FakeClock
 
 LOCAL = "127.0.0.1"
@@ -191,6 +191,32 @@ async def test_families_rendered_by_take_follow_the_registry_s_in_the_scraper_s_
     assert status == 200 and asked == [bool(accept)]
     assert body.index("from_registry 1.0") < body.index("rendered_total_dbs 7.0")
     assert body.endswith("rendered_total_dbs 7.0\n# EOF\n" if accept else "rendered_total_dbs 7.0\n")
+
+
+async def test_a_large_answer_goes_out_whole_in_chunks_with_its_length(start: Started,
+                                                                         http: aiohttp.ClientSession) -> None:
+    """An answer of many rendered parts, several chunks long, arrives whole and in order, its Content-Length
+    its size."""
+    lines = [f"many_lines{{i=\"{i}\"}} {i}.0\n".encode() for i in range(40_000)]  # ~1 MB: 4 chunks or more
+
+    @contextlib.contextmanager
+    def take() -> Iterator[Callable[[bool], list[bytes]]]:
+        yield lambda openmetrics: [b"# HELP many_lines Many.\n# TYPE many_lines gauge\n", *lines]
+
+    registry = CollectorRegistry(auto_describe=False)
+    server = await start(registry=registry, take=take)
+    async with http.get(f"http://{LOCAL}:{server.metrics_port}/metrics") as resp:
+        body = await resp.read()
+        assert resp.status == 200 and resp.content_length == len(body)
+    assert len(body) > 4 * ANSWER_CHUNK_BYTES
+    assert body == b"# HELP many_lines Many.\n# TYPE many_lines gauge\n" + b"".join(lines)
+
+
+def test_chunks_join_whole_parts_up_to_the_size_and_lose_nothing() -> None:
+    parts = [b"a" * n for n in (3, 4, 1, 9, 2, 2)]
+    assert list(chunks(parts, 5)) == [b"a" * 7, b"a" * 10, b"a" * 4]  # a part is never split
+    assert b"".join(chunks(parts, 1)) == b"".join(parts) and len(list(chunks(parts, 1))) == len(parts)
+    assert list(chunks([], 5)) == [] and list(chunks([b"xy"], 100)) == [b"xy"]
 
 
 async def test_readyz_follows_the_ready_callable(
