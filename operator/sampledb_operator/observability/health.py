@@ -9,10 +9,10 @@ answer (50,000 lines at 5,000 databases) does not stall the event loop: what onl
 loop otherwise (prometheus-client's own metrics are). `take()` may yield a renderer of more families
 as text (the per-database ones, observability.database_metrics.taken), which the answer carries after
 the registry's (before OpenMetrics' closing `# EOF`). The answer is sent in ANSWER_CHUNK_BYTES chunks,
-each joined from its parts as it goes out, with its Content-Length: never the whole text in one piece. Health and metrics share one listener when
-their addresses are equal (and the port is not 0), otherwise each has its own. Every task and
-listener started by start() is owned and released by stop(). This module imports nothing else of
-the package but observability.metrics.
+each joined from its parts as it goes out, with its Content-Length: never the whole text in one
+piece. Health and metrics share one listener when their addresses are equal (and the port is not 0),
+otherwise each has its own. Every task and listener started by start() is owned and released by
+stop(). This module imports nothing else of the package but observability.metrics.
 """
 
 from __future__ import annotations
