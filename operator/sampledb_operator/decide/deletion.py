@@ -105,7 +105,7 @@ def deletion_input(facts: DeletionFacts) -> DeletionInput:
         policy=str(db.spec.deletion_policy),
         skip_requested=db.metadata.annotations.get(lifecycle.SKIP_SNAPSHOT_ANNOTATION) == "true",
         namespace_terminating=namespace_read_needed(facts) and facts.namespace_terminating,
-        ever_ran=db.status.current_version is not None,
+        ever_ran=db.status.has_run,
         data_present=_data_present(facts),
         latest=facts.attempts[-1] if facts.attempts else None,
     )

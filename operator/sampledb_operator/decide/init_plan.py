@@ -127,7 +127,7 @@ def plan_init(facts: InitFacts) -> InitPlan:
         return _blocked(problem)
     name = str(body["metadata"]["name"])
     announce = (EventSpec("Normal", "CreatedInitJob", f"created init Job {name}")
-                if db.status.current_version is not None else None)  # see (2) in the module docstring
+                if db.status.has_run else None)  # see (2) in the module docstring
     return InitPlan(Plan((Create(body, announce),)), InitOutcome(), creates=name)
 
 

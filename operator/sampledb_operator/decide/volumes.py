@@ -114,7 +114,7 @@ def volume_states(db: SampleDB, observed: Mapping[Key, Obj], backups: Iterable[O
     roles = ((DATA, names.data_pvc_name(db.metadata.name)), (BACKUPS, names.backup_pvc_name(db.metadata.name)))
     for role, name in roles:
         pvc = observed.get((PVC, name))
-        holds = db.status.current_version is not None if role == DATA else backups_written(db, backups, name)
+        holds = db.status.has_run if role == DATA else backups_written(db, backups, name)
         out[(PVC, name)] = VolumeState(
             role=role, name=name, present=pvc is not None,
             terminating=bool(pvc is not None and pvc.get("metadata", {}).get("deletionTimestamp")),

@@ -384,6 +384,12 @@ class SampleDBStatus(StatusModel):
         default_factory=list, max_length=9, description="Each instance's role, readiness and replication position."
     )
 
+    @property
+    def has_run(self) -> bool:
+        """The database has been ready at least once: currentVersion is set the first time it is and never
+        cleared; before that the database is being provisioned."""
+        return self.current_version is not None
+
 
 class SampleDB(BaseModel):
     """A whole SampleDB object as read from the API server."""

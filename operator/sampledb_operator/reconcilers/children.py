@@ -213,7 +213,7 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                 await _event(ctx, db, "Warning", "EmptyVolumeCreated",
                              f"created an empty {volume_states[outcome.key].role} volume {outcome.key[1]} in place"
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
-    announce = ev.created_children_event(created, waiting, provisioning=db.status.current_version is None)
+    announce = ev.created_children_event(created, waiting, provisioning=not db.status.has_run)
     if announce is not None:
         await _event(ctx, db, announce.type, announce.reason, announce.message)
     return Applied(frozenset(live), tuple(problems), recheck_after=recheck)

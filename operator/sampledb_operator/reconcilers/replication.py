@@ -153,7 +153,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcom
         db=name, replicas=db.spec.replicas, synchronous=db.spec.replication.synchronous,
         failover_delay=float(db.spec.replication.failover_delay_seconds), primary=db.status.primary,
         target=db.status.target_primary, switchover_to=switchover, instances=views, now=ctx.clock.now(),
-        fence_confirmed=fenced, has_run=db.status.current_version is not None))
+        fence_confirmed=fenced, has_run=db.status.has_run))
     if _decisive(db, plan) and not await _fresh(ctx, db):
         # The cache is behind the API server: a fence or a promotion decided on an old record could stop
         # the new primary. Decide again on the newer object (its watch event brings the next pass).
