@@ -42,6 +42,7 @@ from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
 from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector, unlabelled_selector
+from sampledb_operator.runtime import collector
 from sampledb_operator.runtime.clock import Clock, RealClock
 from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
@@ -325,5 +326,7 @@ def _install_signal_handlers(stop: asyncio.Event) -> None:
 
 
 def run(settings: Settings) -> int:
-    """Entry point of `sampledb-operator run` (logging is configured by the CLI)."""
+    """Entry point of `sampledb-operator run` (logging is configured by the CLI); the imports are done, so
+    the garbage collector freezes them (runtime/collector.py) before the event loop starts."""
+    collector.tune()
     return asyncio.run(main(settings))
