@@ -78,6 +78,16 @@ def test_only_postmaster_parameters_change_the_pod_template() -> None:
     assert d.statefulset(make_db({"work_mem": "8MB"}))["spec"]["template"] == sts["spec"]["template"]
 
 
+def test_the_hashes_are_the_ones_earlier_versions_recorded() -> None:
+    # status.appliedParameters and the pod template's restart annotation hold these: a new hash for the same
+    # parameters would reload (or restart) every running database after an upgrade of the operator
+    parameters = {"work_mem": "4MB", "shared_buffers": "128MB"}
+    for _ in range(2):  # computed, then kept
+        assert pgconfig.parameters_hash(parameters) == "33a9f3ca59cb83b0"
+        assert pgconfig.parameters_hash({}) == "44136fa355b3678a"
+        assert pgconfig.restart_hash(parameters) == "a18efa9c97af3791"
+
+
 def test_the_parameters_hash_covers_every_parameter_and_ignores_order() -> None:
     assert pgconfig.parameters_hash({"a": "1", "b": "2"}) == pgconfig.parameters_hash({"b": "2", "a": "1"})
     assert pgconfig.parameters_hash({"work_mem": "4MB"}) != pgconfig.parameters_hash({"work_mem": "8MB"})
