@@ -12,6 +12,11 @@ and watches them until every one has Ready=True. Systems:
                    status once the Job succeeded: one write per object (a shared one, the namespace's
                    scripts ConfigMap, once). floor:src=DIR takes the child
                    bodies from the checkout in DIR (give the floor the tree the operator runs from).
+                   floor:writes=operator (label floor-operator-writes): the same plain client doing the
+                   operator's 16 writes a database (its four statuses, two Events, the role label, the
+                   init Job's expiry, server-side apply of the children) and its nine watches, in the
+                   operator's stages, with the finalizer policy installed: what the operator's features
+                   cost without its caches, queue and passes (OperatorWritesFloor).
   operator         this operator (`sampledb-operator run`), options after a colon:
                    operator:workers=16, operator:src=/tmp/old-tree (PYTHONPATH=<src>/operator: an older
                    checkout made with `git archive`), operator:label=before,
@@ -96,9 +101,12 @@ from sampledb_operator.decide import status as st  # noqa: E402
 from sampledb_operator.kube.api import ResourceApi  # noqa: E402
 from sampledb_operator.kube.client import KubeClient  # noqa: E402
 from sampledb_operator.kube.errors import Conflict, Gone, KubeTransportError  # noqa: E402
+from sampledb_operator.kube.events import build_event  # noqa: E402
 from sampledb_operator.kube.resources import (  # noqa: E402
     CONFIGMAP,
+    EVENT,
     JOB,
+    POD,
     PVC,
     SAMPLEDB,
     SAMPLEDBBACKUP,
@@ -106,8 +114,11 @@ from sampledb_operator.kube.resources import (  # noqa: E402
     SERVICE,
     STATEFULSET,
 )
+from sampledb_operator.model import names  # noqa: E402
+from sampledb_operator.model.objects import condition_true  # noqa: E402
 from sampledb_operator.model.sampledb import SampleDB  # noqa: E402
 from sampledb_operator.observability import metrics  # noqa: E402
+from sampledb_operator.reconcilers.sampledb import watched_resources  # noqa: E402
 
 Obj = dict[str, Any]
 DbKey = tuple[str, str]  # (namespace, name) of a SampleDB
@@ -268,6 +279,137 @@ class Floor:
         )
 
 
+class OperatorWritesFloor(Floor):
+    """The floor doing the operator's writes and watches (`floor:writes=operator`): what the operator's features
+    cost a plain client, apart from its machinery (caches, queue, passes, decisions).
+
+    It watches the nine kinds the operator caches, with the operator's selectors (reconcilers/sampledb.py
+    watched_resources), and writes what one operator writes for a database, in the operator's stages:
+    - the SampleDB seen: the Secret (POST), the connection ConfigMap, both Services and both claims (server-side
+      apply; the namespace's scripts ConfigMap once), then a status and a `CreatedChildren` Event;
+    - both claims bound: the StatefulSet (apply) and a status;
+    - the database pod Ready: the init SQL's ConfigMap read (GET), the init Job (POST), the pod's role label
+      (merge patch) and a status;
+    - the Job succeeded: its expiry (merge patch of ttlSecondsAfterFinished), a Ready status and a
+      `DatabaseReady` Event.
+    16 writes a database, as the operator's (docs/benchmarks.md). The statuses carry the operator's five
+    conditions; each stage's writes go out at once, as a pass's do."""
+
+    FIELD_MANAGER = "scale-floor"
+
+    def __init__(self, client: KubeClient, namespace: str, concurrency: int) -> None:
+        super().__init__(client, namespace, concurrency)
+        for r in (SAMPLEDBBACKUP, POD, EVENT):
+            self.apis[r.kind] = ResourceApi(client, r)
+        self.bound: dict[DbKey, set[str]] = {}
+        self.objs: dict[DbKey, Obj] = {}  # each SampleDB as last seen (the Events' subject)
+        self.events = 0
+
+    def on_sampledb(self, _type: str, obj: Obj) -> None:
+        key = db_key(obj)
+        self.objs[key] = obj
+        if key in self.stage:
+            return
+        self.stage[key] = "children"
+        db = SampleDB.model_validate(obj)
+        self.dbs[key] = db
+        children = [c for c in d.children(d.Inputs(db=db, scripts=self.scripts)) if c["kind"] != "StatefulSet"]
+        writes: list[Awaitable[Obj]] = [self.apis["Secret"].create(d.secret(db, secrets.token_urlsafe(24)))]
+        for body in children:
+            made = (body["kind"], body["metadata"]["namespace"], body["metadata"]["name"])
+            if made in self.made:  # the namespace's scripts ConfigMap: applied once
+                continue
+            self.made.add(made)
+            writes.append(self.apis[body["kind"]].apply(body, field_manager=self.FIELD_MANAGER))
+        self.spawn(self.stage_writes(key, writes, ("Provisioning", "VolumeNotBound",
+                                     "waiting for the data volume to be bound"), "CreatedChildren"))
+
+    def on_pvc(self, _type: str, obj: Obj) -> None:
+        key = self.database_of(obj)
+        if self.stage.get(key) != "children" or (obj.get("status") or {}).get("phase") != "Bound":
+            return
+        bound = self.bound.setdefault(key, set())
+        bound.add(obj["metadata"]["name"])
+        if len(bound) < 2:  # the data and the backup claims
+            return
+        self.stage[key] = "statefulset"
+        sts = next(c for c in d.children(d.Inputs(db=self.dbs[key], scripts=self.scripts))
+                   if c["kind"] == "StatefulSet")
+        self.spawn(self.stage_writes(key, [self.apis["StatefulSet"].apply(sts, field_manager=self.FIELD_MANAGER)],
+                                     ("Provisioning", "DatabaseNotReady", "waiting for the database pod")))
+
+    def on_statefulset(self, _type: str, obj: Obj) -> None:
+        """Seen (decoded), nothing to do: the operator's init waits for the pod, not the StatefulSet."""
+
+    def on_pod(self, _type: str, obj: Obj) -> None:
+        key = self.database_of(obj)
+        if self.stage.get(key) != "statefulset" or not condition_true(obj, "Ready"):
+            return
+        self.stage[key] = "job"
+        body = jobs.init_job(self.dbs[key])
+        assert body is not None
+        pod = self.apis["Pod"].patch(obj["metadata"]["name"], {"metadata": {"labels": {names.ROLE_LABEL: "primary"}}},
+                                     namespace=key[0])
+        self.spawn(self.stage_writes(key, [self.apis["ConfigMap"].get("init-sql", key[0]),
+                                           self.apis["Job"].create(body), pod],
+                                     ("Initializing", "Initializing", "the init SQL runs")))
+
+    def on_job(self, _type: str, obj: Obj) -> None:
+        key = self.database_of(obj)
+        if self.stage.get(key) != "job" or not (obj.get("status") or {}).get("succeeded"):
+            return
+        self.stage[key] = "ready"
+        expiry = self.apis["Job"].patch(obj["metadata"]["name"], {"spec": {"ttlSecondsAfterFinished": 86400}},
+                                        namespace=key[0])
+        self.spawn(self.stage_writes(key, [expiry], ("Running", "DatabaseReady", "the database accepts connections"),
+                                     "DatabaseReady"))
+
+    async def stage_writes(self, key: DbKey, writes: list[Awaitable[Obj]], status: tuple[str, str, str],
+                           event: str = "") -> None:
+        """A stage's writes at once, then its status (phase, reason, message) and Event (as a pass writes its
+        status after its steps)."""
+        await asyncio.gather(*(self.write(w) for w in writes))
+        message = status[2]
+        await self.write(self.apis["SampleDB"].patch(key[1], operator_status(*status), namespace=key[0],
+                                                     subresource="status"))
+        if event:
+            self.events += 1
+            body = build_event(self.objs[key], "Normal", event, message, action=event, component="sampledb-operator",
+                               instance="scale-floor", now=datetime.now(UTC), unique=self.events)
+            await self.write(self.apis["Event"].create(body))
+
+    async def run(self) -> None:
+        def seen(_type: str, _obj: Obj) -> None:
+            """A kind the operator caches but this stage list does not act on: decoded, then dropped."""
+
+        kinds = {"SampleDB": self.on_sampledb, "SampleDBBackup": seen, "StatefulSet": self.on_statefulset,
+                 "PersistentVolumeClaim": self.on_pvc, "Job": self.on_job, "Service": seen, "ConfigMap": seen,
+                 "Secret": seen, "Pod": self.on_pod}
+        await asyncio.gather(*(watch_forever(self.apis[r.kind], self.namespace, kinds[r.kind], label_selector=sel)
+                               for r, sel in watched_resources()))
+
+
+def operator_status(phase: str, reason: str, message: str) -> Obj:
+    """A status merge patch the size of the operator's: its five conditions, a phase and its records."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = phase == "Running"
+
+    def cond(type_: str, ok: bool, why: str, text: str) -> Obj:
+        return {"type": type_, "status": "True" if ok else "False", "reason": why, "message": text,
+                "lastTransitionTime": now, "observedGeneration": 1}
+
+    return {"status": {
+        "phase": phase, "observedGeneration": 1,
+        "conditions": [cond("SpecValid", True, "Valid", "the spec is valid"),
+                       cond("Initialized", ready, "InitSucceeded" if ready else reason, message),
+                       cond("Degraded", False, "AsExpected", "no problems found"),
+                       cond("Ready", ready, reason, message),
+                       cond("Progressing", not ready, "Reconciled" if ready else reason, message)],
+        "endpoint": "db.svc:5432", "secretName": "db-credentials", "appliedParameters": "44136fa355b3678a",
+        "readyInstances": "1/1" if ready else "0/1", "currentVersion": "16.4" if ready else None,
+    }}
+
+
 def requests_by_verb_here() -> dict[str, float]:
     out: dict[str, float] = {}
     for family in metrics.rest_client_requests_total.collect():
@@ -282,7 +424,8 @@ async def floor_main(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    floor = Floor(client, args.namespace, args.concurrency)
+    kind = OperatorWritesFloor if args.writes == "operator" else Floor
+    floor = kind(client, args.namespace, args.concurrency)
     runner = asyncio.ensure_future(floor.run())
     await asyncio.to_thread(Path(args.ready_file).write_text, "ready\n")
     await stop.wait()
@@ -433,6 +576,7 @@ class System:
     shards: int = 1
     flags: tuple[str, ...] = ()  # more command-line flags of the operator
     admission: bool = True  # an operator's run installs manifests/admission (admission=0: not)
+    writes: str = "children"  # a floor's: children (Floor) or operator (OperatorWritesFloor)
 
     @property
     def slug(self) -> str:
@@ -444,10 +588,17 @@ class System:
         kind, _, rest = spec.partition(":")
         opts = dict(p.split("=", 1) for p in rest.split(":") if p)
         workers = int(opts.get("workers", 4))
-        label = opts.get("label") or (kind if kind == "floor" else f"operator w={workers}")
+        writes = opts.get("writes", "children")
+        if writes not in ("children", "operator"):
+            raise ValueError(f"writes={writes}: children or operator")
+        same = kind == "floor" and writes == "operator"
+        label = opts.get("label") or (("floor-operator-writes" if same else kind) if kind == "floor"
+                                      else f"operator w={workers}")
         flags = tuple(f for f in opts.get("flags", "").split(",") if f)
+        # the operator's writes include the SampleDB's finalizer, which the admission policy adds at creation
+        admission = (kind == "operator" or same) and opts.get("admission", "1") != "0"
         return cls(label, kind, workers, opts.get("src"), int(opts.get("replicas", 1)), int(opts.get("shards", 1)),
-                   flags, kind == "operator" and opts.get("admission", "1") != "0")
+                   flags, admission, writes)
 
 
 def nodes_for(n: int) -> int:
@@ -597,7 +748,8 @@ def start_system(system: System, env: dict[str, str], workdir: Path, per_namespa
         fenv = {**env, "SAMPLEDB_BENCH_SRC": system.src} if system.src else env
         proc = subprocess.Popen([sys.executable, __file__, "floor", "--kubeconfig", env["KUBECONFIG"],
                                  "--namespace", watched_namespace(per_namespace),
-                                 "--stats", str(workdir / "floor.json"), "--ready-file", str(marker)],
+                                 "--stats", str(workdir / "floor.json"), "--ready-file", str(marker),
+                                 "--writes", system.writes],
                                 env=fenv, stdout=log, stderr=subprocess.STDOUT)
         started(proc, lambda: marker.exists() or proc.poll() is not None, 60)
         return proc, None
@@ -1284,6 +1436,8 @@ def main() -> int:
     fl.add_argument("--kubeconfig", required=True)
     fl.add_argument("--namespace", default=NAMESPACE)
     fl.add_argument("--concurrency", type=int, default=64)
+    fl.add_argument("--writes", choices=("children", "operator"), default="children",
+                    help="children: one write per child (Floor); operator: the operator's writes and watches")
     fl.add_argument("--stats", required=True)
     fl.add_argument("--ready-file", required=True)
     sf = sub.add_parser("syncfloor", help="(internal) a restart's floor: the caches' lists by a plain client")

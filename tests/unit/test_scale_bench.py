@@ -117,3 +117,68 @@ def test_an_operators_cluster_has_the_finalizer_policy_unless_asked_not_to(scale
     assert scale.System.parse("operator:workers=16").admission
     assert not scale.System.parse("operator:workers=16:admission=0").admission
     assert not scale.System.parse("floor").admission  # the floor adds no finalizer: nothing to hold
+
+
+def test_the_floor_with_the_operators_writes_is_parsed_with_its_admission_policy(scale: Any) -> None:
+    same = scale.System.parse("floor:writes=operator")
+    assert (same.kind, same.writes, same.label, same.admission) == ("floor", "operator", "floor-operator-writes", True)
+    assert scale.System.parse("floor").writes == "children"
+    with pytest.raises(ValueError, match="children or operator"):
+        scale.System.parse("floor:writes=all")
+
+
+class _RecordingClient:
+    """A KubeClient's request, recorded: (method, path); every answer an empty object."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **_kw: Any) -> dict[str, Any]:
+        self.calls.append((method, path))
+        return {}
+
+
+async def _settle(floor: Any) -> None:
+    import asyncio
+
+    while floor.tasks:
+        await asyncio.gather(*list(floor.tasks))
+
+
+@pytest.mark.asyncio
+async def test_the_floor_with_the_operators_writes_makes_its_16_writes_a_database_in_its_stages(scale: Any) -> None:
+    client = _RecordingClient()
+    floor = scale.OperatorWritesFloor(client, "", 8)
+    db = {**scale.sampledb(0, 100), "metadata": {"name": "db-00000", "namespace": "scale-000", "uid": "u1"}}
+    labels = {"sampledb.io/database": "db-00000"}
+
+    def child(name: str, **rest: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "scale-000", "labels": labels}, **rest}
+
+    floor.on_sampledb("ADDED", db)
+    await _settle(floor)
+    first = [m for m, _p in client.calls]
+    # the Secret, the connection and scripts ConfigMaps, two Services, two claims; a status; an Event
+    assert sorted(first) == ["PATCH"] * 7 + ["POST"] * 2
+    assert client.calls[-1] == ("POST", "/api/v1/namespaces/scale-000/events")
+    floor.on_sampledb("MODIFIED", db)  # its status seen again: nothing more
+    floor.on_pvc("MODIFIED", child("data-db-00000-0", status={"phase": "Bound"}))
+    await _settle(floor)
+    assert len(client.calls) == 9  # one claim bound: the StatefulSet waits for both
+    floor.on_pvc("MODIFIED", child("db-00000-backups", status={"phase": "Bound"}))
+    await _settle(floor)
+    assert client.calls[9:] == [("PATCH", "/apis/apps/v1/namespaces/scale-000/statefulsets/db-00000"),
+                                ("PATCH", "/apis/sampledb.io/v1alpha1/namespaces/scale-000/sampledbs/db-00000/status")]
+    floor.on_pod("MODIFIED", child("db-00000-0", status={"conditions": [{"type": "Ready", "status": "False"}]}))
+    assert not floor.tasks  # not ready yet
+    floor.on_pod("MODIFIED", child("db-00000-0", status={"conditions": [{"type": "Ready", "status": "True"}]}))
+    await _settle(floor)
+    third = client.calls[11:]
+    assert ("GET", "/api/v1/namespaces/scale-000/configmaps/init-sql") in third
+    assert ("PATCH", "/api/v1/namespaces/scale-000/pods/db-00000-0") in third
+    assert sorted(m for m, _p in third) == ["GET", "PATCH", "PATCH", "POST"]
+    floor.on_job("MODIFIED", child("db-00000-init-1", status={"succeeded": 1}))
+    await _settle(floor)
+    assert [m for m, _p in client.calls[15:]] == ["PATCH", "PATCH", "POST"]  # the expiry, Ready, DatabaseReady
+    writes = [c for c in client.calls if c[0] != "GET"]
+    assert len(writes) == 16 + 1  # the namespace's scripts ConfigMap is the one write shared by its databases
