@@ -1386,21 +1386,32 @@ def report_main(args: argparse.Namespace) -> int:
     return report(results, out)
 
 
+def ratios(results: list[RunResult], base: str) -> list[str]:
+    """Table rows of each other system's all Ready, median and CPU over those of the run labelled `base` in the
+    same round (none when `base` did not run)."""
+    floors = {r.round: r for r in results if r.label == base}
+    rows = []
+    for r in results:
+        f = floors.get(r.round)
+        if f is not None and r.label != base:
+            rows.append(f"| {r.label} | {r.round} | {r.all_ready_s / f.all_ready_s:.2f} "
+                        f"| {r.median_s / f.median_s:.2f} | {r.cpu_s / max(f.cpu_s, 0.1):.2f} |")
+    return rows
+
+
 def report(results: list[RunResult], out: Path) -> int:
     (out / "results.json").write_text(json.dumps([asdict(r) for r in results]))
     chart(results, out / "ready.png")
-    floor = {r.round: r for r in results if r.label == "floor"}
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; results in {out}\n")
     print(HEADER)
     for r in results:
         print(row(r))
-    if floor:
-        print("\n| system | round | all Ready / floor | median / floor | CPU / floor |\n|---|---:|---:|---:|---:|")
-        for r in results:
-            f = floor.get(r.round)
-            if f is not None and r.label != "floor":
-                print(f"| {r.label} | {r.round} | {r.all_ready_s / f.all_ready_s:.2f} | {r.median_s / f.median_s:.2f} "
-                      f"| {r.cpu_s / max(f.cpu_s, 0.1):.2f} |")
+    for base in ("floor", "floor-operator-writes"):  # each system against each floor that ran
+        table = ratios(results, base)
+        if table:
+            print(f"\n| system | round | all Ready / {base} | median / {base} | CPU / {base} |\n"
+                  "|---|---:|---:|---:|---:|")
+            print("\n".join(table))
     return 0
 
 

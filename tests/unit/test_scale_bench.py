@@ -182,3 +182,17 @@ async def test_the_floor_with_the_operators_writes_makes_its_16_writes_a_databas
     assert [m for m, _p in client.calls[15:]] == ["PATCH", "PATCH", "POST"]  # the expiry, Ready, DatabaseReady
     writes = [c for c in client.calls if c[0] != "GET"]
     assert len(writes) == 16 + 1  # the namespace's scripts ConfigMap is the one write shared by its databases
+
+
+def test_each_system_is_compared_with_each_floor_of_its_round(scale: Any) -> None:
+    from types import SimpleNamespace
+
+    def run(label: str, rnd: int, all_ready: float, median: float, cpu: float) -> Any:
+        return SimpleNamespace(label=label, round=rnd, all_ready_s=all_ready, median_s=median, cpu_s=cpu)
+
+    results = [run("floor", 1, 100.0, 50.0, 10.0), run("floor-operator-writes", 1, 110.0, 50.0, 20.0),
+               run("op", 1, 121.0, 55.0, 36.0), run("op", 2, 130.0, 60.0, 40.0)]
+    assert scale.ratios(results, "floor") == ["| floor-operator-writes | 1 | 1.10 | 1.00 | 2.00 |",
+                                              "| op | 1 | 1.21 | 1.10 | 3.60 |"]  # round 2 had no floor
+    assert scale.ratios(results, "floor-operator-writes")[1] == "| op | 1 | 1.10 | 1.10 | 1.80 |"
+    assert scale.ratios(results, "kopf") == []
