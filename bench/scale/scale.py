@@ -287,7 +287,7 @@ class OperatorWritesFloor(Floor):
     watched_resources), and writes what one operator writes for a database, in the operator's stages:
     - the SampleDB seen: the Secret (POST), the connection ConfigMap, both Services and both claims (server-side
       apply; the namespace's scripts ConfigMap once), then a status and a `CreatedChildren` Event;
-    - both claims bound: the StatefulSet (apply) and a status;
+    - the data claim bound: the StatefulSet (apply) and a status;
     - the database pod Ready: the init SQL's ConfigMap read (GET), the init Job (POST), the pod's role label
       (merge patch) and a status;
     - the Job succeeded: its expiry (merge patch of ttlSecondsAfterFinished), a Ready status and a
@@ -301,7 +301,6 @@ class OperatorWritesFloor(Floor):
         super().__init__(client, namespace, concurrency)
         for r in (SAMPLEDBBACKUP, POD, EVENT):
             self.apis[r.kind] = ResourceApi(client, r)
-        self.bound: dict[DbKey, set[str]] = {}
         self.objs: dict[DbKey, Obj] = {}  # each SampleDB as last seen (the Events' subject)
         self.events = 0
 
@@ -325,12 +324,10 @@ class OperatorWritesFloor(Floor):
                                      "waiting for the data volume to be bound"), "CreatedChildren"))
 
     def on_pvc(self, _type: str, obj: Obj) -> None:
+        """The StatefulSet once its pod's data claim is bound (decide/binding.py), not waiting for the backups'."""
         key = self.database_of(obj)
-        if self.stage.get(key) != "children" or (obj.get("status") or {}).get("phase") != "Bound":
-            return
-        bound = self.bound.setdefault(key, set())
-        bound.add(obj["metadata"]["name"])
-        if len(bound) < 2:  # the data and the backup claims
+        if (self.stage.get(key) != "children" or (obj.get("status") or {}).get("phase") != "Bound"
+                or obj["metadata"]["name"] != names.data_pvc_name(key[1])):
             return
         self.stage[key] = "statefulset"
         sts = next(c for c in d.children(d.Inputs(db=self.dbs[key], scripts=self.scripts))

@@ -162,10 +162,11 @@ async def test_the_floor_with_the_operators_writes_makes_its_16_writes_a_databas
     assert sorted(first) == ["PATCH"] * 7 + ["POST"] * 2
     assert client.calls[-1] == ("POST", "/api/v1/namespaces/scale-000/events")
     floor.on_sampledb("MODIFIED", db)  # its status seen again: nothing more
-    floor.on_pvc("MODIFIED", child("data-db-00000-0", status={"phase": "Bound"}))
-    await _settle(floor)
-    assert len(client.calls) == 9  # one claim bound: the StatefulSet waits for both
     floor.on_pvc("MODIFIED", child("db-00000-backups", status={"phase": "Bound"}))
+    floor.on_pvc("MODIFIED", child("data-db-00000-0", status={"phase": "Pending"}))
+    await _settle(floor)
+    assert len(client.calls) == 9  # the StatefulSet waits for its pod's data claim, not for the backups'
+    floor.on_pvc("MODIFIED", child("data-db-00000-0", status={"phase": "Bound"}))
     await _settle(floor)
     assert client.calls[9:] == [("PATCH", "/apis/apps/v1/namespaces/scale-000/statefulsets/db-00000"),
                                 ("PATCH", "/apis/sampledb.io/v1alpha1/namespaces/scale-000/sampledbs/db-00000/status")]
