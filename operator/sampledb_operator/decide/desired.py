@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide import archive_config, pgconfig
 from sampledb_operator.decide.sharding import BUCKET_LABEL, SHARED_BUCKET, bucket_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
@@ -176,7 +176,7 @@ def configmap(db: SampleDB, data_dir: str = "pgdata") -> Obj:
             "user": DEFAULT_USER,
             "secretName": names.secret_name(name),
             "endpoint": names.endpoint(name, ns),
-            pgconfig.CONFIG_KEY: pgconfig.render(db.spec.parameters, f"{DATA_MOUNT}/{data_dir}",
+            pgconfig.CONFIG_KEY: pgconfig.render(archive_config.server_parameters(db.spec), f"{DATA_MOUNT}/{data_dir}",
                                                  synchronous=synchronous(db)),
             pgconfig.HBA_KEY: pgconfig.HBA,
         },
@@ -309,6 +309,7 @@ def _instance_env(db: SampleDB, index: int, run: Running) -> list[Obj]:
         {"name": "SAMPLEDB_PRIMARY_HOST", "value": names.service_host(db_name(db), namespace_of(db))},
         {"name": "SAMPLEDB_PRIMARY_PORT", "value": str(names.POSTGRES_PORT)},
         {"name": "SAMPLEDB_PODINFO", "value": f"{PODINFO_DIR}/labels"},
+        *archive_config.container_env(db.spec, namespace_of(db), db_name(db)),
     ]
 
 
@@ -351,6 +352,14 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
     resources = _resources(db)
     if resources:
         container["resources"] = resources
+    if db.spec.recovery is not None:
+        # recover.sh restores and replays before the server listens: a recovery may take hours (the startup
+        # probe's window is 12 h), and its error is the container's termination message.
+        container["startupProbe"]["failureThreshold"] = archive_config.RECOVERY_STARTUP_PROBES
+        container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    ca_volumes, ca_mounts = archive_config.ca_volumes(db.spec)
+    restart_hash = pgconfig.restart_hash(archive_config.server_parameters(db.spec))
+    container["volumeMounts"] += ca_mounts
     sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)
     sts_meta["labels"][names.INSTANCE_LABEL] = str(index)
     sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
@@ -366,7 +375,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
                 "metadata": {"labels": {**pod_labels(db), names.INSTANCE_LABEL: str(index)},
-                             "annotations": {pgconfig.RESTART_ANNOTATION: pgconfig.restart_hash(db.spec.parameters)}},
+                             "annotations": {pgconfig.RESTART_ANNOTATION: restart_hash}},
                 "spec": {
                     "securityContext": pod_security(),
                     "automountServiceAccountToken": False,
@@ -386,6 +395,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                         {"name": "scripts", "configMap": {"name": scripts_configmap_name(db)}},
                         {"name": "podinfo", "downwardAPI": {"items": [
                             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                        *ca_volumes,
                     ],
                 },
             },

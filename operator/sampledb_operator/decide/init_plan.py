@@ -9,6 +9,7 @@ is ready, no Job exists, the init has not run: the operator does not watch that 
 | the database                                   | plan                           | outcome             |
 |------------------------------------------------|--------------------------------|---------------------|
 | neither spec.init nor spec.restore             | nothing                        | nothing             |
+| spec.recovery (recover.sh restores the data)   | nothing: no init SQL           | nothing             |
 | its Job exists                                 | nothing                        | the Job (1)         |
 | Initialized says done (its Job was removed)    | nothing: never run again       | nothing             |
 | restore: the backup missing or not Succeeded   | a rate-limited requeue         | the blocker         |
@@ -78,9 +79,12 @@ class InitPlan:
 
 
 def job_name(db: SampleDB) -> str | None:
-    """The name of the step's Job: the restore Job's for spec.restore, else the init Job's (None: no init SQL)."""
+    """The name of the step's Job: the restore Job's for spec.restore, else the init Job's (None: no init SQL,
+    or a database recovered from an object store: its data comes from the source, the init SQL is not run)."""
     if db.spec.restore is not None:
         return restore.restore_job_name(db)
+    if db.spec.recovery is not None:
+        return None
     return jobs.init_job_name(db)
 
 
@@ -99,7 +103,7 @@ def source_ref(db: SampleDB) -> tuple[str, str] | None:
 def source_read_needed(facts: InitFacts) -> bool:
     """The init Job could start in this pass: whether its SQL's source is usable decides it."""
     db = facts.db
-    return (db.spec.restore is None and jobs.init_job_name(db) is not None and facts.job is None
+    return (db.spec.restore is None and job_name(db) is not None and facts.job is None
             and not st.init_done(db.status) and facts.db_ready and source_ref(db) is not None)
 
 
@@ -114,7 +118,7 @@ def plan_init(facts: InitFacts) -> InitPlan:
     if facts.db.spec.restore is not None:
         return _restore(facts)
     db = facts.db
-    body = jobs.init_job(db)
+    body = jobs.init_job(db) if db.spec.recovery is None else None
     if body is None:
         return InitPlan(Plan(), InitOutcome())
     if facts.job is not None:

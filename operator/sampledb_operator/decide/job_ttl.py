@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sampledb_operator.decide.archive_config import server_parameters
 from sampledb_operator.decide.desired import COMPONENT_LABEL, synchronous
 from sampledb_operator.decide.effects import Patch, Plan
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
@@ -54,7 +55,7 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return _condition(status, "Migrated") in {("True", r) for r in _DONE_MIGRATED_REASONS}
     if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
         ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
-        return ran == status.applied_parameters or ran != parameters_hash(db.spec.parameters,
+        return ran == status.applied_parameters or ran != parameters_hash(server_parameters(db.spec),
                                                                           synchronous=synchronous(db))
     return False
 

@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide.archive_config import server_parameters
 from sampledb_operator.decide.desired import db_name, synchronous
 from sampledb_operator.decide.effects import Create, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
@@ -148,7 +149,7 @@ class ReloadPlan:
 
 def wanted_hash(db: SampleDB) -> str:
     """The hash of spec.parameters as the server's file holds them (pgconfig.parameters_hash)."""
-    return pgconfig.parameters_hash(db.spec.parameters, synchronous=synchronous(db))
+    return pgconfig.parameters_hash(server_parameters(db.spec), synchronous=synchronous(db))
 
 
 def job_name(db: SampleDB) -> str:

@@ -8,9 +8,11 @@ transition time moves only when a condition's status changes).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sampledb_operator.decide.archive_config import destination
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
 from sampledb_operator.model.objects import Obj, condition_true
@@ -138,7 +140,7 @@ def _cond(type_: str, ok: bool, reason: str, message: str, generation: int | Non
                      observed_generation=generation)
 
 
-DONE_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")
+DONE_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored", "Recovered")
 
 
 def init_done(status: SampleDBStatus) -> bool:
@@ -150,11 +152,13 @@ def init_done(status: SampleDBStatus) -> bool:
 def _initialized(db: SampleDB, obs: Observed, db_ready: bool) -> tuple[bool, str, str]:
     """Initialized: the init SQL ran, or the database was restored from a backup (then no init SQL)."""
     restore = db.spec.restore
-    if restore is None and db.spec.init is None:
+    if restore is None and db.spec.init is None and db.spec.recovery is None:
         return True, "NoInitSQL", "no init SQL to run"
     prev = get_condition(db.status.conditions, ConditionType.INITIALIZED)
     if prev is not None and init_done(db.status) and obs.init_job is None:
         return True, prev.reason, prev.message  # done once; the Job may have been removed since
+    if db.spec.recovery is not None:
+        return recovery_state(db, obs.pod, db_ready)
     for b in obs.blockers:
         return False, b.reason, b.message
     state = job_state(obs.init_job)
@@ -174,6 +178,60 @@ def _initialized(db: SampleDB, obs: Observed, db_ready: bool) -> tuple[bool, str
         return True, "InitSucceeded", "the init SQL ran successfully"
     failed = "RestoreFailed" if restore else "InitFailed"
     return False, failed, f"the {'restore' if restore else 'init'} Job failed: {state.reason}: {state.message}"
+
+
+def recovery_target(db: SampleDB) -> str:
+    """spec.recovery's source and target, in words."""
+    rec = db.spec.recovery
+    assert rec is not None
+    where = f"{destination(rec.object_store, db.metadata.namespace or 'default', rec.database)}"
+    if rec.target_time is not None:
+        return f"{where} to {rec.target_time.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    if rec.target_name is not None:
+        return f"{where} to restore point {rec.target_name}"
+    if rec.target_lsn is not None:
+        return f"{where} to LSN {rec.target_lsn}"
+    return f"{where} to the end of its archive"
+
+
+def recovery_state(db: SampleDB, pod: Obj | None, db_ready: bool) -> tuple[bool, str, str]:
+    """Initialized of a database recovered from an object store: the primary's container restores the base
+    backup and replays WAL before it accepts connections (dataplane/recover.sh), so its first readiness is the
+    recovery's end; a container that ended with an error says why in its termination message."""
+    what = recovery_target(db)
+    if db_ready:
+        return True, "Recovered", f"recovered from {what}"
+    failure = last_failure(pod)
+    if failure:
+        return False, "RecoveryFailed", f"the recovery from {what} failed: {failure}"
+    return False, "Recovering", f"recovering from {what}"
+
+
+def last_failure(pod: Obj | None) -> str | None:
+    """The database container's last error exit, with its termination message (the last log lines when the
+    script wrote none), or None."""
+    for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") != "postgres":
+            continue
+        for state in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
+            if state and state.get("exitCode"):
+                text = str(state.get("message") or state.get("reason") or "").strip()
+                return f"exit code {state.get('exitCode')}: {_last_lines(text)}"
+    return None
+
+
+def _last_lines(text: str, limit: int = 600) -> str:
+    """The end of a termination message: its last JSON result's message, else its last lines."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if line.startswith("{") and '"message"' in line:
+            try:
+                message = json.loads(line).get("message")
+            except ValueError:
+                break
+            if message:
+                return str(message)[:limit]
+    return " | ".join(lines[-3:])[-limit:]
 
 
 def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
@@ -208,8 +266,9 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
     put(_cond(ConditionType.INITIALIZED, init_ok, init_reason, init_msg, gen))
 
     degraded = list(obs.degraded)
-    if init_reason in ("InitFailed", "RestoreFailed"):
-        degraded.append(Problem(init_reason, init_msg, "spec.restore" if db.spec.restore else "spec.init"))
+    if init_reason in ("InitFailed", "RestoreFailed", "RecoveryFailed"):
+        degraded.append(Problem(init_reason, init_msg, "spec.restore" if db.spec.restore else (
+            "spec.recovery" if db.spec.recovery else "spec.init")))
     if degraded:
         put(_cond(ConditionType.DEGRADED, True, degraded[0].reason,
                   "; ".join(d.message for d in degraded), gen))
@@ -222,7 +281,10 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
         put(_cond(ConditionType.PROGRESSING, False, "Reconciled", "the database matches its spec", gen))
         phase = Phase.DEGRADED if degraded else (obs.busy_phase or Phase.RUNNING)
     else:
-        if not db_ready:
+        if not db_ready and init_reason == "Recovering" and obs.statefulset is not None:
+            reason, msg = init_reason, init_msg
+            phase = Phase.RESTORING
+        elif not db_ready:
             reason, msg = _not_ready_reason(obs)
             phase = Phase.DEGRADED if degraded else Phase.PROVISIONING
         else:

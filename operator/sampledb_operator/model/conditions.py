@@ -37,6 +37,7 @@ class ConditionType(StrEnum):
     BACKUP_HEALTHY = "BackupHealthy"
     DELETION_BLOCKED = "DeletionBlocked"
     SPEC_VALID = "SpecValid"
+    CONTINUOUS_ARCHIVING = "ContinuousArchiving"
 
 
 class Condition(StatusModel):

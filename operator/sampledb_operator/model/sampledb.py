@@ -13,6 +13,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sampledb_operator.model.archive import ArchiveSpec, ArchiveStatus, RecoverySpec
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.schema import (
@@ -199,6 +200,11 @@ class BackupSpec(SpecModel):
         " it into a throw-away server and compares every table's row count and checksum with those"
         " recorded at backup time (one verification at a time). The result is on the SampleDBBackup.",
     )
+    object_store: ArchiveSpec | None = Field(
+        default=None,
+        description="Continuous WAL archiving and physical base backups to an S3-compatible object store, for"
+        " point-in-time recovery (spec.recovery of a new SampleDB) that outlives this cluster.",
+    )
 
 
 class RestoreSpec(SpecModel):
@@ -256,6 +262,17 @@ class SampleDBSpec(SpecModel):
             reason="FieldValueForbidden",
             field_path=".restore",
         ),
+        Rule(
+            "!has(self.recovery) || (has(oldSelf.recovery) && self.recovery == oldSelf.recovery)",
+            "recovery can only be set when the SampleDB is created",
+            reason="FieldValueForbidden",
+            field_path=".recovery",
+        ),
+        Rule(
+            "!(has(self.restore) && has(self.recovery))",
+            "a database is created from a backup (restore) or recovered from an object store (recovery), not both",
+            field_path=".recovery",
+        ),
     )
 
     version: Version = Field(
@@ -286,6 +303,11 @@ class SampleDBSpec(SpecModel):
     )
     restore: RestoreSpec | None = Field(
         default=None, description="Create the database from a backup. Only at creation."
+    )
+    recovery: RecoverySpec | None = Field(
+        default=None,
+        description="Create the database from another database's base backup and WAL in an object store, up to"
+        " a point in time (or the end of its archive). Only at creation; the init SQL is not run.",
     )
     paused: bool = Field(
         default=False,
@@ -382,6 +404,9 @@ class SampleDBStatus(StatusModel):
     ready_instances: str | None = Field(default=None, max_length=8, description="Ready instances / spec.replicas.")
     instances: list[InstanceStatus] = Field(
         default_factory=list, max_length=9, description="Each instance's role, readiness and replication position."
+    )
+    archive: ArchiveStatus | None = Field(
+        default=None, description="Continuous WAL archiving and base backups (with spec.backup.objectStore).",
     )
 
     @property

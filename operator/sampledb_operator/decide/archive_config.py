@@ -1,0 +1,121 @@
+"""spec.backup.objectStore and spec.recovery -> the server settings and the container environment they need.
+
+Pure. Archiving is PostgreSQL's own: archive_mode on, archive_command running dataplane/archive-wal.sh (which
+pushes each completed segment with Barman Cloud), archive_timeout from the spec. The store's settings reach the
+scripts as environment variables (the contract of dataplane/archive-wal.sh, base-backup.sh and recover.sh);
+the access keys only by reference to the user's Secret (valueFrom), never as values.
+
+Invariants: a database without spec.backup.objectStore and spec.recovery gets exactly the settings,
+environment and volumes it had before these features existed (no hash and no pod template changes, so no
+restart); the recovery's store settings are apart (SAMPLEDB_RECOVERY_*), so a database can recover from one
+store and archive to another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sampledb_operator.model.archive import ArchiveSpec, ObjectStore, RecoverySpec
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import SampleDBSpec
+
+SCRIPTS_MOUNT = "/sampledb/scripts"
+ARCHIVE_COMMAND = f"bash {SCRIPTS_MOUNT}/archive-wal.sh %p"
+CA_MOUNT = "/etc/sampledb/object-store-ca"
+RECOVERY_CA_MOUNT = "/etc/sampledb/recovery-ca"
+CA_VOLUME = "object-store-ca"
+RECOVERY_CA_VOLUME = "recovery-ca"
+RECOVERY_STARTUP_PROBES = 8640  # x 5 s: 12 hours for a recovery's restore and replay
+
+
+def server_parameters(spec: SampleDBSpec) -> Mapping[str, str] | None:
+    """spec.parameters plus the settings continuous archiving needs (spec.parameters itself, the very object,
+    when there is no archiving: every hash of it stays what it was)."""
+    archive = spec.backup.object_store
+    if archive is None:
+        return spec.parameters
+    return {**(spec.parameters or {}), "archive_mode": "on", "archive_command": ARCHIVE_COMMAND,
+            "archive_timeout": f"{archive.archive_timeout_seconds}s"}
+
+
+def prefix(store: ObjectStore, namespace: str) -> str:
+    """`s3://<bucket>/<path>`: Barman Cloud's destination URL; the path defaults to the namespace."""
+    return f"s3://{store.bucket}/{store.path or namespace}"
+
+
+def destination(store: ObjectStore, namespace: str, database: str) -> str:
+    """Where one database's WAL and base backups live: `s3://<bucket>/<path>/<database>`."""
+    return f"{prefix(store, namespace)}/{database}"
+
+
+def _secret_env(name: str, store: ObjectStore, key: str) -> Obj:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": store.credentials.secret_name, "key": key}}}
+
+
+def store_env(store: ObjectStore, namespace: str, server: str, *, prefix_: str = "SAMPLEDB_S3_",
+              keys: tuple[str, str, str, str] = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                                 "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE"),
+              ca_mount: str = CA_MOUNT) -> list[Obj]:
+    """The environment naming one store and a database in it, in a fixed order (the pod template's hash
+    depends on it)."""
+    key_id, secret_key, region, ca_bundle = keys
+    env: list[Obj] = [
+        {"name": f"{prefix_}DESTINATION", "value": prefix(store, namespace)},
+        {"name": f"{prefix_}SERVER", "value": server},
+    ]
+    if store.endpoint:
+        env.append({"name": f"{prefix_}ENDPOINT", "value": store.endpoint.rstrip("/")})
+    env += [_secret_env(key_id, store, store.credentials.access_key_id_key),
+            _secret_env(secret_key, store, store.credentials.secret_access_key_key)]
+    if store.region:
+        env.append({"name": region, "value": store.region})
+    if store.ca is not None:
+        env.append({"name": ca_bundle, "value": f"{ca_mount}/{store.ca.key}"})
+    return env
+
+
+def archive_env(archive: ArchiveSpec, namespace: str, database: str) -> list[Obj]:
+    """The archiving database's container environment (archive-wal.sh, base-backup.sh)."""
+    return store_env(archive, namespace, database)
+
+
+def recovery_env(recovery: RecoverySpec, namespace: str) -> list[Obj]:
+    """The recovering database's container environment (recover.sh, through instance.sh): the source store
+    under SAMPLEDB_RECOVERY_*, and the target."""
+    env = store_env(recovery.object_store, namespace, recovery.database, prefix_="SAMPLEDB_RECOVERY_",
+                    keys=("SAMPLEDB_RECOVERY_ACCESS_KEY_ID", "SAMPLEDB_RECOVERY_SECRET_ACCESS_KEY",
+                          "SAMPLEDB_RECOVERY_REGION", "SAMPLEDB_RECOVERY_CA_BUNDLE"),
+                    ca_mount=RECOVERY_CA_MOUNT)
+    if recovery.target_time is not None:
+        env.append({"name": "SAMPLEDB_RECOVERY_TARGET_TIME",
+                    "value": recovery.target_time.strftime("%Y-%m-%d %H:%M:%S.%f+00")})
+    if recovery.target_name is not None:
+        env.append({"name": "SAMPLEDB_RECOVERY_TARGET_NAME", "value": recovery.target_name})
+    if recovery.target_lsn is not None:
+        env.append({"name": "SAMPLEDB_RECOVERY_TARGET_LSN", "value": recovery.target_lsn})
+    return env
+
+
+def ca_volumes(spec: SampleDBSpec) -> tuple[list[Obj], list[Obj]]:
+    """The volumes and mounts of the stores' CA bundles (ConfigMap keys), for the database container."""
+    volumes: list[Obj] = []
+    mounts: list[Obj] = []
+    archive, recovery = spec.backup.object_store, spec.recovery
+    for store, volume, mount in ((archive, CA_VOLUME, CA_MOUNT),
+                                 (recovery.object_store if recovery else None, RECOVERY_CA_VOLUME, RECOVERY_CA_MOUNT)):
+        if store is None or store.ca is None:
+            continue
+        volumes.append({"name": volume, "configMap": {"name": store.ca.name,
+                                                      "items": [{"key": store.ca.key, "path": store.ca.key}]}})
+        mounts.append({"name": volume, "mountPath": mount, "readOnly": True})
+    return volumes, mounts
+
+
+def container_env(spec: SampleDBSpec, namespace: str, database: str) -> list[Obj]:
+    """Everything archiving and recovery add to the database container's environment ([] without them)."""
+    env: list[Obj] = []
+    if spec.backup.object_store is not None:
+        env += archive_env(spec.backup.object_store, namespace, database)
+    if spec.recovery is not None:
+        env += recovery_env(spec.recovery, namespace)
+    return env

@@ -1,0 +1,162 @@
+"""Object storage for a SampleDB: where WAL and base backups go (spec.backup.objectStore), and where a new
+database is recovered from to a point in time (spec.recovery).
+
+Pure data, no I/O. The store's layout follows Barman Cloud's (the archiver, docs/architecture.md):
+`s3://<bucket>/<path>/<server>/{wals,base}/...`, where <path> is spec'd (default: the database's
+namespace) and <server> is the database's name. A database archives to exactly one such prefix, and the
+archiver refuses a prefix that already holds WAL (dataplane/archive-wal.sh), so two databases never write
+the same one. Credentials are referenced, never held: the keys of a Secret in the database's namespace.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sampledb_operator.model.schema import (
+    CONFIG_KEY_RE,
+    NAME_MAX,
+    KeyRef,
+    Rule,
+    SpecModel,
+    StatusModel,
+    SubdomainName,
+    Time,
+)
+from sampledb_operator.model.spec_rules import CronSchedule
+
+# An S3 bucket name (the rules of AWS's general purpose buckets: 3-63 lower-case letters, digits, '.'
+# and '-', starting and ending with a letter or digit).
+BUCKET_RE = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+# A path prefix inside the bucket: segments of letters, digits, '.', '_' and '-' separated by single '/',
+# no leading or trailing '/', no segment starting with '.' (so no '.' or '..').
+PATH_RE = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$"
+ENDPOINT_RE = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/?$|^https?://\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?/?$"
+REGION_RE = r"^[a-z0-9-]{1,64}$"
+LSN_RE = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
+RESTORE_POINT_MAX = 63  # NAMEDATALEN - 1
+DEFAULT_ARCHIVE_TIMEOUT = 60
+DEFAULT_BASE_BACKUP_SCHEDULE = "@daily"
+DEFAULT_ACCESS_KEY_ID_KEY = "accessKeyId"
+DEFAULT_SECRET_ACCESS_KEY_KEY = "secretAccessKey"
+
+
+class ObjectStoreCredentials(SpecModel):
+    """The store's access key pair: two keys of a Secret in the database's namespace."""
+
+    secret_name: SubdomainName = Field(description="The Secret holding the access key pair.")
+    access_key_id_key: str = Field(
+        default=DEFAULT_ACCESS_KEY_ID_KEY, min_length=1, max_length=NAME_MAX, pattern=CONFIG_KEY_RE,
+        description="The Secret's key whose value is the access key id.",
+    )
+    secret_access_key_key: str = Field(
+        default=DEFAULT_SECRET_ACCESS_KEY_KEY, min_length=1, max_length=NAME_MAX, pattern=CONFIG_KEY_RE,
+        description="The Secret's key whose value is the secret access key.",
+    )
+
+
+class ObjectStore(SpecModel):
+    """An S3-compatible object store and a prefix in one of its buckets."""
+
+    endpoint: str | None = Field(
+        default=None, max_length=512, pattern=ENDPOINT_RE,
+        description="The store's URL, e.g. https://minio.storage:9000; AWS S3 when omitted. Use https: the"
+        " credentials and the data travel through it.",
+    )
+    bucket: str = Field(min_length=3, max_length=63, pattern=BUCKET_RE, description="The bucket (it must exist).")
+    path: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=PATH_RE,
+        description="The prefix inside the bucket; the database's namespace when omitted. A database's WAL and"
+        " base backups live under <path>/<database name>/.",
+    )
+    region: str | None = Field(
+        default=None, max_length=64, pattern=REGION_RE, description="The bucket's region, if the store needs one."
+    )
+    credentials: ObjectStoreCredentials = Field(description="The access key pair, from a Secret.")
+    ca: KeyRef | None = Field(
+        default=None,
+        description="A ConfigMap key holding the PEM CA bundle that signed the store's certificate (for a store"
+        " with a private CA); the system's CAs when omitted.",
+    )
+
+
+class ArchiveSpec(ObjectStore):
+    """Continuous WAL archiving and physical base backups to an object store."""
+
+    archive_timeout_seconds: int = Field(
+        default=DEFAULT_ARCHIVE_TIMEOUT, ge=1, le=3600,
+        description="PostgreSQL's archive_timeout: a WAL segment with any write in it is archived at least this"
+        " often, which bounds the data a lost cluster loses (the RPO) on a quiet database.",
+    )
+    base_backup_schedule: CronSchedule = Field(
+        default=DEFAULT_BASE_BACKUP_SCHEDULE,
+        description='When to take physical base backups, in cron format ("0 3 * * *", "@daily"), UTC. The first'
+        " one is taken as soon as archiving works; recovery replays WAL from the base backup before the target,"
+        " so frequent base backups make recoveries shorter.",
+    )
+
+
+class RecoverySpec(SpecModel):
+    """Create the database from another database's base backup and WAL in an object store, to a point in time."""
+
+    cel_rules = (
+        Rule(
+            "[has(self.targetTime), has(self.targetName), has(self.targetLSN)].filter(x, x).size() <= 1",
+            "recovery takes at most one of targetTime, targetName and targetLSN",
+        ),
+    )
+
+    object_store: ObjectStore = Field(
+        description="The store holding the source's archive (its path defaults to this database's namespace:"
+        " set it to the source's namespace when that differs)."
+    )
+    database: str = Field(
+        min_length=1, max_length=63, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        description="The source database's name: its WAL and base backups are under <path>/<database>/ in the store.",
+    )
+    target_time: Time | None = Field(
+        default=None,
+        description="Recover the transactions committed up to this time (RFC 3339, e.g. 2026-12-05T07:30:00Z)."
+        " When no target is given, everything the archive holds is recovered.",
+    )
+    target_name: str | None = Field(
+        default=None, min_length=1, max_length=RESTORE_POINT_MAX, pattern=r"^[A-Za-z0-9._:-]+$",
+        description="Recover up to a restore point made with pg_create_restore_point().",
+    )
+    target_lsn: str | None = Field(
+        default=None, alias="targetLSN", max_length=17, pattern=LSN_RE,
+        description="Recover up to this WAL position (e.g. 0/3000060).",
+    )
+
+
+class BaseBackupRecord(StatusModel):
+    """A physical base backup in the object store."""
+
+    name: str = Field(max_length=NAME_MAX, description="The backup's name (its Job's).")
+    backup_id: str | None = Field(default=None, max_length=64, description="The archiver's id of the backup.")
+    completed_at: Time | None = Field(default=None, description="When it ended.")
+    begin_wal: str | None = Field(default=None, max_length=24, description="The first WAL segment it needs.")
+    end_lsn: str | None = Field(default=None, max_length=32, description="The WAL position it is consistent at.")
+    size_bytes: int | None = Field(default=None, description="Its size in the store.")
+
+
+class ArchiveStatus(StatusModel):
+    """Continuous archiving as the operator last saw it on the primary (pg_stat_archiver)."""
+
+    destination: str | None = Field(default=None, max_length=1100, description="s3://<bucket>/<path>/<database>.")
+    last_archived_wal: str | None = Field(default=None, max_length=64, description="The last WAL file archived.")
+    last_archived_at: Time | None = Field(default=None, description="When it was archived.")
+    last_failed_wal: str | None = Field(default=None, max_length=64, description="The last WAL file that failed.")
+    last_failed_at: Time | None = Field(default=None, description="When it failed.")
+    last_error: str | None = Field(default=None, max_length=1024, description="Why it failed (the archiver's words).")
+    pending_segments: int | None = Field(
+        default=None, description="WAL segments waiting on the primary's volume to be archived.",
+    )
+    lag_seconds: int | None = Field(
+        default=None,
+        description="Seconds of writes not yet in the store: since the oldest segment still waiting was"
+        " completed (0 when nothing waits).",
+    )
+    last_base_backup: BaseBackupRecord | None = Field(default=None, description="The newest successful base backup.")
+    first_recoverability_point: Time | None = Field(
+        default=None, description="The oldest time a recovery can target (the oldest base backup's end).",
+    )
