@@ -19,7 +19,8 @@ EventType = Literal["Normal", "Warning"]
 # Initialized=False reasons that are announced even when the status stays False (the reason changed)
 INIT_RENOTIFIED = ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotRerun")
 INIT_WARNINGS = ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
-                 "RestoreSourceMissing", "RestoreSourceNotReady")
+                 "RestoreSourceMissing", "RestoreSourceNotReady", "RecoveryFailed")
+ARCHIVE_CONDITIONS = ("ContinuousArchiving", "BaseBackupHealthy")  # Warning when False, Normal when True again
 UPGRADE_FAILURES = ("UpgradeFailed", "DowngradeRefused")
 
 
@@ -43,6 +44,11 @@ def transition_events(old: SampleDBStatus, new: SampleDBStatus) -> list[EventSpe
     | Initialized not True           | as above, and reason in INIT_WARNINGS        | Warning <reason>  |
     | Upgrading                      | always                                       | Normal, Warning if failed |
     | Progressing, reason Paused     | always                                       | Normal Paused     |
+    | ContinuousArchiving False      | always                                       | Warning <reason>  |
+    | BaseBackupHealthy False        | always                                       | Warning <reason>  |
+    | either True after False        | always                                       | Normal (1)        |
+
+    (1) ArchiveRecovered or BaseBackupRecovered.
 
     A Normal Initialized=True announcement in the same write as Ready=True is folded into DatabaseReady's
     message (`_fold_initialized`): a new database's last write announces itself once.
@@ -91,6 +97,12 @@ def _event(cond: Condition, before: Condition | None) -> EventSpec | None:
         return EventSpec("Warning" if cond.reason in UPGRADE_FAILURES else "Normal", cond.reason, cond.message)
     if cond.type == "Progressing" and cond.reason == "Paused":
         return EventSpec("Normal", "Paused", cond.message)
+    if cond.type in ARCHIVE_CONDITIONS:
+        if cond.status == "False":
+            return EventSpec("Warning", cond.reason, cond.message)
+        if cond.status == "True" and before is not None and before.status == "False":
+            recovered = "ArchiveRecovered" if cond.type == "ContinuousArchiving" else "BaseBackupRecovered"
+            return EventSpec("Normal", recovered, cond.message)
     return None
 
 

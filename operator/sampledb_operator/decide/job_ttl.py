@@ -53,6 +53,13 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return status.current_version == db.spec.version and upgrading in (None, ("False", "UpgradeSucceeded"))
     if component == "migrate":
         return _condition(status, "Migrated") in {("True", r) for r in _DONE_MIGRATED_REASONS}
+    if component == "basebackup":  # the newest base backup recorded is this one or newer than it
+        archive = status.archive
+        last = archive.last_base_backup if archive is not None else None
+        created = str(job.get("metadata", {}).get("creationTimestamp") or "")
+        return last is not None and (last.name == job.get("metadata", {}).get("name") or (
+            last.completed_at is not None and bool(created)
+            and created < last.completed_at.strftime("%Y-%m-%dT%H:%M:%SZ")))
     if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
         ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
         return ran == status.applied_parameters or ran != parameters_hash(server_parameters(db.spec),

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from sampledb_operator.decide.archive_config import destination
 from sampledb_operator.model import names
+from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
 from sampledb_operator.model.objects import Obj, condition_true
 from sampledb_operator.model.sampledb import (
@@ -60,6 +61,7 @@ class Observed:
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
     last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
     last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
+    archive: ArchiveStatus | None = None  # replaces status.archive when set (decide/archive.py)
     replication: ReplicationRecord | None = None  # replaces status.primary/targetPrimary/instances when set
 
 
@@ -305,6 +307,8 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
         update["last_backup"] = obs.last_backup
     if obs.last_snapshot is not None:
         update["last_snapshot"] = obs.last_snapshot
+    if obs.archive is not None:
+        update["archive"] = obs.archive
     if obs.applied_migrations is not None:
         update["applied_migrations"] = list(obs.applied_migrations)
     if obs.applied_parameters is not None:

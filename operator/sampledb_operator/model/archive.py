@@ -10,6 +10,9 @@ the same one. Credentials are referenced, never held: the keys of a Secret in th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from pydantic import Field
 
 from sampledb_operator.model.schema import (
@@ -160,3 +163,19 @@ class ArchiveStatus(StatusModel):
     first_recoverability_point: Time | None = Field(
         default=None, description="The oldest time a recovery can target (the oldest base backup's end).",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiverState:
+    """The primary's archiver, as SQL reports it (pg/client.archiver_state)."""
+
+    archived_count: int = 0
+    last_archived_wal: str | None = None
+    last_archived_at: datetime | None = None
+    failed_count: int = 0
+    last_failed_wal: str | None = None
+    last_failed_at: datetime | None = None
+    pending: int = 0  # segments with a .ready file: completed, not archived yet
+    oldest_pending_at: datetime | None = None  # when the oldest of them was completed
+    error: str | None = None  # archive-wal.sh's last error line ("<time> <wal> <reason>"), if any
+    now: datetime | None = None  # the server's clock when it answered

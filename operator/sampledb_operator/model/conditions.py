@@ -38,6 +38,7 @@ class ConditionType(StrEnum):
     DELETION_BLOCKED = "DeletionBlocked"
     SPEC_VALID = "SpecValid"
     CONTINUOUS_ARCHIVING = "ContinuousArchiving"
+    BASE_BACKUP_HEALTHY = "BaseBackupHealthy"
 
 
 class Condition(StatusModel):

@@ -36,6 +36,7 @@ class JobKind(StrEnum):
     PRUNE = "prune"
     VERIFY = "verify"
     RELOAD = "reload"
+    BASEBACKUP = "basebackup"
 
 
 MAX_NAME_LENGTH = LABEL_LIMIT

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from sampledb_operator.model.archive import ArchiverState
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.observability.logging import get_logger
 
@@ -89,6 +90,31 @@ async def server_state(target: Target, within: float = 3.0) -> ServerState | Non
     in_recovery, current, received, replayed, timeline, config_changed = rows[0]
     return ServerState(in_recovery=bool(in_recovery), current_lsn=current, receive_lsn=received,
                        replay_lsn=replayed, timeline=timeline, config_changed=bool(config_changed))
+
+
+ARCHIVE_ERROR_FILE = "/var/run/postgresql/sampledb-archive-error"  # dataplane/archive-wal.sh writes it
+ARCHIVER_SQL = """
+SELECT a.archived_count, a.last_archived_wal, a.last_archived_time, a.failed_count, a.last_failed_wal,
+       a.last_failed_time,
+       (SELECT count(*) FROM pg_ls_archive_statusdir() s WHERE s.name LIKE '%%.ready'),
+       (SELECT min(s.modification) FROM pg_ls_archive_statusdir() s WHERE s.name LIKE '%%.ready'),
+       pg_read_file(%s, 0, 1024, true),
+       now()
+FROM pg_stat_archiver a
+"""
+
+
+async def archiver_state(target: Target, within: float = 3.0) -> ArchiverState | None:
+    """The primary's WAL archiver: pg_stat_archiver, the segments still waiting (their .ready files) and the
+    last error archive-wal.sh recorded; None when the server does not answer."""
+    rows = await _run(target, within, ARCHIVER_SQL, (ARCHIVE_ERROR_FILE,))
+    if not rows:
+        return None
+    (archived, last_wal, last_at, failed, failed_wal, failed_at, pending, oldest, error, now) = rows[0]
+    return ArchiverState(archived_count=int(archived or 0), last_archived_wal=last_wal, last_archived_at=last_at,
+                         failed_count=int(failed or 0), last_failed_wal=failed_wal, last_failed_at=failed_at,
+                         pending=int(pending or 0), oldest_pending_at=oldest,
+                         error=(error.strip() or None) if isinstance(error, str) else None, now=now)
 
 
 async def reload_config(target: Target, within: float = 5.0) -> bool:

@@ -11,7 +11,6 @@ replication slots on the primary, removing scaled-down instances. The StatefulSe
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,6 +28,7 @@ from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.superuser import credentials
 
 log = get_logger(__name__)
 FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)
@@ -85,18 +85,8 @@ def _pod_view(pod: Obj) -> rep.PodView:
                        terminating=deleted is not None)
 
 
-def _credentials(ctx: Context, db: SampleDB) -> tuple[str, str] | None:
-    secret = ctx.cached("Secret", db.metadata.namespace, names.secret_name(db.metadata.name))
-    data = (secret or {}).get("data") or {}
-    try:
-        return (base64.b64decode(data[d.SECRET_USERNAME_KEY]).decode(),
-                base64.b64decode(data[d.SECRET_PASSWORD_KEY]).decode())
-    except (KeyError, ValueError):
-        return None
-
-
 async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str, ServerState]:
-    creds = _credentials(ctx, db)
+    creds = credentials(ctx, db)
     if creds is None:
         return {}
     targets = {name: pg.Target(str(pod["status"]["podIP"]), names.POSTGRES_PORT, *creds)
@@ -216,7 +206,7 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
     for pod in plan.fence_pods:
         with contextlib.suppress(NotFound):
             await ctx.apis["Pod"].delete(pod, ns, grace_period_seconds=FENCE_GRACE_SECONDS)
-    creds = _credentials(ctx, db)
+    creds = credentials(ctx, db)
     if plan.promote and creds is not None and pods.get(plan.promote):
         ip = (pods[plan.promote].get("status") or {}).get("podIP")
         if ip and await pg.promote(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):

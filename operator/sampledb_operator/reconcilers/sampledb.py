@@ -42,6 +42,7 @@ from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import (
+    archive,
     chaos,
     children,
     deletion,
@@ -142,9 +143,12 @@ class SampleDBReconciler:
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
                                                     verification=verified.condition)
+        archived = await archive.reconcile_archive(self.ctx, db, db_ready=ready, primary_index=primary_index,
+                                                   primary_pod=primary_pod)
         observed = st.Observed(
             extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
-                              *((backups.condition,) if backups.condition else ())),
+                              *((backups.condition,) if backups.condition else ()), *archived.conditions),
+            archive=archived.status,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,
@@ -177,7 +181,7 @@ class SampleDBReconciler:
                    and st.steps_may_read_the_change(db.status, written.status) else None)
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
-                       instances.result)
+                       instances.result, archived.plan.result)
 
     def _made_statefulset(self, db: SampleDB, index: int) -> Obj | None:
         """Instance `index`'s (the primary's) StatefulSet when this pass has just created it (its answer is in
