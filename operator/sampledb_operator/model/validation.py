@@ -57,6 +57,7 @@ def validate_spec(spec: SampleDBSpec) -> list[Problem]:
     problems += _check_schedule(spec)
     problems += _check_resources(spec)
     problems += _check_parameters(spec)
+    problems += _check_object_store(spec)
     return problems
 
 
@@ -129,6 +130,29 @@ def _check_schedule(spec: SampleDBSpec) -> list[Problem]:
         f"backup.schedule {schedule!r} is not a valid cron schedule (a field is out of range?)",
         "spec.backup.schedule",
     )]
+
+
+ARCHIVE_PARAMETERS = ("archive_mode", "archive_timeout")  # set from spec.backup.objectStore when it is set
+
+
+def _check_object_store(spec: SampleDBSpec) -> list[Problem]:
+    """With spec.backup.objectStore: its schedule parses, and spec.parameters leaves archiving to it."""
+    archive = spec.backup.object_store
+    if archive is None:
+        return []
+    problems = []
+    if not croniter.is_valid(archive.base_backup_schedule):
+        problems.append(Problem(
+            "InvalidBaseBackupSchedule",
+            f"backup.objectStore.baseBackupSchedule {archive.base_backup_schedule!r} is not a valid cron schedule",
+            "spec.backup.objectStore.baseBackupSchedule"))
+    taken = [p for p in ARCHIVE_PARAMETERS if p in (spec.parameters or {})]
+    if taken:
+        problems.append(Problem(
+            "ParameterManaged",
+            f"parameters {', '.join(taken)} are set by spec.backup.objectStore (archive_timeout from its"
+            " archiveTimeoutSeconds): remove them from spec.parameters", "spec.parameters"))
+    return problems
 
 
 def _check_resources(spec: SampleDBSpec) -> list[Problem]:

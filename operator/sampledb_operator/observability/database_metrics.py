@@ -11,7 +11,10 @@ metrics.PHASES is exported, 0 when none). Then one set of series per cached Samp
   (absent until a backup has succeeded);
 - sampledb_instance_info{instance, role} 1 and sampledb_instance_ready{instance}: each instance of
   status.instances (role primary, replica or fenced);
-- sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances).
+- sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances);
+- with WAL archiving (status.archive): sampledb_archive_lag_seconds (since the oldest segment still waiting
+  was completed), sampledb_archive_pending_segments, sampledb_archive_last_archived_timestamp_seconds and
+  sampledb_archive_last_base_backup_timestamp_seconds (Unix time; absent until there is one).
 
 Invariants: computed from the objects at scrape time, so a deleted database's series vanish at the
 next scrape; an object or a timestamp that does not parse is skipped, never raises (a scrape must not
@@ -63,6 +66,7 @@ class _Row(NamedTuple):
     completed: float | None
     instances: tuple[tuple[str, str, float, float | None], ...]  # name, role, ready, lag bytes
     resource_version: str  # "" when the object has none (then its lines are not kept)
+    archive: tuple[float | None, float | None, float | None, float | None] | None = None  # lag, pending, times
 
 
 class _Kept(NamedTuple):
@@ -106,7 +110,17 @@ def _row(obj: Mapping[str, Any]) -> _Row:
     return _Row(_key(meta), _shared(str(spec.get("version") or "")),
                 _shared(str(status.get("currentVersion") or "")), _shared(str(status.get("phase") or "Pending")),
                 _shared(conditions), unix_time((status.get("lastBackup") or {}).get("completedAt")), instances,
-                str(meta.get("resourceVersion") or ""))
+                str(meta.get("resourceVersion") or ""), _archive(status.get("archive")))
+
+
+def _archive(archive: object) -> tuple[float | None, float | None, float | None, float | None] | None:
+    if not isinstance(archive, Mapping):
+        return None
+    lag, pending = archive.get("lagSeconds"), archive.get("pendingSegments")
+    base = archive.get("lastBaseBackup")
+    return (float(lag) if isinstance(lag, int) else None, float(pending) if isinstance(pending, int) else None,
+            unix_time(archive.get("lastArchivedAt")),
+            unix_time(base.get("completedAt")) if isinstance(base, Mapping) else None)
 
 
 Samples = Iterable[tuple[tuple[str, ...], float]]  # a row's samples: label values after namespace and name
@@ -149,6 +163,13 @@ def _lag(r: _Row) -> Samples:
     return (((i[0],), i[3]) for i in r.instances if i[3] is not None)
 
 
+def _archive_value(index: int) -> Callable[[_Row], Samples]:
+    def samples(r: _Row) -> Samples:
+        value = r.archive[index] if r.archive is not None else None
+        return (((), value),) if value is not None else ()
+    return samples
+
+
 _COUNTS = ("sampledb_databases", "SampleDB objects by phase")
 _PER_DATABASE = (
     _Family("sampledb_database_info", "A SampleDB's desired (spec) and running version", ("version", "current_version"),
@@ -162,6 +183,15 @@ _PER_DATABASE = (
     _Family("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready", ("instance",), _instance_ready),
     _Family("sampledb_replication_lag_bytes",
             "A standby's replay lag behind its primary's current WAL position, in bytes", ("instance",), _lag),
+    _Family("sampledb_archive_lag_seconds",
+            "Seconds since the oldest WAL segment still waiting to be archived was completed (0: none waits)", (),
+            _archive_value(0)),
+    _Family("sampledb_archive_pending_segments", "WAL segments waiting on the primary's volume to be archived", (),
+            _archive_value(1)),
+    _Family("sampledb_archive_last_archived_timestamp_seconds", "When the last WAL segment was archived (Unix time)",
+            (), _archive_value(2)),
+    _Family("sampledb_archive_last_base_backup_timestamp_seconds",
+            "When the newest physical base backup in the object store ended (Unix time)", (), _archive_value(3)),
 )
 
 

@@ -60,7 +60,13 @@ def test_promtool_accepts_the_alert_rules(tmp_path: Path) -> None:
     done = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 18 rules found" in done.stdout
+    assert "SUCCESS: 22 rules found" in done.stdout
+
+
+ARCHIVE_FAILING = ("WAL of a database cannot be archived to its object store; it piles up on the data volume and"
+                   " recovery points stop (see the ContinuousArchiving condition).")
+ARCHIVE_LAGGING = ("A database's oldest WAL segment waiting to be archived is more than 10 minutes old, so a lost"
+                   " cluster would lose that much.")
 
 
 def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
@@ -79,6 +85,11 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                 {"series": f'sampledb_databases{{job="{JOB}", instance="a", phase="Degraded"}}', "values": "2x20"},
                 {"series": f'sampledb_backups_total{{job="{JOB}", instance="a", reason="scheduled", result="failed"}}',
                  "values": "0 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"},
+                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="orders",'
+                           ' type="ContinuousArchiving", status="False", reason="ArchiveFailing"}',
+                 "values": "_ _ 1x20"},
+                {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop", name="orders"}}',
+                 "values": "0+60x20"},
             ],
             "alert_rule_test": [
                 {"eval_time": "6m", "alertname": "SampleDBOperatorDown",
@@ -97,6 +108,14 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                  "exp_alerts": [{"exp_labels": {"severity": "warning", "job": JOB, "instance": "a",
                                                 "reason": "scheduled", "result": "failed"},
                                  "exp_annotations": {"summary": "A scheduled backup failed in the last hour."}}]},
+                {"eval_time": "6m", "alertname": "SampleDBArchiveFailing", "exp_alerts": []},
+                {"eval_time": "8m", "alertname": "SampleDBArchiveFailing",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders"},
+                                 "exp_annotations": {"summary": ARCHIVE_FAILING}}]},
+                {"eval_time": "14m", "alertname": "SampleDBArchiveLagging", "exp_alerts": []},
+                {"eval_time": "16m", "alertname": "SampleDBArchiveLagging",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders"},
+                                 "exp_annotations": {"summary": ARCHIVE_LAGGING}}]},
             ],
         }],
     }
