@@ -88,7 +88,8 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                 {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="orders",'
                            ' type="ContinuousArchiving", status="False", reason="ArchiveFailing"}',
                  "values": "_ _ 1x20"},
-                {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop", name="orders"}}',
+                {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop",'
+                           ' name="orders"}',
                  "values": "0+60x20"},
             ],
             "alert_rule_test": [

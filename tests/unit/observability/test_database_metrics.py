@@ -112,7 +112,8 @@ def test_one_walk_feeds_the_phase_counts_and_each_family_is_built_when_the_encod
 def test_archiving_series_come_from_status_archive_and_are_absent_without_it() -> None:
     obj = _db("orders", phase="Running")
     obj["status"]["archive"] = {"lagSeconds": 42, "pendingSegments": 3, "lastArchivedAt": "2026-12-05T07:00:00Z",
-                                "lastBaseBackup": {"name": "orders-basebackup-x", "completedAt": "2026-12-05T03:00:00Z"}}
+                                "lastBaseBackup": {"name": "orders-basebackup-x",
+                                                   "completedAt": "2026-12-05T03:00:00Z"}}
     families = {f.name: f for f in DatabaseCollector(lambda: [obj, _db("plain", phase="Running")]).collect()}
 
     def values(name: str) -> dict[str, float]:
