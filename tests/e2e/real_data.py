@@ -50,17 +50,17 @@ def apply(*objs: dict[str, Any]) -> None:
     kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump_all(objs))
 
 
-def wait_ready(name: str, timeout: float = 300) -> None:
-    kubectl("wait", "-n", NS, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
+def wait_ready(name: str, timeout: float = 300, ns: str = NS) -> None:
+    kubectl("wait", "-n", ns, f"sampledb/{name}", "--for=condition=Ready", f"--timeout={int(timeout)}s",
             timeout=timeout + 10)
 
 
-def status(name: str) -> dict[str, Any]:
-    return (get_or_none("sampledb", name, NS) or {}).get("status") or {}
+def status(name: str, ns: str = NS) -> dict[str, Any]:
+    return (get_or_none("sampledb", name, ns) or {}).get("status") or {}
 
 
-def condition(name: str, type_: str) -> dict[str, Any]:
-    return next((c for c in status(name).get("conditions", []) if c["type"] == type_), {})
+def condition(name: str, type_: str, ns: str = NS) -> dict[str, Any]:
+    return next((c for c in status(name, ns).get("conditions", []) if c["type"] == type_), {})
 
 
 def delete(name: str, *, wait: bool = True, timeout: float = 300) -> None:
@@ -69,15 +69,15 @@ def delete(name: str, *, wait: bool = True, timeout: float = 300) -> None:
         wait_until(lambda: get_or_none("sampledb", name, NS) is None, timeout=timeout, what=f"{name} to be deleted")
 
 
-def pod_of(name: str) -> str:
-    sts = kubectl_json("get", "statefulsets", "-n", NS, "-l", f"sampledb.io/database={name}")["items"]
+def pod_of(name: str, ns: str = NS) -> str:
+    sts = kubectl_json("get", "statefulsets", "-n", ns, "-l", f"sampledb.io/database={name}")["items"]
     assert len(sts) == 1, f"expected one StatefulSet of {name}, found {len(sts)}"
     return f"{sts[0]['metadata']['name']}-0"
 
 
-def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60) -> str:
+def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60, ns: str = NS) -> str:
     """Run SQL as the database's owner over the pod's local socket; stdout (unaligned, tuples only)."""
-    out = kubectl("exec", "-n", NS, pod_of(name), "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
+    out = kubectl("exec", "-n", ns, pod_of(name, ns), "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
                   "-U", "app", "-d", "app", "-qAt", "-c", statement, check=check, timeout=timeout)
     return out.stdout.strip()
 
@@ -87,13 +87,13 @@ SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables ORDER BY 1
 """
 
 
-def table_stats(name: str) -> dict[str, tuple[int, str]]:
+def table_stats(name: str, ns: str = NS) -> dict[str, tuple[int, str]]:
     """Every user table: (row count, checksum of its rows independent of their order)."""
-    tables = [t for t in sql(name, STATS_SQL).splitlines() if t]
+    tables = [t for t in sql(name, STATS_SQL, ns=ns).splitlines() if t]
     out: dict[str, tuple[int, str]] = {}
     for table in tables:
         line = sql(name, f"SELECT count(*) || '|' || coalesce(md5(string_agg(h, '' ORDER BY h)), '') "
-                         f"FROM (SELECT md5(t::text) AS h FROM {table} t) s")
+                         f"FROM (SELECT md5(t::text) AS h FROM {table} t) s", ns=ns)
         count, _, digest = line.partition("|")
         out[table] = (int(count), digest)
     return out
@@ -109,9 +109,9 @@ INSERT INTO events (account, payload) SELECT 1 + g % 500, jsonb_build_object('n'
 """
 
 
-def seed(name: str) -> dict[str, tuple[int, str]]:
-    sql(name, SEED_SQL)
-    stats = table_stats(name)
+def seed(name: str, ns: str = NS) -> dict[str, tuple[int, str]]:
+    sql(name, SEED_SQL, ns=ns)
+    stats = table_stats(name, ns)
     assert stats["public.accounts"][0] == 500 and stats["public.events"][0] == 2000
     return stats
 
