@@ -7,6 +7,8 @@ allows a restore (`spec.restore` is set at creation and never changed), copying 
 database only what cannot break a restore (storage, resources, parameters, upgrade settings and,
 for the same version, the image): never `init` (not run for a restored database), `migrations`
 (already in the dump; the new database would apply them again), a backup schedule or `paused`;
+a recovery is a new SampleDB with `spec.recovery`, the source's store (its `backup.objectStore` without the
+archiving settings, its path defaulting to the source's namespace) and at most one target;
 upgrade, pause and resume are merge patches of `spec.version` and `spec.paused`.
 """
 
@@ -69,6 +71,41 @@ def restore_object(backup: Obj, source: Obj | None, new_name: str, namespace: st
             spec[key] = src_spec[key]
     if src_spec.get("image") and src_spec.get("version") == chosen_version:
         spec["image"] = src_spec["image"]
+    return {"apiVersion": API_VERSION, "kind": DB_KIND, "metadata": {"name": new_name, "namespace": namespace},
+            "spec": spec}
+
+
+STORE_FIELDS = ("endpoint", "bucket", "path", "region", "credentials", "ca")
+
+
+def recovery_object(source_name: str, store_db: Obj, new_name: str, namespace: str, *, time: str | None = None,
+                    restore_point: str | None = None, lsn: str | None = None, version: str | None = None,
+                    storage_size: str | None = None, path: str | None = None) -> Obj:
+    """A new SampleDB `new_name` recovered from `source_name`'s archive, at most one target; `store_db` is a
+    SampleDB whose spec.backup.objectStore names the store (the source itself while it exists)."""
+    targets = {k: v for k, v in (("targetTime", time), ("targetName", restore_point), ("targetLSN", lsn)) if v}
+    if len(targets) > 1:
+        raise ActionError("give at most one of --time, --restore-point and --lsn")
+    s_meta, s_spec = store_db.get("metadata") or {}, store_db.get("spec") or {}
+    archive = (s_spec.get("backup") or {}).get("objectStore")
+    if not archive:
+        raise ActionError(f"SampleDB {s_meta.get('name')} has no spec.backup.objectStore to recover from")
+    store = {k: archive[k] for k in STORE_FIELDS if archive.get(k)}
+    store["path"] = path or store.get("path") or s_meta.get("namespace") or namespace
+    chosen_version = version or s_spec.get("version")
+    if not chosen_version:
+        raise ActionError("give --version (the source's PostgreSQL MAJOR.MINOR)")
+    check_version(str(chosen_version))
+    storage: Obj = dict(s_spec.get("storage") or {})
+    if storage_size:
+        storage["size"] = storage_size
+    if not storage.get("size"):
+        raise ActionError("give --storage-size")
+    spec: Obj = {"version": str(chosen_version), "storage": storage,
+                 "recovery": {"objectStore": store, "database": source_name, **targets}}
+    for key in COPIED_SPEC_FIELDS:
+        if s_spec.get(key):
+            spec[key] = s_spec[key]
     return {"apiVersion": API_VERSION, "kind": DB_KIND, "metadata": {"name": new_name, "namespace": namespace},
             "spec": spec}
 

@@ -100,7 +100,36 @@ async def restore(target: Target, backup_name: str, new_name: str, *, version: s
         return await _wait_restored(session, new_name, wait_seconds, out)
 
 
-async def _wait_restored(session: Session, name: str, wait_seconds: float, out: TextIO) -> int:
+async def recover(target: Target, source: str, new_name: str, *, store_from: str | None = None,
+                  time: str | None = None, restore_point: str | None = None, lsn: str | None = None,
+                  version: str | None = None, storage_size: str | None = None, path: str | None = None,
+                  dry_run: bool = False, wait: bool = False, wait_seconds: float = 3600.0,
+                  out: TextIO = sys.stdout) -> int:
+    async with open_session(target) as session:
+        store_db = await session.get_or_none(SAMPLEDB, store_from or source)
+        if store_db is None:
+            raise actions.ActionError(f"SampleDB {store_from or source} does not exist in {session.namespace}: name a"
+                              " SampleDB that archives to the same store with --store-from (and the source's"
+                              " --path), or write spec.recovery by hand (docs/user-guide.md)")
+        obj = actions.recovery_object(source, store_db, new_name, session.namespace, time=time,
+                                      restore_point=restore_point, lsn=lsn, version=version,
+                                      storage_size=storage_size, path=path)
+        if dry_run:
+            out.write(yaml.safe_dump(obj, sort_keys=False))
+            return 0
+        await session.create(SAMPLEDB, obj)
+        rec = obj["spec"]["recovery"]
+        to = rec.get("targetTime") or rec.get("targetName") or rec.get("targetLSN") or "the end of its archive"
+        out.write(f"{DB_REF}/{new_name} created, recovering {source} from"
+                  f" s3://{rec['objectStore']['bucket']}/{rec['objectStore']['path']}/{source} to {to}\n")
+        if not wait:
+            out.write(f"Follow it with: kubectl sampledb status {new_name} -n {session.namespace}\n")
+            return 0
+        return await _wait_restored(session, new_name, wait_seconds, out, done="Recovered", failed="RecoveryFailed")
+
+
+async def _wait_restored(session: Session, name: str, wait_seconds: float, out: TextIO, *, done: str = "Restored",
+                         failed: str = "RestoreFailed") -> int:
     shown = None
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -112,10 +141,10 @@ async def _wait_restored(session: Session, name: str, wait_seconds: float, out: 
             out.write(f"{DB_REF}/{name} {line}\n")
             out.flush()
             shown = line
-        if ready.get("status") == "True" and init.get("reason") == "Restored":
+        if ready.get("status") == "True" and init.get("reason") == done:
             return 0
-        if init.get("reason") == "RestoreFailed":
-            out.write(f"restore failed: {init.get('message')}\n")
+        if init.get("reason") == failed:
+            out.write(f"{'recovery' if done == 'Recovered' else 'restore'} failed: {init.get('message')}\n")
             return 1
         if time.monotonic() >= deadline:
             out.write(f"not restored after {wait_seconds:g}s; it goes on without waiting\n")

@@ -119,8 +119,28 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
     ]
     if spec.get("restore"):
         rows.insert(3, ("Restored from", f"SampleDBBackup {spec['restore'].get('backupName')}"))
+    if spec.get("recovery"):
+        rec = spec["recovery"]
+        to = rec.get("targetTime") or rec.get("targetName") or rec.get("targetLSN") or "the end of its archive"
+        rows.insert(3, ("Recovered from", f"{rec.get('database')} in its object store, to {to}"))
+    archive = status.get("archive") or {}
+    if (spec.get("backup") or {}).get("objectStore"):
+        rows.insert(-3, ("WAL archive", _archive_line(db, archive, now)))
+        base = archive.get("lastBaseBackup") or {}
+        rows.insert(-3, ("Base backup", f"{base.get('name')}, {age(base.get('completedAt'), now)} ago"
+                         if base else condition(db, "BaseBackupHealthy").get("reason") or NONE))
     width = max(len(k) for k, _ in rows) + 2
     return [f"SampleDB {meta.get('namespace')}/{meta.get('name')}", *(f"  {k + ':':<{width}}{v}" for k, v in rows)]
+
+
+def _archive_line(db: Obj, archive: Obj, now: datetime) -> str:
+    """"Archiving to s3://..., last 0000...2A 12s ago, 0 waiting" (or the condition's reason and words)."""
+    cond = condition(db, "ContinuousArchiving")
+    where = archive.get("destination") or "the object store"
+    if cond.get("status") != "True":
+        return f"{cond.get('reason') or 'not checked yet'} ({where}): {short(cond.get('message'), 120)}"
+    return (f"to {where}, last {archive.get('lastArchivedWal')} {age(archive.get('lastArchivedAt'), now)} ago,"
+            f" {archive.get('pendingSegments', 0)} waiting")
 
 
 def _instances_line(spec: Obj, status: Obj) -> str:

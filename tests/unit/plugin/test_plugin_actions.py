@@ -110,3 +110,35 @@ def test_pause_and_resume_patch_spec_paused_only_when_it_changes() -> None:
     assert paused_patch({"spec": {"paused": True}}, True) is None
     assert paused_patch({"spec": {"paused": True}}, False) == {"spec": {"paused": False}}
     assert paused_patch({"spec": {}}, False) is None
+
+
+ARCHIVED = {"metadata": {"name": "orders", "namespace": "prod"},
+            "spec": {"version": "17.2", "storage": {"size": "5Gi"}, "parameters": {"work_mem": "8MB"},
+                     "init": {"configMapKeyRef": {"name": "i", "key": "k"}},
+                     "backup": {"objectStore": {"endpoint": "https://s3.example", "bucket": "pg-archive",
+                                                "credentials": {"secretName": "keys"}, "archiveTimeoutSeconds": 30,
+                                                "baseBackupSchedule": "@hourly"}}}}
+
+
+def test_a_recovery_names_the_sources_store_and_path_and_one_target_without_archiving_settings() -> None:
+    from sampledb_operator.model.sampledb import SampleDB
+    from sampledb_operator.plugin.actions import recovery_object
+
+    obj = recovery_object("orders", ARCHIVED, "orders-then", "prod", time="2026-12-05T07:30:00Z")
+    assert obj["spec"]["recovery"] == {
+        "objectStore": {"endpoint": "https://s3.example", "bucket": "pg-archive", "credentials": {"secretName": "keys"},
+                        "path": "prod"},
+        "database": "orders", "targetTime": "2026-12-05T07:30:00Z"}
+    assert "init" not in obj["spec"] and obj["spec"]["parameters"] == {"work_mem": "8MB"}
+    SampleDB.model_validate(obj)  # what the CRD's models accept
+    to_end = recovery_object("orders", ARCHIVED, "x", "other-ns", path="old-ns")["spec"]["recovery"]
+    assert to_end["objectStore"]["path"] == "old-ns" and set(to_end) == {"objectStore", "database"}
+
+
+def test_a_recovery_refuses_two_targets_and_a_database_without_a_store() -> None:
+    from sampledb_operator.plugin.actions import recovery_object
+
+    with pytest.raises(ActionError, match="at most one"):
+        recovery_object("orders", ARCHIVED, "x", "prod", time="2026-12-05T07:30:00Z", lsn="0/1")
+    with pytest.raises(ActionError, match=r"no spec\.backup\.objectStore"):
+        recovery_object("orders", SOURCE | {"metadata": {"name": "orders"}}, "x", "prod")
