@@ -4,6 +4,10 @@ If $KUBECONFIG is set, the tests run against that cluster (kind, k3s, a real one
 it. Otherwise hack/cluster starts the project's local control plane (built from the Go module
 proxy); it is stopped at the end of the session unless it was already running before, or
 SAMPLEDB_KEEP_CLUSTER=1.
+
+Beside it, an S3-compatible object store (WAL archiving and backups): hack/cluster's component `s3`
+(versitygw), whose endpoint, bucket, credentials and CA file `hack/cluster env` prints as the
+SAMPLEDB_S3_* variables; against $KUBECONFIG's cluster, the store those variables name, if any.
 """
 
 from __future__ import annotations
@@ -11,12 +15,41 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPT = REPO / "hack" / "cluster"
 CRD_DIR = REPO / "manifests" / "crd"
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """An S3-compatible object store and the bucket the tests use in it."""
+
+    endpoint: str  # https://ADDRESS:PORT (path-style addressing, region us-east-1)
+    bucket: str
+    access_key: str
+    secret_key: str = field(repr=False)  # kept out of assertion messages and logs
+    ca_file: str  # PEM file that verifies the endpoint's certificate (the cluster CA)
+
+
+OBJECT_STORE_ENV = {
+    "endpoint": "SAMPLEDB_S3_ENDPOINT",
+    "bucket": "SAMPLEDB_S3_BUCKET",
+    "access_key": "SAMPLEDB_S3_ACCESS_KEY",
+    "secret_key": "SAMPLEDB_S3_SECRET_KEY",
+    "ca_file": "SAMPLEDB_S3_CA_FILE",
+}
+
+
+def object_store_from_env(env: Mapping[str, str]) -> ObjectStore | None:
+    """The store the SAMPLEDB_S3_* variables of `env` name, or None unless all of them are set."""
+    values = {name: env.get(var, "") for name, var in OBJECT_STORE_ENV.items()}
+    if not all(values.values()):
+        return None
+    return ObjectStore(**values)
 
 
 @dataclass(frozen=True)
@@ -27,6 +60,7 @@ class Cluster:
     local: bool  # started by hack/cluster (True) or the user's $KUBECONFIG (False)
     kubectl: tuple[str, ...]  # argv prefix for kubectl of a matching version
     state_dir: Path | None  # hack/cluster's folder (logs, pki) when local
+    object_store: ObjectStore | None = None  # the S3 store beside it, if there is one
 
 
 def _parse_env(text: str) -> dict[str, str]:
@@ -40,6 +74,12 @@ def _parse_env(text: str) -> dict[str, str]:
 
 def local_state_dir() -> Path:
     return Path(os.environ.get("SAMPLEDB_CLUSTER_DIR", REPO / ".cluster"))
+
+
+def local_cluster_env() -> dict[str, str]:
+    """The variables `hack/cluster env` prints for the local cluster (KUBECONFIG, SAMPLEDB_S3_*, ...)."""
+    out = subprocess.run([str(CLUSTER_SCRIPT), "env"], capture_output=True, text=True, check=True, timeout=60)
+    return _parse_env(out.stdout)
 
 
 def local_cluster_running() -> bool:
@@ -59,6 +99,7 @@ def start_local_cluster() -> Cluster:
         local=True,
         kubectl=(f"{bin_dir}/testcluster", "kubectl"),
         state_dir=local_state_dir(),
+        object_store=object_store_from_env(env),
     )
 
 
@@ -74,12 +115,27 @@ def stop_local_cluster() -> None:
     subprocess.run([str(CLUSTER_SCRIPT), "down"], capture_output=True, text=True, check=False, timeout=120)
 
 
-def restart_local_component(component: str) -> None:
-    """Stop and start one component of the local cluster with its original command line."""
-    out = subprocess.run([str(CLUSTER_SCRIPT), "restart", component], capture_output=True, text=True,
+def _local_component(action: str, component: str) -> None:
+    out = subprocess.run([str(CLUSTER_SCRIPT), action, component], capture_output=True, text=True,
                          check=False, timeout=300)
     if out.returncode != 0:
-        raise RuntimeError(f"hack/cluster restart {component} failed:\n{out.stderr[-4000:]}")
+        raise RuntimeError(f"hack/cluster {action} {component} failed:\n{out.stderr[-4000:]}")
+
+
+def restart_local_component(component: str) -> None:
+    """Stop and start one component of the local cluster with its original command line."""
+    _local_component("restart", component)
+
+
+def stop_local_component(component: str) -> None:
+    """Stop one component of the local cluster (`s3` keeps its data); start_local_component brings it back."""
+    _local_component("stop", component)
+
+
+def start_local_component(component: str) -> None:
+    """Start a stopped component of the local cluster with its original command line and port, and
+    wait until it answers."""
+    _local_component("start", component)
 
 
 def install_crds() -> None:
@@ -102,9 +158,13 @@ def external_cluster() -> Cluster | None:
     local_kubeconfig = local_state_dir() / "kubeconfig"
     bin_dir = local_state_dir() / "bin-dir"
     if Path(path).resolve() == local_kubeconfig.resolve() and bin_dir.exists():
+        # The store's variables from the environment (`eval "$(hack/cluster env)"`), else asked for.
+        store = object_store_from_env(os.environ) or object_store_from_env(local_cluster_env())
         return Cluster(kubeconfig=path, local=True,
-                       kubectl=(f"{bin_dir.read_text().strip()}/testcluster", "kubectl"), state_dir=local_state_dir())
+                       kubectl=(f"{bin_dir.read_text().strip()}/testcluster", "kubectl"), state_dir=local_state_dir(),
+                       object_store=store)
     kubectl = os.environ.get("SAMPLEDB_KUBECTL") or shutil.which("kubectl")
     if not kubectl:
         raise RuntimeError("KUBECONFIG is set but no kubectl is on PATH (or set SAMPLEDB_KUBECTL)")
-    return Cluster(kubeconfig=path, local=False, kubectl=(kubectl,), state_dir=None)
+    return Cluster(kubeconfig=path, local=False, kubectl=(kubectl,), state_dir=None,
+                   object_store=object_store_from_env(os.environ))
