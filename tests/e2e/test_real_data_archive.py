@@ -19,8 +19,8 @@ import pytest
 import yaml
 from tests.e2e.real_data import PG15, PG18, condition, sql, status, table_stats, wait_ready
 from tests.support import kube
-from tests.support.cluster import ObjectStore, object_store_from_env
-from tests.support.kube import get_or_none, kubectl, wait_until
+from tests.support.cluster import ObjectStore, object_store_from_env, start_local_component, stop_local_component
+from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -165,6 +165,58 @@ def test_a_database_whose_namespace_is_deleted_is_recovered_elsewhere_from_the_s
     wait_ready(name, timeout=600, ns=dst_ns)
     assert table_stats(name, dst_ns) == committed
     assert condition(name, "Initialized", dst_ns)["message"].endswith("to the end of its archive")
+
+
+def events_of(name: str, ns: str, reason: str) -> list[dict[str, Any]]:
+    items = kubectl_json("get", "events", "-n", ns, "--field-selector",
+                         f"involvedObject.name={name},involvedObject.kind=SampleDB")["items"]
+    return [e for e in items if e.get("reason") == reason]
+
+
+def metric(op: OperatorProcess, family: str, ns: str, name: str) -> float | None:
+    for line in op.metrics_text().splitlines():
+        if line.startswith(f"{family}{{") and f'namespace="{ns}"' in line and f'name="{name}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.disruptive  # the store goes away for a while: other archiving tests would see it too
+@pytest.mark.local_only
+def test_while_the_store_is_down_wal_waits_and_says_so_and_catches_up_by_itself_when_it_is_back(
+        store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
+    src_ns, _ = namespaces
+    name = "outage"
+    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
+    apply(*objs, database(name, src_ns, PG15, backup={"objectStore": {**spec,
+                                                                      "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
+    wait_ready(name, ns=src_ns)
+    wait_condition(name, src_ns, "BaseBackupHealthy")
+    stop_local_component("s3")
+    try:
+        for batch in range(3):  # three segments completed while the store is away
+            ledger(name, src_ns, f"outage-{batch}", batch * 1000 + 1, batch * 1000 + 1000)
+            sql(name, "SELECT pg_switch_wal()", ns=src_ns)
+        failing = wait_condition(name, src_ns, "ContinuousArchiving", want="False", timeout=180)
+        assert failing["reason"] == "ArchiveFailing", failing
+        wait_until(lambda: (status(name, src_ns).get("archive") or {}).get("pendingSegments", 0) >= 3, timeout=120,
+                   what="the segments waiting on the volume counted")
+        wait_until(lambda: events_of(name, src_ns, "ArchiveFailing"), timeout=60, what="a Warning ArchiveFailing")
+        wait_until(lambda: (metric(operator_both, "sampledb_archive_pending_segments", src_ns, name) or 0) >= 3,
+                   timeout=60, what="the pending segments metric")
+        assert condition(name, "Ready", src_ns)["status"] == "True"  # nothing else breaks
+        ledger(name, src_ns, "still-writable", 5001, 5010)
+    finally:
+        start_local_component("s3")
+    wait_condition(name, src_ns, "ContinuousArchiving", timeout=300)
+    wait_until(lambda: (status(name, src_ns).get("archive") or {}).get("pendingSegments") == 0, timeout=180,
+               what="the backlog archived")
+    wait_until(lambda: events_of(name, src_ns, "ArchiveRecovered"), timeout=60, what="a Normal ArchiveRecovered")
+    committed = table_stats(name, src_ns)
+    switch_and_wait(name, src_ns)
+    copy = "outage-copy"
+    apply(database(copy, src_ns, PG15, recovery={"objectStore": spec, "database": name}))
+    wait_ready(copy, timeout=600, ns=src_ns)
+    assert table_stats(copy, src_ns) == committed
 
 
 def test_a_recovery_from_a_store_path_with_nothing_in_it_fails_and_says_why(
