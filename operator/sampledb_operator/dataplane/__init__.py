@@ -25,6 +25,9 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "verify.sh",
     "reload.sh",
     "instance.sh",
+    "archive-wal.sh",
+    "base-backup.sh",
+    "recover.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

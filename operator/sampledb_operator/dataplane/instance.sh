@@ -12,6 +12,9 @@
 # role=primary: never touches the data. An empty $PGDATA goes to the entrypoint (initdb); a data
 #   directory starts as it is, so a standby (standby.signal) stays a standby: only the operator's
 #   pg_promote() promotes, a restart never does.
+#   With SAMPLEDB_RECOVERY_SERVER set, an empty $PGDATA (or an unfinished recovery, marked by
+#   $PGDATA.recovering) is first recovered from the object store by recover.sh (point in time,
+#   promoted, stopped cleanly), which gets this script's arguments; its exit status is ours on failure.
 # role=replica:
 #   - no cluster yet: wait for the primary (pg_isready), pg_basebackup, create standby.signal;
 #   - standby.signal present: start (a standby);
@@ -256,9 +259,41 @@ server_major() {
     printf '%s' "${BASH_REMATCH[1]}"
 }
 
+# recover: recover.sh fills $PGDATA from the object store; its own error and result lines stand.
+recover() {
+    local rc=0
+    log "role=primary: recovering $PGDATA from the object store (server $SAMPLEDB_RECOVERY_SERVER) ($(since "$T0"))"
+    (
+        # The source's store is named apart (SAMPLEDB_RECOVERY_*: the operator sets them, and a database may
+        # recover from one store and archive to another); recover.sh reads lib.sh's store settings.
+        if [[ -n ${SAMPLEDB_RECOVERY_ACCESS_KEY_ID+set} ]]; then
+            unset AWS_DEFAULT_REGION AWS_CA_BUNDLE SAMPLEDB_S3_ENDPOINT
+            export AWS_ACCESS_KEY_ID=$SAMPLEDB_RECOVERY_ACCESS_KEY_ID
+            export AWS_SECRET_ACCESS_KEY=${SAMPLEDB_RECOVERY_SECRET_ACCESS_KEY-}
+            [[ -z ${SAMPLEDB_RECOVERY_ENDPOINT:-} ]] || export SAMPLEDB_S3_ENDPOINT=$SAMPLEDB_RECOVERY_ENDPOINT
+            [[ -z ${SAMPLEDB_RECOVERY_REGION:-} ]] || export AWS_DEFAULT_REGION=$SAMPLEDB_RECOVERY_REGION
+            [[ -z ${SAMPLEDB_RECOVERY_CA_BUNDLE:-} ]] || export AWS_CA_BUNDLE=$SAMPLEDB_RECOVERY_CA_BUNDLE
+        fi
+        exec bash "$(dirname -- "${BASH_SOURCE[0]}")/recover.sh" "${SERVER_ARGS[@]}" {SDB_LOG_FD}>&-
+    ) || rc=$?
+    if ((rc != 0)); then
+        SDB_RESULT_DONE=1
+        exit "$rc"
+    fi
+    log "role=primary: recovered; starting the primary ($(since "$T0"))"
+}
+
 prepare_primary() {
     if [[ -e $MARKER ]]; then
         die "$SDB_EXIT_CONFIG" "role=primary: $PGDATA is an unfinished clone ($MARKER): it cannot be a primary"
+    fi
+    if [[ -e $PGDATA.recovering ]]; then
+        recover
+        return 0
+    fi
+    if [[ -n ${SAMPLEDB_RECOVERY_SERVER:-} && ! -s $PGDATA/PG_VERSION ]] && ! has_files "$PGDATA"; then
+        recover
+        return 0
     fi
     if [[ ! -s $PGDATA/PG_VERSION ]]; then
         if has_files "$PGDATA"; then

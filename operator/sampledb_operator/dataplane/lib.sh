@@ -310,3 +310,236 @@ SELECT jsonb_build_object($$count$$, count(*), $$checksum$$,
         || $$:$$ || coalesce(sum(($$x$$ || substr(h, 17, 16))::bit(64)::bigint::numeric), 0)::text))::text AS sdb_lobs
 FROM (SELECT md5(oid::text || $$:$$ || md5(lo_get(oid))) AS h FROM pg_catalog.pg_largeobject_metadata) AS s \gset
 SELECT $$SDB_LOBS=$$ || :'"'sdb_lobs'"';'
+
+# ---- object store (Barman Cloud over S3): the settings of archive-wal.sh, base-backup.sh, recover.sh
+# SAMPLEDB_S3_DESTINATION (s3://BUCKET[/PATH]), SAMPLEDB_S3_SERVER (the database's name in the store),
+# optional SAMPLEDB_S3_ENDPOINT (https://host[:port]), optional SAMPLEDB_S3_ADDRESSING_STYLE (auto,
+# virtual or path; default path with an endpoint, auto without), AWS_ACCESS_KEY_ID,
+# AWS_SECRET_ACCESS_KEY (boto3 reads both from the environment; never on a command line, never
+# printed), optional AWS_DEFAULT_REGION and AWS_CA_BUNDLE (a CA file for the endpoint's certificate).
+
+# store_url_ok VALUE: VALUE is a barman destination URL, s3://BUCKET or s3://BUCKET/PATH.
+store_url_ok() {
+    [[ $1 =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9._-]+)*/?$ && $1 != *..* ]]
+}
+
+# store_server_ok VALUE: VALUE is a server name (a path element of the store: letters, digits, . _ -).
+store_server_ok() {
+    [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ ]]
+}
+
+# store_setup: check the store's connection settings (not destinations or server names); sets
+# SDB_STORE_OPTS, the barman-cloud options they give. On a bad setting, sets SDB_STORE_PROBLEM and
+# returns 1 (the caller reports it: archive-wal.sh has no result line).
+store_setup() {
+    local name style
+    SDB_STORE_OPTS=(--cloud-provider aws-s3)
+    SDB_STORE_PROBLEM=
+    for name in AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY; do
+        if [[ -z ${!name:-} ]]; then
+            SDB_STORE_PROBLEM="missing required setting $name"
+            return 1
+        fi
+        if [[ ${!name} == *[[:space:]]* ]]; then
+            SDB_STORE_PROBLEM="$name holds white space"
+            return 1
+        fi
+    done
+    style=${SAMPLEDB_S3_ADDRESSING_STYLE:-}
+    if [[ -n ${SAMPLEDB_S3_ENDPOINT:-} ]]; then
+        if [[ ! $SAMPLEDB_S3_ENDPOINT =~ ^https?://([A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?/?$ ]]; then
+            SDB_STORE_PROBLEM="invalid SAMPLEDB_S3_ENDPOINT '$SAMPLEDB_S3_ENDPOINT': want http(s)://host[:port]"
+            return 1
+        fi
+        SDB_STORE_OPTS+=(--endpoint-url "${SAMPLEDB_S3_ENDPOINT%/}")
+        style=${style:-path}
+    fi
+    if [[ -n $style ]]; then
+        if [[ ! $style =~ ^(auto|virtual|path)$ ]]; then
+            SDB_STORE_PROBLEM="invalid SAMPLEDB_S3_ADDRESSING_STYLE '$style': want auto, virtual or path"
+            return 1
+        fi
+        SDB_STORE_OPTS+=(--addressing-style "$style")
+    fi
+    if [[ -n ${AWS_DEFAULT_REGION:-} && ! $AWS_DEFAULT_REGION =~ ^[a-z0-9][a-z0-9-]{0,39}$ ]]; then
+        SDB_STORE_PROBLEM="invalid AWS_DEFAULT_REGION '$AWS_DEFAULT_REGION'"
+        return 1
+    fi
+    if [[ -n ${AWS_CA_BUNDLE:-} && ! (-f $AWS_CA_BUNDLE && -r $AWS_CA_BUNDLE) ]]; then
+        SDB_STORE_PROBLEM="AWS_CA_BUNDLE $AWS_CA_BUNDLE is not a readable file"
+        return 1
+    fi
+    return 0
+}
+
+# store_destination_problem URL SERVER URL_SETTING SERVER_SETTING: print what is wrong with a
+# destination and server name (nothing when both are valid).
+store_destination_problem() {
+    if [[ -z $1 ]]; then
+        printf 'missing required setting %s' "$3"
+    elif ! store_url_ok "$1"; then
+        printf "invalid %s '%s': want s3://BUCKET or s3://BUCKET/PATH (bucket: 3-63 of a-z 0-9 . -; path: A-Z a-z 0-9 . _ - and /)" "$3" "$1"
+    elif [[ -z $2 ]]; then
+        printf 'missing required setting %s' "$4"
+    elif ! store_server_ok "$2"; then
+        printf "invalid %s '%s': use 1-128 letters, digits, '.', '_' and '-'" "$4" "$2"
+    fi
+}
+
+# scrub TEXT: TEXT with the store's access key id and secret key (and a session token) replaced by
+# "…", for any message that quotes a client's error.
+scrub() {
+    local s=$1 k
+    for k in "${AWS_SECRET_ACCESS_KEY:-}" "${AWS_ACCESS_KEY_ID:-}" "${AWS_SESSION_TOKEN:-}"; do
+        if ((${#k} >= 4)); then
+            s=${s//"$k"/…}
+        fi
+    done
+    printf '%s' "$s"
+}
+
+# barman_error FILE: the reason in a barman-cloud command's stderr: the text after "ERROR: " of its
+# last error line, without barman's "... exception: " prefix (else the last non-empty line), scrubbed.
+barman_error() {
+    local line
+    line=$(grep -E '(ERROR|CRITICAL): ' -- "$1" | tail -n1 || true)
+    if [[ -n $line ]]; then
+        line=${line#*ERROR: }
+        line=${line#*CRITICAL: }
+        if [[ $line =~ ^Barman\ cloud\ [A-Za-z\ ]*exception:\ (.*)$ ]]; then
+            line=${BASH_REMATCH[1]}
+        fi
+    else
+        line=$(grep -v -E '^[[:space:]]*$' -- "$1" | tail -n1 || true)
+    fi
+    scrub "$(one_line "${line:-no error output}")"
+}
+
+# wal_in_store DESTINATION SERVER SEGMENT DIR: whether the store has the WAL file SEGMENT (fetched
+# with barman-cloud-wal-restore into DIR, then removed; barman's stderr in DIR/probe.err).
+wal_in_store() {
+    local rc=0
+    barman-cloud-wal-restore "${SDB_STORE_OPTS[@]}" "$1" "$2" "$3" "$4/probe" >/dev/null 2>"$4/probe.err" || rc=$?
+    rm -f -- "$4/probe"
+    return "$rc"
+}
+
+# catalog_python: print the Python interpreter that reads barman's JSON (python3 on PATH, else the
+# interpreter barman-cloud-backup-list itself runs with); false if there is none.
+catalog_python() {
+    local first
+    if command -v python3 >/dev/null 2>&1; then
+        printf 'python3'
+        return 0
+    fi
+    first=$(head -n1 -- "$(command -v barman-cloud-backup-list || echo /dev/null)" 2>/dev/null || true)
+    first=${first#\#!}
+    first=${first%% *}
+    if [[ $first == /*python* && -x $first ]]; then
+        printf '%s' "$first"
+        return 0
+    fi
+    return 1
+}
+
+# The program of backup_catalog (Python standard library only).
+# shellcheck disable=SC2016  # Python text, not shell
+SDB_CATALOG_PY='
+import datetime, json, sys
+
+def lsn(text):
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+def when(text):
+    return datetime.datetime.fromisoformat(text)
+
+def utc(text):
+    if not text:
+        return ""
+    return when(text).astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+def clean(value):
+    return " ".join(str("" if value is None else value).split())
+
+def show(prefix, b):
+    fields = {"id": b.get("backup_id"), "name": b.get("backup_name"), "status": b.get("status"),
+              "begin_wal": b.get("begin_wal"), "end_wal": b.get("end_wal"),
+              "begin_lsn": b.get("begin_xlog"), "end_lsn": b.get("end_xlog"),
+              "begin_time": utc(b.get("begin_time_iso")), "end_time": utc(b.get("end_time_iso")),
+              "timeline": b.get("timeline"), "size": b.get("cluster_size"), "systemid": b.get("systemid"),
+              "version": b.get("version"), "error": b.get("error"),
+              "tablespaces": len(b.get("tablespaces") or []), "segment_size": b.get("xlog_segment_size")}
+    for key, value in fields.items():
+        print("%s%s=%s" % (prefix, key, clean(value)))
+
+with open(sys.argv[1], encoding="utf-8") as f:
+    backups = json.load(f).get("backups_list") or []
+mode, arg = sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else "")
+done = [b for b in backups if b.get("status") == "DONE" and b.get("end_time_iso") and b.get("end_xlog")]
+done.sort(key=lambda b: (when(b["end_time_iso"]), b["backup_id"]))
+print("count=%d" % len(backups))
+print("done=%d" % len(done))
+if done:
+    show("oldest_", done[0])
+    show("newest_", done[-1])
+if mode == "name":
+    same = [b for b in backups if arg in (b.get("backup_name"), b.get("backup_id"))]
+    chosen = [b for b in done if b in same][-1:]
+    print("others=%s" % clean(",".join("%s:%s" % (b.get("backup_id"), b.get("status")) for b in same if b not in chosen)))
+elif mode == "latest":
+    chosen = done[-1:]
+elif mode == "before-time":
+    target = when(arg)
+    chosen = [b for b in done if when(b["end_time_iso"]) <= target][-1:]
+elif mode == "before-lsn":
+    target = lsn(arg)
+    chosen = [b for b in done if lsn(b["end_xlog"]) <= target][-1:]
+else:
+    sys.exit("unknown mode " + mode)
+print("found=%d" % len(chosen))
+if chosen:
+    show("", chosen[0])
+'
+
+# backup_catalog JSON_FILE MODE [ARG]: read barman-cloud-backup-list --format json and set the
+# associative array SDB_CATALOG: count (backups listed), done (completed ones), oldest_* and newest_*
+# (of the completed ones), found (0 or 1) and, for the backup chosen, id, name, status, begin_wal,
+# end_wal, begin_lsn, end_lsn, begin_time, end_time (RFC 3339 UTC), timeline, size (barman's
+# cluster_size), systemid, version, error, tablespaces (how many), segment_size (bytes). MODE: name NAME (a completed backup whose name or id is
+# NAME; "others" lists the rest of that name as id:status), latest, before-time TIME (ISO 8601 with
+# an offset: the newest that ended at or before it), before-lsn LSN (ended at or before it).
+backup_catalog() {
+    local py out key value
+    declare -gA SDB_CATALOG=()
+    py=$(catalog_python) || {
+        printf 'no python3 to read the backup catalog\n' >&2
+        return 1
+    }
+    out=$("$py" -c "$SDB_CATALOG_PY" "$@") || return 1
+    while IFS= read -r key; do
+        value=${key#*=}
+        SDB_CATALOG[${key%%=*}]=$value
+    done <<<"$out"
+}
+
+# iso_time TIME: TIME (a timestamp with an offset, as PostgreSQL takes it) in the form Python's
+# datetime.fromisoformat reads on every version: "T" between date and time, "Z" as +00:00, the
+# offset as +HH:MM, the fraction as 6 digits.
+iso_time() {
+    local t=$1 frac=
+    if [[ ! $t =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2})[T\ ]([0-9]{2}:[0-9]{2})(:[0-9]{2})?(\.[0-9]{1,6})?\ ?(Z|z|UTC|[+-][0-9]{2}(:?[0-9]{2})?)$ ]]; then
+        return 1
+    fi
+    local date=${BASH_REMATCH[1]} hm=${BASH_REMATCH[2]} sec=${BASH_REMATCH[3]:-:00} zone=${BASH_REMATCH[5]}
+    if [[ -n ${BASH_REMATCH[4]} ]]; then
+        frac=${BASH_REMATCH[4]}000000
+        frac=${frac:0:7}
+    fi
+    case $zone in
+    Z | z | UTC) zone=+00:00 ;;
+    [+-][0-9][0-9]) zone+=:00 ;;
+    [+-][0-9][0-9][0-9][0-9]) zone=${zone:0:3}:${zone:3:2} ;;
+    esac
+    printf '%sT%s%s%s%s' "$date" "$hm" "$sec" "$frac" "$zone"
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# sampledb data plane: a physical base backup of the server into the object store with
+# barman-cloud-backup (gzip, immediate checkpoint), named $SAMPLEDB_BACKUP_NAME (barman's --name).
+# Runs as the server's OS user where the server's data directory is readable at the path the server
+# reports (SHOW data_directory): in the database's pod. libpq's environment points at the server
+# (PGHOST, PGPORT, PGUSER and PGPASSWORD or PGPASSFILE; a superuser, or a role with the backup
+# functions and pg_read_all_settings). Store settings: lib.sh's (SAMPLEDB_S3_DESTINATION,
+# SAMPLEDB_S3_SERVER, optional SAMPLEDB_S3_ENDPOINT and SAMPLEDB_S3_ADDRESSING_STYLE,
+# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_DEFAULT_REGION and AWS_CA_BUNDLE).
+# The WAL the backup needs reaches the store through the server's archive_command (archive-wal.sh);
+# barman-cloud-backup waits for it, so archiving must work for a backup to complete.
+#
+# Idempotent: a completed backup of the same name in the store is reported (outcome "exists") and
+# not taken again; unfinished or failed ones of that name are left as they are and ignored.
+# Result: name, outcome (created or exists), backupId (barman's id), beginWal, endWal, beginLsn,
+# endLsn, beginTime, endTime (RFC 3339 UTC), timeline, sizeBytes (the cluster's size as barman
+# measured it; the gzip objects are smaller), fromStandby, endWalArchived (whether the WAL up to the
+# backup's end is in the store: always on a primary, where pg_backup_stop waits for it; on a standby
+# waited for up to SAMPLEDB_BACKUP_WAL_TIMEOUT seconds, default 120, since the primary archives it).
+# Exit codes (lib.sh): 2 bad settings or data directory not readable here, 9 cannot connect,
+# 7 barman-cloud-backup failed, 1 the store cannot be listed or another unexpected failure.
+set -Eeuo pipefail
+SDB_SCRIPT=base-backup
+# shellcheck source=lib.sh
+. "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
+
+require_env SAMPLEDB_BACKUP_NAME
+NAME=$SAMPLEDB_BACKUP_NAME
+if [[ ! $NAME =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; then
+    die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_BACKUP_NAME '$NAME': use 1-63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+fi
+case $NAME in
+latest | last | oldest | first | last-failed | latest-full | last-full | auto)
+    die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_BACKUP_NAME '$NAME': a word barman reserves" ;;
+esac
+if ! store_setup; then
+    die "$SDB_EXIT_CONFIG" "$SDB_STORE_PROBLEM"
+fi
+problem=$(store_destination_problem "${SAMPLEDB_S3_DESTINATION:-}" "${SAMPLEDB_S3_SERVER:-}" \
+    SAMPLEDB_S3_DESTINATION SAMPLEDB_S3_SERVER)
+if [[ -n $problem ]]; then
+    die "$SDB_EXIT_CONFIG" "$problem"
+fi
+DEST=${SAMPLEDB_S3_DESTINATION%/}
+SERVER=$SAMPLEDB_S3_SERVER
+ident="\"name\":$(json_str "$NAME")"
+WAL_TIMEOUT=${SAMPLEDB_BACKUP_WAL_TIMEOUT:-120}
+if [[ ! $WAL_TIMEOUT =~ ^[0-9]{1,6}$ ]]; then
+    die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_BACKUP_WAL_TIMEOUT '$WAL_TIMEOUT': want whole seconds"
+fi
+make_temp_dir
+
+# lsn_segment TIMELINE LSN SEGMENT_SIZE: the WAL file that holds the last byte before LSN.
+lsn_segment() {
+    local size=${3:-16777216} pos per segno
+    if [[ ! $size =~ ^[0-9]+$ ]] || ((size < 1048576)); then
+        size=16777216
+    fi
+    pos=$(((16#${2%/*} << 32) + 16#${2#*/}))
+    segno=$(((pos - 1) / size))
+    per=$((0x100000000 / size))
+    printf '%08X%08X%08X' "$1" $((segno / per)) $((segno % per))
+}
+
+connect_check
+in_recovery=$(sql_value "SELECT pg_is_in_recovery()")
+data_directory=$(sql_value "SHOW data_directory" 2>"$SDB_TMP/sql.err") ||
+    die "$SDB_EXIT_CONFIG" "cannot read the server's data_directory: $(first_error "$SDB_TMP/sql.err")" "$ident"
+if [[ ! -r $data_directory/PG_VERSION || ! -r $data_directory/global/pg_control ]]; then
+    die "$SDB_EXIT_CONFIG" "the server's data directory $data_directory is not readable here: run where it is mounted, as the server's OS user" "$ident"
+fi
+
+# list_backups: SDB_CATALOG for the backup named $NAME (backup_catalog, lib.sh).
+list_backups() {
+    if ! barman-cloud-backup-list "${SDB_STORE_OPTS[@]}" --format json "$DEST" "$SERVER" \
+        >"$SDB_TMP/list.json" 2>"$SDB_TMP/list.err"; then
+        die "$SDB_EXIT_INTERNAL" "cannot list the backups of $SERVER in $DEST: $(barman_error "$SDB_TMP/list.err")" "$ident"
+    fi
+    backup_catalog "$SDB_TMP/list.json" name "$NAME" 2>"$SDB_TMP/catalog.err" ||
+        die "$SDB_EXIT_INTERNAL" "cannot read the backup list: $(first_error "$SDB_TMP/catalog.err")" "$ident"
+}
+
+# number VALUE: VALUE if it is a whole number, else null.
+number() {
+    if [[ $1 =~ ^[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
+}
+
+# report OUTCOME: succeed with the chosen backup's members.
+report() {
+    succeed "$2" "$ident,\"outcome\":\"$1\",\"backupId\":$(json_str "${SDB_CATALOG[id]}")$(
+        printf ',"beginWal":%s,"endWal":%s,"beginLsn":%s,"endLsn":%s,"beginTime":%s,"endTime":%s' \
+            "$(json_str "${SDB_CATALOG[begin_wal]}")" "$(json_str "${SDB_CATALOG[end_wal]}")" \
+            "$(json_str "${SDB_CATALOG[begin_lsn]}")" "$(json_str "${SDB_CATALOG[end_lsn]}")" \
+            "$(json_str "${SDB_CATALOG[begin_time]}")" "$(json_str "${SDB_CATALOG[end_time]}")"
+    ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}"
+}
+
+list_backups
+if [[ ${SDB_CATALOG[found]} == 1 ]]; then
+    report exists "backup $NAME (${SDB_CATALOG[id]}) of $SERVER is already in $DEST"
+fi
+if [[ -n ${SDB_CATALOG[others]} ]]; then
+    log "earlier attempts named $NAME are in the store and stay unused: ${SDB_CATALOG[others]}"
+fi
+
+role=primary
+if [[ $in_recovery == t ]]; then
+    role=standby
+fi
+log "taking base backup $NAME of the $role ($data_directory) into $DEST server $SERVER"
+start=${EPOCHREALTIME//[!0-9]/}
+if ! barman-cloud-backup "${SDB_STORE_OPTS[@]}" --gzip --immediate-checkpoint --name "$NAME" \
+    "$DEST" "$SERVER" >"$SDB_TMP/backup.out" 2>"$SDB_TMP/backup.err"; then
+    die "$SDB_EXIT_DUMP" "barman-cloud-backup of $NAME failed: $(barman_error "$SDB_TMP/backup.err")" "$ident"
+fi
+us=$((${EPOCHREALTIME//[!0-9]/} - start))
+list_backups
+if [[ ${SDB_CATALOG[found]} != 1 ]]; then
+    die "$SDB_EXIT_INTERNAL" "barman-cloud-backup succeeded but no completed backup named $NAME is listed${SDB_CATALOG[others]:+ (found ${SDB_CATALOG[others]})}" "$ident"
+fi
+# A backup is restorable once the WAL up to its end is in the store. On a primary, pg_backup_stop
+# waited for that; on a standby it does not (the primary archives that WAL at its next segment
+# switch), so wait for it here, up to SAMPLEDB_BACKUP_WAL_TIMEOUT seconds.
+end_archived=true
+if [[ $in_recovery == t ]]; then
+    end_segment=$(lsn_segment "${SDB_CATALOG[timeline]}" "${SDB_CATALOG[end_lsn]}" "${SDB_CATALOG[segment_size]}")
+    deadline=$((SECONDS + WAL_TIMEOUT))
+    until wal_in_store "$DEST" "$SERVER" "$end_segment" "$SDB_TMP"; do
+        if ((SECONDS >= deadline)); then
+            end_archived=false
+            log "warning: WAL file $end_segment, which backup $NAME ends in, is not in the store after ${WAL_TIMEOUT}s: the backup is restorable once the primary has archived it"
+            break
+        fi
+        sleep 2
+    done
+fi
+report created "base backup $NAME (${SDB_CATALOG[id]}, ${SDB_CATALOG[size]} bytes, WAL ${SDB_CATALOG[begin_wal]}..${SDB_CATALOG[end_wal]}) of the $role taken in $((us / 1000000)).$((us % 1000000 / 100000)) s"
