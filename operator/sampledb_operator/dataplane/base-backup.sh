@@ -11,6 +11,14 @@
 # The WAL the backup needs reaches the store through the server's archive_command (archive-wal.sh);
 # barman-cloud-backup waits for it, so archiving must work for a backup to complete.
 #
+# Configuration files: barman-cloud-backup stores the server's config_file, hba_file and ident_file
+# when they lie outside the data directory (the operator's /etc/sampledb) at the data directory's top
+# level, under their base names: over the data directory's own postgresql.conf and pg_hba.conf
+# (initdb's settings: listen_addresses, locale, time zone), which a restore would lose. Where those
+# outside paths are writable scratch (the base backup Job mounts an emptyDir there), this script writes
+# there the data directory's own file of the same base name first, so the backup restores the data
+# directory as it is; the operator's files come back from its ConfigMap. Elsewhere it says so and goes on.
+#
 # Idempotent: a completed backup of the same name in the store is reported (outcome "exists") and
 # not taken again; unfinished or failed ones of that name are left as they are and ignored.
 # Result: name, outcome (created or exists), backupId (barman's id), beginWal, endWal, beginLsn,
@@ -71,6 +79,24 @@ if [[ ! -r $data_directory/PG_VERSION || ! -r $data_directory/global/pg_control 
     die "$SDB_EXIT_CONFIG" "the server's data directory $data_directory is not readable here: run where it is mounted, as the server's OS user" "$ident"
 fi
 
+# keep_own_config: the data directory's own files under the outside config paths (see the header).
+keep_own_config() {
+    local setting path own
+    for setting in config_file hba_file ident_file; do
+        path=$(sql_value "SHOW $setting" 2>/dev/null) || continue
+        [[ -n $path && $path != "$data_directory"/* ]] || continue
+        own=$data_directory/$(basename -- "$path")
+        if [[ ! -f $own ]]; then
+            continue
+        fi
+        if [[ -w $(dirname -- "$path") ]] && { [[ ! -e $path ]] || [[ -w $path && ! -L $path ]]; }; then
+            cp -- "$own" "$path"
+        else
+            log "warning: $setting $path lies outside $data_directory and is not writable here: the backup restores it over $own"
+        fi
+    done
+}
+
 # list_backups: SDB_CATALOG for the backup named $NAME (backup_catalog, lib.sh).
 list_backups() {
     if ! barman-cloud-backup-list "${SDB_STORE_OPTS[@]}" --format json "$DEST" "$SERVER" \
@@ -96,6 +122,7 @@ report() {
     ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}"
 }
 
+keep_own_config
 list_backups
 if [[ ${SDB_CATALOG[found]} == 1 ]]; then
     report exists "backup $NAME (${SDB_CATALOG[id]}) of $SERVER is already in $DEST"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import archive_config, jobs, schedule
+from sampledb_operator.decide import archive_config, jobs, pgconfig, schedule
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
@@ -244,7 +244,9 @@ def _request(facts: ArchiveFacts, spec: ArchiveSpec, last: BaseBackupRecord | No
 def base_backup_job(db: SampleDB, request: str, claim: str) -> Obj:
     """The Job taking one physical base backup (dataplane/base-backup.sh) with the primary's data volume
     mounted read-only where the server has it, on the primary's node (a ReadWriteOnce volume is shared by the
-    pods of one node), and the store's settings; its name is the backup's name in the store."""
+    pods of one node), scratch space where the server's configuration files are (base-backup.sh puts the data
+    directory's own files there, so the backup does not restore the operator's over them), and the store's
+    settings; its name is the backup's name in the store."""
     spec = db.spec.backup.object_store
     assert spec is not None
     name = names.job_name(d.db_name(db), names.JobKind.BASEBACKUP, f"{db.metadata.uid or ''}/{request}")
@@ -255,8 +257,9 @@ def base_backup_job(db: SampleDB, request: str, claim: str) -> Obj:
         env=[{"name": "SAMPLEDB_BACKUP_NAME", "value": name}, {"name": "WAIT_TIMEOUT", "value": "120"},
              *archive_config.archive_env(spec, ns, d.db_name(db))],
         extra_volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                       *ca_volumes],
-        extra_mounts=[{"name": "data", "mountPath": d.DATA_MOUNT, "readOnly": True}, *ca_mounts],
+                       {"name": "config", "emptyDir": {}}, *ca_volumes],
+        extra_mounts=[{"name": "data", "mountPath": d.DATA_MOUNT, "readOnly": True},
+                      {"name": "config", "mountPath": pgconfig.CONFIG_DIR}, *ca_mounts],
         annotations={REQUEST_ANNOTATION: request},
     )
     body["spec"]["activeDeadlineSeconds"] = BASE_BACKUP_DEADLINE_SECONDS

@@ -200,6 +200,9 @@ def test_the_first_base_backup_starts_once_wal_archives_on_the_primarys_node_wit
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-orders-0", "readOnly": True}} in pod["volumes"]
     mounts = pod["containers"][0]["volumeMounts"]
     assert {"name": "data", "mountPath": d.DATA_MOUNT, "readOnly": True} in mounts
+    # scratch where the server's outside config files are: base-backup.sh puts PGDATA's own there
+    assert {"name": "config", "mountPath": "/etc/sampledb"} in mounts and {"name": "config", "emptyDir": {}} \
+        in pod["volumes"]
     term = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"]["sampledb.io/role"] == "primary"
