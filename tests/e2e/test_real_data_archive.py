@@ -167,6 +167,50 @@ def test_a_database_whose_namespace_is_deleted_is_recovered_elsewhere_from_the_s
     assert condition(name, "Initialized", dst_ns)["message"].endswith("to the end of its archive")
 
 
+def pod_sql(ns: str, pod: str, statement: str) -> str:
+    out = kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1", "-U", "app",
+                  "-d", "app", "-qAt", "-c", statement)
+    return str(out.stdout).strip()
+
+
+def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recovery_past_it_has_every_row(
+        store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
+    src_ns, _ = namespaces
+    name = "ha"
+    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
+    apply(*objs, database(name, src_ns, PG15, replicas=2,
+                          replication={"synchronous": True, "failoverDelaySeconds": 0},
+                          backup={"objectStore": {**spec, "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
+    wait_ready(name, ns=src_ns)
+    wait_until(lambda: status(name, src_ns).get("readyInstances") == "2/2", timeout=300, what="2 ready instances")
+    first = status(name, src_ns)["primary"]
+    pod_sql(src_ns, first, "CREATE TABLE ledger (id int PRIMARY KEY, batch text NOT NULL, amount numeric);"
+                           " INSERT INTO ledger SELECT g, 'timeline-1', g FROM generate_series(1, 1000) g")
+    wait_condition(name, src_ns, "BaseBackupHealthy")
+    kubectl("exec", "-n", src_ns, first, "-c", "postgres", "--", "bash", "-c", 'pg_ctl -D "$PGDATA" stop -m immediate',
+            check=False)
+    new = wait_until(lambda: (p := status(name, src_ns).get("primary")) != first and not status(
+        name, src_ns).get("targetPrimary") and p, timeout=180, what="a new primary")
+    wait_until(lambda: pod_sql(src_ns, str(new), "SELECT pg_is_in_recovery()") == "f", timeout=60,
+               what="the new primary writable")
+    pod_sql(src_ns, str(new), "INSERT INTO ledger SELECT g, 'timeline-2', g FROM generate_series(1001, 2000) g")
+    timeline = int(pod_sql(src_ns, str(new), "SELECT timeline_id FROM pg_control_checkpoint()"))
+    assert timeline >= 2
+    segment = pod_sql(src_ns, str(new), "SELECT pg_walfile_name(pg_current_wal_lsn())")
+    pod_sql(src_ns, str(new), "SELECT pg_switch_wal()")
+    wait_until(lambda: (w := (status(name, src_ns).get("archive") or {}).get("lastArchivedWal") or "")
+               and int(w[:8], 16) >= timeline and w >= segment, timeout=180,
+               what=f"WAL of timeline {timeline} archived (the new primary archives into the same prefix)")
+    assert condition(name, "ContinuousArchiving", src_ns)["status"] == "True"
+    committed = {"1": "1000", "2": "1000"}
+    copy = "ha-after-failover"
+    apply(database(copy, src_ns, PG15, recovery={"objectStore": spec, "database": name}))
+    wait_ready(copy, timeout=600, ns=src_ns)
+    got = dict(line.split("|") for line in sql(copy, "SELECT right(batch, 1), count(*) FROM ledger GROUP BY 1"
+                                                     " ORDER BY 1", ns=src_ns).splitlines())
+    assert got == committed
+
+
 def events_of(name: str, ns: str, reason: str) -> list[dict[str, Any]]:
     items = kubectl_json("get", "events", "-n", ns, "--field-selector",
                          f"involvedObject.name={name},involvedObject.kind=SampleDB")["items"]

@@ -13,7 +13,8 @@ finished ones the status does not hold yet. `plan_archive` returns the pass:
   failed); False/BaseBackupOverdue (a slot of the schedule passed more than BASE_BACKUP_GRACE ago without
   one); Unknown/AwaitingFirstBaseBackup;
 - at most one base backup Job at a time, named after its request (so each request makes one Job, ever):
-  "first" once WAL archiving has worked (a database is recoverable only from its first base backup on), each
+  "first" as soon as the archiver is not failing (a database is recoverable only from its first base backup
+  on; the backup's end waits for its WAL to be archived, so it proves archiving too), each
   slot of spec.backup.objectStore.baseBackupSchedule after the last base backup, and each new value of the
   annotation sampledb.io/base-backup;
 - a Result to look again within ARCHIVE_RECHECK_SECONDS: nothing else tells the operator that archiving fails.
@@ -210,7 +211,7 @@ def _base_backups(facts: ArchiveFacts, spec: ArchiveSpec, status: ArchiveStatus,
         return _cond(ConditionType.BASE_BACKUP_HEALTHY, "False", "BaseBackupFailed",
                      f"base backup Job {newest_finished['metadata']['name']} failed: {why}", gen), effects
     if last is None:
-        doing = "running" if running or effects else "starts once WAL archiving works"
+        doing = "running" if running or effects else "starts once the archiver is not failing"
         return _cond(ConditionType.BASE_BACKUP_HEALTHY, "Unknown", "AwaitingFirstBaseBackup",
                      f"the first base backup {doing}; until it ends no point in time can be recovered", gen), effects
     slot = _slot(spec, facts.now, db)
@@ -231,7 +232,9 @@ def _request(facts: ArchiveFacts, spec: ArchiveSpec, last: BaseBackupRecord | No
     value = facts.db.metadata.annotations.get(BASE_BACKUP_ANNOTATION)
     if value and f"manual:{value}" not in asked:
         return f"manual:{value}"
-    works = archiving.reason in ("Archiving", "ArchiveLagging")
+    # The first base backup starts as soon as the archiver is not failing: on a primary, the backup's end waits
+    # for its last segment to be archived, so it also proves archiving on a database that writes nothing.
+    works = archiving.reason in ("Archiving", "ArchiveLagging", "AwaitingFirstArchive")
     if last is None:
         return FIRST_REQUEST if works and FIRST_REQUEST not in asked and not jobs_ else None
     slot = _slot(spec, facts.now, facts.db)

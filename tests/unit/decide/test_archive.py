@@ -173,9 +173,18 @@ def test_a_segment_waiting_longer_than_the_limit_is_archive_lagging() -> None:
     assert condition(passed, "ContinuousArchiving")[:2] == ("True", "Archiving")
 
 
-def test_nothing_archived_yet_is_unknown_and_no_base_backup_starts() -> None:
+def test_nothing_archived_yet_is_unknown_and_the_first_base_backup_starts_anyway() -> None:
+    """An idle new database archives nothing until it writes; its first base backup forces a segment switch
+    and waits for that segment's archive, so it starts at once (and proves archiving)."""
     passed = arc.plan_archive(facts(archiving(), server=ArchiverState(now=NOW)))
     assert condition(passed, "ContinuousArchiving")[:2] == ("Unknown", "AwaitingFirstArchive")
+    [body] = creates(passed)
+    assert body["metadata"]["annotations"][arc.REQUEST_ANNOTATION] == arc.FIRST_REQUEST
+
+
+def test_no_first_base_backup_while_archiving_fails() -> None:
+    passed = arc.plan_archive(facts(archiving(), server=ArchiverState(
+        now=NOW, failed_count=1, last_failed_wal="000000010000000000000001", last_failed_at=NOW)))
     assert creates(passed) == []
 
 
