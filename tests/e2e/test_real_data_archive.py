@@ -83,6 +83,18 @@ def apply(*objs: dict[str, Any]) -> None:
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objs))
 
 
+def archiving(store: ObjectStore, ns: str, name: str, version: str = PG15, **spec: Any) -> dict[str, Any]:
+    """Create `name` in `ns` archiving to the store under e2e/<ns>; wait until it is ready and its first base
+    backup has ended; the objectStore spec a recovery of it names."""
+    objs, store_spec = store_objects(store, ns, f"e2e/{ns}")
+    apply(*objs, database(name, ns, version, backup={"objectStore": {**store_spec,
+                                                                    "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}},
+                          **spec))
+    wait_ready(name, ns=ns)
+    wait_condition(name, ns, "BaseBackupHealthy")
+    return store_spec
+
+
 def wait_condition(name: str, ns: str, type_: str, want: str = "True", timeout: float = 300) -> dict[str, Any]:
     def seen() -> dict[str, Any] | None:
         cond = condition(name, type_, ns)
@@ -113,15 +125,10 @@ def test_recovery_to_a_time_has_every_row_committed_before_it_and_none_after(
         store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess, version: str) -> None:
     src_ns, _ = namespaces
     name = "orders"
-    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
-    apply(*objs, database(name, src_ns, version, backup={"objectStore": {**spec,
-                                                                        "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
-    wait_ready(name, ns=src_ns)
-    ledger(name, src_ns, "before", 1, 1000)
+    spec = archiving(store, src_ns, name, version)
+    assert "completed" in condition(name, "BaseBackupHealthy", src_ns)["message"]
+    ledger(name, src_ns, "before", 1, 2000)  # after the base backup: replayed from WAL
     wait_condition(name, src_ns, "ContinuousArchiving")
-    base = wait_condition(name, src_ns, "BaseBackupHealthy")
-    assert "completed" in base["message"]
-    ledger(name, src_ns, "before", 1001, 2000)  # after the base backup: replayed from WAL
     before = table_stats(name, src_ns)
     target = sql(name, "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
                  ns=src_ns)
@@ -144,18 +151,14 @@ def test_a_database_whose_namespace_is_deleted_is_recovered_elsewhere_from_the_s
         store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
     src_ns, dst_ns = namespaces
     name = "ledger"
-    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
-    apply(*objs, database(name, src_ns, PG15, backup={"objectStore": {**spec,
-                                                                      "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
-    wait_ready(name, ns=src_ns)
-    wait_condition(name, src_ns, "BaseBackupHealthy")
+    archiving(store, src_ns, name)
     ledger(name, src_ns, "kept", 1, 3000)
     committed = table_stats(name, src_ns)
-    # every row committed more than archive_timeout before the deletion is in the store
-    wait_until(lambda: (status(name, src_ns).get("archive") or {}).get("pendingSegments") == 0
-               and archived_through(name, src_ns, sql(name, "SELECT pg_walfile_name(pg_current_wal_lsn())",
-                                                      ns=src_ns)),
-               timeout=60, what="the segment holding the last commit archived by archive_timeout")
+    # every row committed more than archive_timeout before the deletion is in the store: archive_timeout alone
+    # (no pg_switch_wal here) closes the segment holding the last commit and the archiver pushes it
+    last_commit = sql(name, "SELECT pg_walfile_name(pg_current_wal_lsn())", ns=src_ns)
+    wait_until(lambda: archived_through(name, src_ns, last_commit), timeout=120,
+               what=f"{last_commit}, holding the last commit, archived by archive_timeout")
     kube.release_finalizers(src_ns)
     kubectl("delete", "namespace", src_ns, "--wait=false")
     wait_until(lambda: get_or_none("namespace", src_ns) is None, timeout=300, what=f"namespace {src_ns} gone")
@@ -177,16 +180,11 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
         store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
     src_ns, _ = namespaces
     name = "ha"
-    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
-    apply(*objs, database(name, src_ns, PG15, replicas=2,
-                          replication={"synchronous": True, "failoverDelaySeconds": 0},
-                          backup={"objectStore": {**spec, "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
-    wait_ready(name, ns=src_ns)
+    spec = archiving(store, src_ns, name, replicas=2, replication={"synchronous": True, "failoverDelaySeconds": 0})
     wait_until(lambda: status(name, src_ns).get("readyInstances") == "2/2", timeout=300, what="2 ready instances")
     first = status(name, src_ns)["primary"]
     pod_sql(src_ns, first, "CREATE TABLE ledger (id int PRIMARY KEY, batch text NOT NULL, amount numeric);"
                            " INSERT INTO ledger SELECT g, 'timeline-1', g FROM generate_series(1, 1000) g")
-    wait_condition(name, src_ns, "BaseBackupHealthy")
     kubectl("exec", "-n", src_ns, first, "-c", "postgres", "--", "bash", "-c", 'pg_ctl -D "$PGDATA" stop -m immediate',
             check=False)
     new = wait_until(lambda: (p := status(name, src_ns).get("primary")) != first and not status(
@@ -230,11 +228,7 @@ def test_while_the_store_is_down_wal_waits_and_says_so_and_catches_up_by_itself_
         store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
     src_ns, _ = namespaces
     name = "outage"
-    objs, spec = store_objects(store, src_ns, f"e2e/{src_ns}")
-    apply(*objs, database(name, src_ns, PG15, backup={"objectStore": {**spec,
-                                                                      "archiveTimeoutSeconds": ARCHIVE_TIMEOUT}}))
-    wait_ready(name, ns=src_ns)
-    wait_condition(name, src_ns, "BaseBackupHealthy")
+    spec = archiving(store, src_ns, name)
     stop_local_component("s3")
     try:
         for batch in range(3):  # three segments completed while the store is away

@@ -127,16 +127,9 @@ fi
 if [[ ! -s PG_VERSION ]]; then
     fail "$SDB_EXIT_CONFIG" "not run in a data directory ($PWD has no PG_VERSION): the server runs archive_command there"
 fi
-if ! store_setup; then
+if ! store_check; then
     fail "$SDB_EXIT_CONFIG" "$SDB_STORE_PROBLEM"
 fi
-problem=$(store_destination_problem "${SAMPLEDB_S3_DESTINATION:-}" "${SAMPLEDB_S3_SERVER:-}" \
-    SAMPLEDB_S3_DESTINATION SAMPLEDB_S3_SERVER)
-if [[ -n $problem ]]; then
-    fail "$SDB_EXIT_CONFIG" "$problem"
-fi
-DEST=${SAMPLEDB_S3_DESTINATION%/}
-SERVER=$SAMPLEDB_S3_SERVER
 IDENTITY="$DEST $SERVER"
 
 checked=

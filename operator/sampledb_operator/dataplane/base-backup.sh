@@ -42,16 +42,9 @@ case $NAME in
 latest | last | oldest | first | last-failed | latest-full | last-full | auto)
     die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_BACKUP_NAME '$NAME': a word barman reserves" ;;
 esac
-if ! store_setup; then
+if ! store_check; then
     die "$SDB_EXIT_CONFIG" "$SDB_STORE_PROBLEM"
 fi
-problem=$(store_destination_problem "${SAMPLEDB_S3_DESTINATION:-}" "${SAMPLEDB_S3_SERVER:-}" \
-    SAMPLEDB_S3_DESTINATION SAMPLEDB_S3_SERVER)
-if [[ -n $problem ]]; then
-    die "$SDB_EXIT_CONFIG" "$problem"
-fi
-DEST=${SAMPLEDB_S3_DESTINATION%/}
-SERVER=$SAMPLEDB_S3_SERVER
 ident="\"name\":$(json_str "$NAME")"
 WAL_TIMEOUT=${SAMPLEDB_BACKUP_WAL_TIMEOUT:-120}
 if [[ ! $WAL_TIMEOUT =~ ^[0-9]{1,6}$ ]]; then

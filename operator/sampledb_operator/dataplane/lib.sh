@@ -386,6 +386,17 @@ store_destination_problem() {
     fi
 }
 
+# store_check: store_setup, then SAMPLEDB_S3_DESTINATION and SAMPLEDB_S3_SERVER; sets DEST and SERVER.
+# On a bad setting, sets SDB_STORE_PROBLEM and returns 1 (the caller reports it).
+store_check() {
+    store_setup || return 1
+    SDB_STORE_PROBLEM=$(store_destination_problem "${SAMPLEDB_S3_DESTINATION:-}" "${SAMPLEDB_S3_SERVER:-}" \
+        SAMPLEDB_S3_DESTINATION SAMPLEDB_S3_SERVER)
+    [[ -z $SDB_STORE_PROBLEM ]] || return 1
+    DEST=${SAMPLEDB_S3_DESTINATION%/}
+    SERVER=$SAMPLEDB_S3_SERVER
+}
+
 # scrub TEXT: TEXT with the store's access key id and secret key (and a session token) replaced by
 # "…", for any message that quotes a client's error.
 scrub() {
