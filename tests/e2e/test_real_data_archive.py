@@ -65,7 +65,8 @@ def operator_both(kubeconfig: str, namespaces: tuple[str, str]) -> Iterator[Oper
 
 def store_objects(store: ObjectStore, ns: str, path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The credentials Secret and CA ConfigMap in `ns`, and the objectStore spec naming them."""
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-keys", "namespace": ns},
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-keys", "namespace": ns, "labels": {
+                  "sampledb.io/object-store-credentials": "true"}},
               "stringData": {"accessKeyId": store.access_key, "secretAccessKey": store.secret_key}}
     ca = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s3-ca", "namespace": ns},
           "data": {"ca.crt": Path(store.ca_file).read_text()}}

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sampledb_operator.model.archive import ArchiveSpec, ObjectStore, RecoverySpec
+from sampledb_operator.model.archive import CREDENTIALS_OPT_IN_LABEL, ArchiveSpec, ObjectStore, RecoverySpec
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.sampledb import SampleDBSpec
+from sampledb_operator.model.sampledb import Problem, SampleDBSpec
 
 SCRIPTS_MOUNT = "/sampledb/scripts"
 ARCHIVE_COMMAND = f"bash {SCRIPTS_MOUNT}/archive-wal.sh %p"
@@ -119,3 +119,48 @@ def container_env(spec: SampleDBSpec, namespace: str, database: str) -> list[Obj
     if spec.recovery is not None:
         env += recovery_env(spec.recovery, namespace)
     return env
+
+
+def _stores(spec: SampleDBSpec) -> list[tuple[str, ObjectStore]]:
+    out: list[tuple[str, ObjectStore]] = []
+    if spec.backup.object_store is not None:
+        out.append(("spec.backup.objectStore.credentials", spec.backup.object_store))
+    if spec.recovery is not None:
+        out.append(("spec.recovery.objectStore.credentials", spec.recovery.object_store))
+    return out
+
+
+def credential_secrets(spec: SampleDBSpec) -> list[str]:
+    """The Secrets the stores' access keys come from (read live by the reconciler: the operator watches only
+    its own Secrets), in order, without repeats."""
+    return list(dict.fromkeys(store.credentials.secret_name for _, store in _stores(spec)))
+
+
+def credentials_problems(spec: SampleDBSpec, secrets: Mapping[str, Obj | None]) -> list[Problem]:
+    """Why the stores' access keys cannot be used (`secrets`: each of credential_secrets, None when absent).
+
+    A Secret is used only when its owner opted it in with CREDENTIALS_OPT_IN_LABEL="true": its values go into
+    the database container's environment and to the endpoint the spec names, so without the opt-in anyone
+    who may edit a SampleDB could send any Secret of the namespace to a server of their choosing."""
+    problems: list[Problem] = []
+    for field, store in _stores(spec):
+        name = store.credentials.secret_name
+        secret = secrets.get(name)
+        if secret is None:
+            problems.append(Problem("ObjectStoreCredentialsMissing", f"Secret {name} does not exist", field))
+            continue
+        labels = (secret.get("metadata") or {}).get("labels") or {}
+        if labels.get(CREDENTIALS_OPT_IN_LABEL) != "true":
+            problems.append(Problem("ObjectStoreCredentialsNotOptedIn", (
+                f"Secret {name} is not opted in as object store credentials: its keys are used only when it carries"
+                f" the label {CREDENTIALS_OPT_IN_LABEL}=\"true\" (kubectl label secret {name}"
+                f" {CREDENTIALS_OPT_IN_LABEL}=true)"), field))
+            continue
+        data = {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
+        missing = [k for k in (store.credentials.access_key_id_key, store.credentials.secret_access_key_key)
+                   if k not in data]
+        if missing:
+            problems.append(Problem("ObjectStoreCredentialsMissing",
+                                    f"Secret {name} has no key {', '.join(repr(k) for k in missing)}", field))
+    return problems
+

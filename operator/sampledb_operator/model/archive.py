@@ -39,6 +39,7 @@ LSN_RE = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
 RESTORE_POINT_MAX = 63  # NAMEDATALEN - 1
 DEFAULT_ARCHIVE_TIMEOUT = 60
 DEFAULT_BASE_BACKUP_SCHEDULE = "@daily"
+CREDENTIALS_OPT_IN_LABEL = "sampledb.io/object-store-credentials"  # a Secret's owner opts it in with "true"
 DEFAULT_ACCESS_KEY_ID_KEY = "accessKeyId"
 DEFAULT_SECRET_ACCESS_KEY_KEY = "secretAccessKey"
 
@@ -46,7 +47,10 @@ DEFAULT_SECRET_ACCESS_KEY_KEY = "secretAccessKey"
 class ObjectStoreCredentials(SpecModel):
     """The store's access key pair: two keys of a Secret in the database's namespace."""
 
-    secret_name: SubdomainName = Field(description="The Secret holding the access key pair.")
+    secret_name: SubdomainName = Field(
+        description="The Secret holding the access key pair. It is used only when it carries the label"
+        ' sampledb.io/object-store-credentials: "true" (its owner\'s opt-in).'
+    )
     access_key_id_key: str = Field(
         default=DEFAULT_ACCESS_KEY_ID_KEY, min_length=1, max_length=NAME_MAX, pattern=CONFIG_KEY_RE,
         description="The Secret's key whose value is the access key id.",

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from sampledb_operator import dataplane
+from sampledb_operator.decide import archive_config, events, lifecycle
 from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import events, lifecycle
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
@@ -37,7 +37,7 @@ from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result, combine
-from sampledb_operator.model.sampledb import Phase, SampleDB, SampleDBStatus
+from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, SampleDBStatus
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
@@ -109,9 +109,11 @@ class SampleDBReconciler:
                 return None  # refused (changed since read, or gone): one_pass looks again
             db = with_own
         problems = tuple(validate_spec(db.spec))
-        if problems or db.spec.paused:
-            written = await self._write_status(db, obj, st.Observed(problems=problems))
-            return Result(requeue=True) if written.stale else None
+        credentials = () if problems or db.spec.paused else await self._credentials_problems(db)
+        if problems or credentials or db.spec.paused:
+            written = await self._write_status(db, obj, st.Observed(problems=problems or credentials))
+            # the stores' Secrets are not watched: look again with backoff until they are usable
+            return Result(requeue=True) if written.stale or credentials else None
         await chaos.reconcile_chaos(self.ctx, db)  # a one-off fault the sampledb.io/chaos annotation asks for
 
         observed_children = children.observed_children(self.ctx, db)
@@ -182,6 +184,17 @@ class SampleDBReconciler:
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
                        instances.result, archived.plan.result)
+
+    async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
+        """Why the object stores' access keys cannot be used (decide/archive_config.credentials_problems), from
+        their Secrets read live; () without spec.backup.objectStore and spec.recovery."""
+        secrets: dict[str, Obj | None] = {}
+        for name in archive_config.credential_secrets(db.spec):
+            try:
+                secrets[name] = await self.apis["Secret"].get(name, db.metadata.namespace)
+            except NotFound:
+                secrets[name] = None
+        return tuple(archive_config.credentials_problems(db.spec, secrets)) if secrets else ()
 
     def _made_statefulset(self, db: SampleDB, index: int) -> Obj | None:
         """Instance `index`'s (the primary's) StatefulSet when this pass has just created it (its answer is in

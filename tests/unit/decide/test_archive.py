@@ -304,3 +304,24 @@ def test_recovery_is_initialized_by_the_first_readiness_and_failures_are_the_con
                                                                           "message": f"log line\n{line}\n"}}}]}}
     ok, reason, message = st.recovery_state(db, pod, db_ready=False)
     assert (ok, reason) == (False, "RecoveryFailed") and "000000010000000000000007 is missing" in message
+
+
+def test_store_credentials_are_used_only_from_an_opted_in_secret_with_both_keys() -> None:
+    from sampledb_operator.model.archive import CREDENTIALS_OPT_IN_LABEL
+
+    db = database(backup={"objectStore": STORE}, recovery={
+        "objectStore": {"bucket": "old", "credentials": {"secretName": "old-keys", "accessKeyIdKey": "id"}},
+        "database": "orders"})
+    assert cfg.credential_secrets(db.spec) == ["s3-keys", "old-keys"]
+    opted = {"metadata": {"labels": {CREDENTIALS_OPT_IN_LABEL: "true"}},
+             "data": {"accessKeyId": "eA==", "secretAccessKey": "eQ==", "id": "eA=="}}
+    assert cfg.credentials_problems(db.spec, {"s3-keys": opted, "old-keys": opted}) == []
+    problems = cfg.credentials_problems(db.spec, {"s3-keys": {"data": opted["data"]}, "old-keys": None})
+    assert [(p.reason, p.field) for p in problems] == [
+        ("ObjectStoreCredentialsNotOptedIn", "spec.backup.objectStore.credentials"),
+        ("ObjectStoreCredentialsMissing", "spec.recovery.objectStore.credentials")]
+    assert "kubectl label secret s3-keys sampledb.io/object-store-credentials=true" in problems[0].message
+    [missing] = cfg.credentials_problems(db.spec, {"s3-keys": opted, "old-keys": {
+        "metadata": opted["metadata"], "data": {"secretAccessKey": "eQ=="}}})
+    assert missing.reason == "ObjectStoreCredentialsMissing" and "'id'" in missing.message
+    assert cfg.credential_secrets(database().spec) == []
