@@ -8,7 +8,6 @@ database's whole namespace and recover it in the other one from the store alone.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -19,7 +18,13 @@ import pytest
 import yaml
 from tests.e2e.real_data import PG15, PG18, condition, sql, status, table_stats, wait_ready
 from tests.support import kube
-from tests.support.cluster import ObjectStore, object_store_from_env, start_local_component, stop_local_component
+from tests.support.cluster import (
+    Cluster,
+    ObjectStore,
+    current_object_store,
+    start_local_component,
+    stop_local_component,
+)
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -30,14 +35,14 @@ ARCHIVE_TIMEOUT = 5  # seconds: every test below waits for WAL to reach the stor
 
 
 @pytest.fixture
-def store() -> ObjectStore:
-    found = object_store_from_env(os.environ)
+def store(cluster: Cluster) -> ObjectStore:
+    found = current_object_store(cluster)
     assert found is not None, "hack/cluster env names no object store (SAMPLEDB_S3_*)"
     return found
 
 
 @pytest.fixture
-def namespaces(cluster: Any, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+def namespaces(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """Two fresh namespaces whose pods run for real."""
     base = f"t-arch-{secrets.token_hex(3)}"
     made = [f"{base}-src", f"{base}-dst"]

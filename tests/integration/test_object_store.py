@@ -25,6 +25,7 @@ from tests.support.cluster import (
     CLUSTER_SCRIPT,
     Cluster,
     ObjectStore,
+    current_object_store,
     start_local_component,
     stop_local_component,
 )
@@ -39,11 +40,12 @@ OPERATOR_UID = 65532  # the operator image's user (Dockerfile)
 
 @pytest.fixture(scope="module")
 def store(cluster: Cluster) -> ObjectStore:
-    if cluster.object_store is None:
+    found = current_object_store(cluster)
+    if found is None:
         if cluster.local:
             pytest.fail("`hack/cluster env` prints no SAMPLEDB_S3_* variables: the local cluster has no object store")
         pytest.skip("no object store for this cluster: set the SAMPLEDB_S3_* variables")
-    return cluster.object_store
+    return found
 
 
 def s3_client(store: ObjectStore, *, secret_key: str | None = None, verify: str | bool | None = None) -> Any:

@@ -82,6 +82,15 @@ def local_cluster_env() -> dict[str, str]:
     return _parse_env(out.stdout)
 
 
+def current_object_store(cluster: Cluster) -> ObjectStore | None:
+    """The object store beside `cluster` now: for the local cluster, as `hack/cluster env` prints it at this
+    moment (a `down` and `up` between the session's start and this call, as the teardown test makes, moves
+    the store to another port), else the one the cluster was found with."""
+    if cluster.local:
+        return object_store_from_env(local_cluster_env()) or cluster.object_store
+    return cluster.object_store
+
+
 def local_cluster_running() -> bool:
     out = subprocess.run([str(CLUSTER_SCRIPT), "status"], capture_output=True, text=True, check=False)
     return "apiserver: ready" in out.stdout
