@@ -5,6 +5,7 @@
 # only if every script succeeded, also appends a dated section (machine, Python, results) to
 # docs/benchmarks.md. Scripts run one after another, never in parallel (they measure the machine).
 # SAMPLEDB_BENCH_MACHINE names the machine in the record (default: hostname).
+# bench/bench_archive.py needs root, PostgreSQL 15, versitygw and barman-cloud, and takes ~10 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
