@@ -17,6 +17,7 @@ finished ones the status does not hold yet. `plan_archive` returns the pass:
   on; the backup's end waits for its WAL to be archived, so it proves archiving too), each
   slot of spec.backup.objectStore.baseBackupSchedule after the last base backup, and each new value of the
   annotation sampledb.io/base-backup;
+- the verifications that the store restores the database (RecoveryVerified and its Job: decide/archive_verify.py);
 - a Result to look again within ARCHIVE_RECHECK_SECONDS: nothing else tells the operator that archiving fails.
 
 Invariants: a database without spec.backup.objectStore gets no status.archive, no condition and no Job; a
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import archive_config, jobs, pgconfig, schedule
+from sampledb_operator.decide import archive_config, archive_verify, jobs, pgconfig, schedule
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
@@ -62,6 +63,8 @@ class ArchiveFacts:
     server: ArchiverState | None = None  # None: the primary did not answer (or is not ready)
     jobs: tuple[Obj, ...] = ()  # this database's base backup Jobs, from the cache
     results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # finished Job -> its result line
+    verify_jobs: tuple[Obj, ...] = ()  # this database's recovery verification Jobs, from the cache
+    verify_results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # (decide/archive_verify.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,11 @@ def plan_archive(facts: ArchiveFacts) -> ArchivePass:
     gen = db.metadata.generation
     archiving = _archiving(db, spec, facts.server, status, gen)
     base, effects = _base_backups(facts, spec, status, archiving, gen)
-    return ArchivePass(Plan(effects, Result(requeue_after=ARCHIVE_RECHECK_SECONDS)), status, (archiving, base))
+    verifying = archive_verify.plan_verification(archive_verify.VerifyFacts(
+        db=db, now=facts.now, db_ready=facts.db_ready, jobs=facts.verify_jobs, results=facts.verify_results), status)
+    conditions = (archiving, base, *((verifying.condition,) if verifying.condition is not None else ()))
+    return ArchivePass(Plan((*effects, *verifying.effects), Result(requeue_after=ARCHIVE_RECHECK_SECONDS)),
+                       verifying.status, conditions)
 
 
 # ------------------------------------------------------------------ what the primary says
@@ -258,7 +265,8 @@ def base_backup_job(db: SampleDB, request: str, claim: str) -> Obj:
     body = jobs.job(
         db, name=name, component=BASE_BACKUP_COMPONENT, script="base-backup.sh",
         env=[{"name": "SAMPLEDB_BACKUP_NAME", "value": name}, {"name": "WAIT_TIMEOUT", "value": "120"},
-             *archive_config.archive_env(spec, ns, d.db_name(db))],
+             *archive_config.archive_env(spec, ns, d.db_name(db)),
+             *([{"name": "SAMPLEDB_RETENTION", "value": spec.retention}] if spec.retention else [])],
         extra_volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
                        {"name": "config", "emptyDir": {}}, *ca_volumes],
         extra_mounts=[{"name": "data", "mountPath": d.DATA_MOUNT, "readOnly": True},

@@ -21,6 +21,7 @@ INIT_RENOTIFIED = ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotR
 INIT_WARNINGS = ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
                  "RestoreSourceMissing", "RestoreSourceNotReady", "RecoveryFailed")
 ARCHIVE_CONDITIONS = ("ContinuousArchiving", "BaseBackupHealthy")  # Warning when False, Normal when True again
+RECOVERED_REASONS = {"ContinuousArchiving": "ArchiveRecovered", "BaseBackupHealthy": "BaseBackupRecovered"}
 UPGRADE_FAILURES = ("UpgradeFailed", "DowngradeRefused")
 
 
@@ -47,6 +48,8 @@ def transition_events(old: SampleDBStatus, new: SampleDBStatus) -> list[EventSpe
     | ContinuousArchiving False      | always                                       | Warning <reason>  |
     | BaseBackupHealthy False        | always                                       | Warning <reason>  |
     | either True after False        | always                                       | Normal (1)        |
+    | RecoveryVerified False         | always                                       | Warning <reason>  |
+    | RecoveryVerified True          | always                                       | Normal RecoveryVerified |
 
     (1) ArchiveRecovered or BaseBackupRecovered.
 
@@ -101,8 +104,9 @@ def _event(cond: Condition, before: Condition | None) -> EventSpec | None:
         if cond.status == "False":
             return EventSpec("Warning", cond.reason, cond.message)
         if cond.status == "True" and before is not None and before.status == "False":
-            recovered = "ArchiveRecovered" if cond.type == "ContinuousArchiving" else "BaseBackupRecovered"
-            return EventSpec("Normal", recovered, cond.message)
+            return EventSpec("Normal", RECOVERED_REASONS[cond.type], cond.message)
+    if cond.type == "RecoveryVerified" and cond.status != "Unknown":
+        return EventSpec("Warning" if cond.status == "False" else "Normal", cond.reason, cond.message)
     return None
 
 

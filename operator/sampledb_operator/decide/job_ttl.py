@@ -42,7 +42,8 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
     Upgrading, if any, says UpgradeSucceeded); a failed attempt's Job stays while that attempt is
     the one asked for. migrate: Migrated is True (status.appliedMigrations holds the run), so failed
     runs of files since replaced go too. reload: status.appliedParameters is its hash, or spec.parameters
-    have changed since (a newer Job runs). Any other component: kept.
+    have changed since (a newer Job runs). basebackup / recoveryverify: status.archive records this Job's
+    outcome or a newer one's. Any other component: kept.
     """
     component = str((job.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL, ""))
     status = db.status
@@ -60,6 +61,13 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
         return last is not None and (last.name == job.get("metadata", {}).get("name") or (
             last.completed_at is not None and bool(created)
             and created < last.completed_at.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    if component == "recoveryverify":  # the newest verification recorded is this one or newer than it
+        archive = status.archive
+        verification = archive.last_verification if archive is not None else None
+        created = str(job.get("metadata", {}).get("creationTimestamp") or "")
+        return verification is not None and (verification.job_name == job.get("metadata", {}).get("name") or (
+            verification.finished_at is not None and bool(created)
+            and created < verification.finished_at.strftime("%Y-%m-%dT%H:%M:%SZ")))
     if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
         ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
         return ran == status.applied_parameters or ran != parameters_hash(server_parameters(db.spec),

@@ -40,6 +40,8 @@ RESTORE_POINT_MAX = 63  # NAMEDATALEN - 1
 DEFAULT_ARCHIVE_TIMEOUT = 60
 DEFAULT_BASE_BACKUP_SCHEDULE = "@daily"
 CREDENTIALS_OPT_IN_LABEL = "sampledb.io/object-store-credentials"  # a Secret's owner opts it in with "true"
+RETENTION_RE = r"^[1-9][0-9]{0,3}[dwm]$"  # a recovery window: N days, weeks or months
+VERIFY_RECOVERY_ANNOTATION = "sampledb.io/verify-recovery"  # on the SampleDB: each new value asks for a verification
 DEFAULT_ACCESS_KEY_ID_KEY = "accessKeyId"
 DEFAULT_SECRET_ACCESS_KEY_KEY = "secretAccessKey"
 
@@ -100,6 +102,20 @@ class ArchiveSpec(ObjectStore):
         " one is taken as soon as archiving works; recovery replays WAL from the base backup before the target,"
         " so frequent base backups make recoveries shorter.",
     )
+    retention: str | None = Field(
+        default=None, max_length=5, pattern=RETENTION_RE,
+        description='A recovery window, e.g. "7d", "4w" or "3m" (days, weeks, months): after each base backup, the'
+        " base backups no longer needed to recover any point in the window are deleted from the store, with the"
+        " WAL that only they needed. The newest base backup is always kept. Everything is kept when omitted.",
+    )
+    verify_schedule: CronSchedule | None = Field(
+        default=None,
+        description="When to prove that the store restores this database (cron format, UTC; e.g. @weekly): a"
+        " Job records a restore point on the primary with a checksum of every table, waits for its WAL to reach"
+        " the store, recovers the newest base backup before it plus the WAL into a throw-away server and compares"
+        " the tables. The measured recovery time (RTO) and data-loss window (RPO) go to status and metrics. Only"
+        " on request (the annotation sampledb.io/verify-recovery) when omitted.",
+    )
 
 
 class RecoverySpec(SpecModel):
@@ -146,6 +162,31 @@ class BaseBackupRecord(StatusModel):
     size_bytes: int | None = Field(default=None, description="Its size in the store.")
 
 
+class RecoveryVerification(StatusModel):
+    """One verification that the store restores the database to a point in time (dataplane/verify-archive.sh)."""
+
+    job_name: str = Field(max_length=NAME_MAX, description="The verification's Job.")
+    request: str | None = Field(default=None, max_length=300, description="What asked for it (schedule or annotation).")
+    verified: bool = Field(description="Whether the recovered copy held exactly the point's data.")
+    reason: str = Field(max_length=64, description="The RecoveryVerified condition's reason it gave.")
+    message: str = Field(default="", max_length=1024, description="What it found.")
+    finished_at: Time | None = Field(default=None, description="When it ended.")
+    point: str | None = Field(default=None, max_length=RESTORE_POINT_MAX, description="The restore point it recorded.")
+    point_time: Time | None = Field(default=None, description="When the point was recorded on the primary.")
+    point_lsn: str | None = Field(default=None, max_length=32, description="The point's WAL position.")
+    base_backup: str | None = Field(default=None, max_length=64, description="The base backup it recovered from.")
+    rto_seconds: float | None = Field(
+        default=None, description="Seconds from the start of the restore until the recovered copy answered (RTO).",
+    )
+    rpo_seconds: float | None = Field(
+        default=None,
+        description="Seconds from the point until its WAL was in the store: what a cluster lost at that moment"
+        " would have lost (RPO).",
+    )
+    tables: int | None = Field(default=None, description="Tables compared.")
+    rows: int | None = Field(default=None, description="Rows compared.")
+
+
 class ArchiveStatus(StatusModel):
     """Continuous archiving as the operator last saw it on the primary (pg_stat_archiver)."""
 
@@ -166,6 +207,12 @@ class ArchiveStatus(StatusModel):
     last_base_backup: BaseBackupRecord | None = Field(default=None, description="The newest successful base backup.")
     first_recoverability_point: Time | None = Field(
         default=None, description="The oldest time a recovery can target (the oldest base backup's end).",
+    )
+    last_verification: RecoveryVerification | None = Field(
+        default=None, description="The newest finished verification that the store restores the database.",
+    )
+    last_verified_at: Time | None = Field(
+        default=None, description="When the newest successful verification ended.",
     )
 
 

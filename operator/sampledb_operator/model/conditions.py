@@ -39,6 +39,7 @@ class ConditionType(StrEnum):
     SPEC_VALID = "SpecValid"
     CONTINUOUS_ARCHIVING = "ContinuousArchiving"
     BASE_BACKUP_HEALTHY = "BaseBackupHealthy"
+    RECOVERY_VERIFIED = "RecoveryVerified"
 
 
 class Condition(StatusModel):

@@ -37,6 +37,7 @@ class JobKind(StrEnum):
     VERIFY = "verify"
     RELOAD = "reload"
     BASEBACKUP = "basebackup"
+    RECOVERYVERIFY = "recoveryverify"
 
 
 MAX_NAME_LENGTH = LABEL_LIMIT

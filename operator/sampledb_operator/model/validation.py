@@ -136,7 +136,7 @@ ARCHIVE_PARAMETERS = ("archive_mode", "archive_timeout")  # set from spec.backup
 
 
 def _check_object_store(spec: SampleDBSpec) -> list[Problem]:
-    """With spec.backup.objectStore: its schedule parses, and spec.parameters leaves archiving to it."""
+    """With spec.backup.objectStore: its schedules parse, and spec.parameters leaves archiving to it."""
     archive = spec.backup.object_store
     if archive is None:
         return []
@@ -146,6 +146,11 @@ def _check_object_store(spec: SampleDBSpec) -> list[Problem]:
             "InvalidBaseBackupSchedule",
             f"backup.objectStore.baseBackupSchedule {archive.base_backup_schedule!r} is not a valid cron schedule",
             "spec.backup.objectStore.baseBackupSchedule"))
+    if archive.verify_schedule is not None and not croniter.is_valid(archive.verify_schedule):
+        problems.append(Problem(
+            "InvalidVerifySchedule",
+            f"backup.objectStore.verifySchedule {archive.verify_schedule!r} is not a valid cron schedule",
+            "spec.backup.objectStore.verifySchedule"))
     taken = [p for p in ARCHIVE_PARAMETERS if p in (spec.parameters or {})]
     if taken:
         problems.append(Problem(

@@ -1,14 +1,16 @@
 """The archive step of a SampleDB: read the facts, plan the pass (decide/archive.py), apply the plan.
 
 Reads: the primary's archiver with one SQL call (only while the database is ready: pg/client.archiver_state),
-this database's base backup Jobs from the cache, and the result lines of the finished ones the status does not
-hold yet (their pods' termination messages, live). Writes: the base backup Job the plan creates, and its
-Event. The status and conditions go back to the SampleDB's pass, which writes the whole status.
+this database's base backup and recovery verification Jobs from the cache, and the result lines of the finished
+ones the status does not hold yet (their pods' termination messages, live). Writes: the Job the plan creates
+(a base backup, a verification), and its Event. The status and conditions go back to the SampleDB's pass, which
+writes the whole status.
 """
 
 from __future__ import annotations
 
 from sampledb_operator.decide import archive as arc
+from sampledb_operator.decide import archive_verify as verify
 from sampledb_operator.decide.desired import COMPONENT_LABEL
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
@@ -23,18 +25,21 @@ from sampledb_operator.reconcilers.superuser import credentials
 async def read_facts(ctx: Context, db: SampleDB, *, db_ready: bool, primary_index: int,
                      primary_pod: Obj | None) -> arc.ArchiveFacts:
     """What one pass of the archive step reads (see the module docstring)."""
-    jobs = tuple(j for j in ctx.caches.jobs.by_owner(db.metadata.uid or "")
-                 if (j["metadata"].get("labels") or {}).get(COMPONENT_LABEL) == arc.BASE_BACKUP_COMPONENT)
+    owned = ctx.caches.jobs.by_owner(db.metadata.uid or "")
+    jobs = tuple(j for j in owned if _component(j) == arc.BASE_BACKUP_COMPONENT)
+    verify_jobs = tuple(j for j in owned if _component(j) == verify.VERIFY_COMPONENT)
     server = None
     ip = ((primary_pod or {}).get("status") or {}).get("podIP")
     creds = credentials(ctx, db)
     if db_ready and ip and creds is not None:
         server = await pg.archiver_state(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
-    results = {name: await job_result(ctx, db.metadata.namespace or "", name)
-               for name in arc.results_needed(db, jobs)}
+    ns = db.metadata.namespace or ""
+    results = {name: await job_result(ctx, ns, name) for name in arc.results_needed(db, jobs)}
+    verify_results = {name: await job_result(ctx, ns, name) for name in verify.results_needed(db, verify_jobs)}
     return arc.ArchiveFacts(db=db, now=ctx.clock.now(), db_ready=db_ready,
                             primary_claim=names.instance_data_pvc_name(db.metadata.name, primary_index),
-                            server=server, jobs=jobs, results=results)
+                            server=server, jobs=jobs, results=results, verify_jobs=verify_jobs,
+                            verify_results=verify_results)
 
 
 async def reconcile_archive(ctx: Context, db: SampleDB, *, db_ready: bool, primary_index: int,
@@ -47,3 +52,7 @@ async def reconcile_archive(ctx: Context, db: SampleDB, *, db_ready: bool, prima
                                                 primary_pod=primary_pod))
     await apply_plan(ctx, subject_of(db), planned.plan)
     return planned
+
+
+def _component(job: Obj) -> str:
+    return str((job["metadata"].get("labels") or {}).get(COMPONENT_LABEL) or "")
