@@ -14,7 +14,9 @@ metrics.PHASES is exported, 0 when none). Then one set of series per cached Samp
 - sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances);
 - with WAL archiving (status.archive): sampledb_archive_lag_seconds (since the oldest segment still waiting
   was completed), sampledb_archive_pending_segments, sampledb_archive_last_archived_timestamp_seconds and
-  sampledb_archive_last_base_backup_timestamp_seconds (Unix time; absent until there is one).
+  sampledb_archive_last_base_backup_timestamp_seconds (Unix time; absent until there is one); with verified
+  recoveries, sampledb_archive_last_verified_timestamp_seconds and, from the newest verification when it
+  succeeded, sampledb_archive_recovery_rto_seconds and sampledb_archive_recovery_rpo_seconds.
 
 Invariants: computed from the objects at scrape time, so a deleted database's series vanish at the
 next scrape; an object or a timestamp that does not parse is skipped, never raises (a scrape must not
@@ -66,7 +68,7 @@ class _Row(NamedTuple):
     completed: float | None
     instances: tuple[tuple[str, str, float, float | None], ...]  # name, role, ready, lag bytes
     resource_version: str  # "" when the object has none (then its lines are not kept)
-    archive: tuple[float | None, float | None, float | None, float | None] | None = None  # lag, pending, times
+    archive: tuple[float | None, ...] | None = None  # lag, pending, times, verified time, RTO, RPO
 
 
 class _Kept(NamedTuple):
@@ -113,14 +115,21 @@ def _row(obj: Mapping[str, Any]) -> _Row:
                 str(meta.get("resourceVersion") or ""), _archive(status.get("archive")))
 
 
-def _archive(archive: object) -> tuple[float | None, float | None, float | None, float | None] | None:
+def _archive(archive: object) -> tuple[float | None, ...] | None:
     if not isinstance(archive, Mapping):
         return None
     lag, pending = archive.get("lagSeconds"), archive.get("pendingSegments")
     base = archive.get("lastBaseBackup")
-    return (float(lag) if isinstance(lag, int) else None, float(pending) if isinstance(pending, int) else None,
-            unix_time(archive.get("lastArchivedAt")),
-            unix_time(base.get("completedAt")) if isinstance(base, Mapping) else None)
+    verification = archive.get("lastVerification")
+    verified = verification if isinstance(verification, Mapping) and verification.get("verified") is True else {}
+    return (_number(lag), _number(pending), unix_time(archive.get("lastArchivedAt")),
+            unix_time(base.get("completedAt")) if isinstance(base, Mapping) else None,
+            unix_time(archive.get("lastVerifiedAt")), _number(verified.get("rtoSeconds")),
+            _number(verified.get("rpoSeconds")))
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 Samples = Iterable[tuple[tuple[str, ...], float]]  # a row's samples: label values after namespace and name
@@ -192,6 +201,15 @@ _PER_DATABASE = (
             (), _archive_value(2)),
     _Family("sampledb_archive_last_base_backup_timestamp_seconds",
             "When the newest physical base backup in the object store ended (Unix time)", (), _archive_value(3)),
+    _Family("sampledb_archive_last_verified_timestamp_seconds",
+            "When the newest successful verification of a recovery from the object store ended (Unix time)", (),
+            _archive_value(4)),
+    _Family("sampledb_archive_recovery_rto_seconds",
+            "The newest verification's recovery time: from the restore's start until the recovered copy answered", (),
+            _archive_value(5)),
+    _Family("sampledb_archive_recovery_rpo_seconds",
+            "The newest verification's data-loss window: from its restore point until that WAL was in the store", (),
+            _archive_value(6)),
 )
 
 

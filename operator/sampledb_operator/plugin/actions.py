@@ -15,8 +15,9 @@ upgrade, pause and resume are merge patches of `spec.version` and `spec.paused`.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
+from sampledb_operator.model.archive import VERIFY_RECOVERY_ANNOTATION
 from sampledb_operator.model.backup import backup_name_error
 from sampledb_operator.model.names import backup_name
 from sampledb_operator.model.objects import Obj
@@ -149,3 +150,13 @@ def paused_patch(db: Obj, paused: bool) -> Obj | None:
     if bool((db.get("spec") or {}).get("paused")) == paused:
         return None
     return {"spec": {"paused": paused}}
+
+
+def verify_recovery_patch(db: Obj, now: datetime) -> tuple[Obj, str]:
+    """The patch asking for a verification of a recovery from `db`'s object store (a new value of the annotation
+    sampledb.io/verify-recovery), and the request the verification will answer."""
+    if not ((db.get("spec") or {}).get("backup") or {}).get("objectStore"):
+        name = (db.get("metadata") or {}).get("name")
+        raise ActionError(f"SampleDB {name} has no spec.backup.objectStore: there is no recovery to verify")
+    value = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return {"metadata": {"annotations": {VERIFY_RECOVERY_ANNOTATION: value}}}, f"manual:{value}"

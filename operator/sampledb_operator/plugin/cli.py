@@ -95,24 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         t, a.backup, a.to, version=a.pg_version, storage_size=a.storage_size, dry_run=a.dry_run, wait=a.wait,
         wait_seconds=a.timeout)))
 
-    p = sub.add_parser("recover", parents=[common], help="create a new database recovered from another one's"
-                       " archive in its object store, to a point in time")
-    p.add_argument("source", metavar="SOURCE", help="the archived database's name (in the store)")
-    p.add_argument("--to", required=True, metavar="NEW", help="the new SampleDB's name")
-    p.add_argument("--time", help="recover the commits up to this time (RFC 3339, e.g. 2026-12-05T07:30:00Z)")
-    p.add_argument("--restore-point", help="recover up to a pg_create_restore_point() name")
-    p.add_argument("--lsn", help="recover up to this WAL position")
-    p.add_argument("--store-from", metavar="DB", help="a SampleDB of this namespace whose spec.backup.objectStore"
-                   " names the store (default: SOURCE itself, while it exists)")
-    p.add_argument("--path", help="the source's path in the bucket (default: the store's path, else its namespace)")
-    p.add_argument("--version", dest="pg_version", metavar="VERSION", help="PostgreSQL MAJOR.MINOR (default: the"
-                   " store database's)")
-    p.add_argument("--storage-size", metavar="SIZE", help="data volume size (default: the store database's)")
-    _wait_flags(p, 3600)
-    p.set_defaults(handler=lambda a, t: _run(commands.recover(
-        t, a.source, a.to, store_from=a.store_from, time=a.time, restore_point=a.restore_point, lsn=a.lsn,
-        version=a.pg_version, storage_size=a.storage_size, path=a.path, dry_run=a.dry_run, wait=a.wait,
-        wait_seconds=a.timeout)))
+    _object_store_commands(sub, common)
 
     p = sub.add_parser("psql", parents=[common], help="psql on the database through kubectl port-forward"
                        " (arguments after -- go to psql)")
@@ -149,6 +132,35 @@ def _connection_flags(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         default=argparse.SUPPRESS if default is argparse.SUPPRESS else False,
                         help="log the API client's progress to stderr")
+
+
+def _object_store_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """recover and verify-recovery: the commands about a database's archive in its object store."""
+    p = sub.add_parser("recover", parents=[common], help="create a new database recovered from another one's"
+                       " archive in its object store, to a point in time")
+    p.add_argument("source", metavar="SOURCE", help="the archived database's name (in the store)")
+    p.add_argument("--to", required=True, metavar="NEW", help="the new SampleDB's name")
+    p.add_argument("--time", help="recover the commits up to this time (RFC 3339, e.g. 2026-12-05T07:30:00Z)")
+    p.add_argument("--restore-point", help="recover up to a pg_create_restore_point() name")
+    p.add_argument("--lsn", help="recover up to this WAL position")
+    p.add_argument("--store-from", metavar="DB", help="a SampleDB of this namespace whose spec.backup.objectStore"
+                   " names the store (default: SOURCE itself, while it exists)")
+    p.add_argument("--path", help="the source's path in the bucket (default: the store's path, else its namespace)")
+    p.add_argument("--version", dest="pg_version", metavar="VERSION", help="PostgreSQL MAJOR.MINOR (default: the"
+                   " store database's)")
+    p.add_argument("--storage-size", metavar="SIZE", help="data volume size (default: the store database's)")
+    _wait_flags(p, 3600)
+    p.set_defaults(handler=lambda a, t: _run(commands.recover(
+        t, a.source, a.to, store_from=a.store_from, time=a.time, restore_point=a.restore_point, lsn=a.lsn,
+        version=a.pg_version, storage_size=a.storage_size, path=a.path, dry_run=a.dry_run, wait=a.wait,
+        wait_seconds=a.timeout)))
+
+    p = sub.add_parser("verify-recovery", parents=[common], help="prove now that the object store restores a"
+                       " database: a restore point, recovered into a throw-away server, every table compared")
+    p.add_argument("db", metavar="DB")
+    _wait_flags(p, 3600)
+    p.set_defaults(handler=lambda a, t: _run(commands.verify_recovery(t, a.db, dry_run=a.dry_run, wait=a.wait,
+                                                                     wait_seconds=a.timeout)))
 
 
 def _wait_flags(parser: argparse.ArgumentParser, timeout: int) -> None:

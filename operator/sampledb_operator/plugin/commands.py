@@ -181,6 +181,34 @@ async def upgrade(target: Target, db: str, version: str, *, image: str | None = 
     return 0
 
 
+async def verify_recovery(target: Target, db: str, *, dry_run: bool = False, wait: bool = False,
+                          wait_seconds: float = 3600.0, out: TextIO = sys.stdout, now: Clock = utcnow) -> int:
+    """Ask for a verification that the object store restores `db` (a new value of sampledb.io/verify-recovery)
+    and, with --wait, follow it until status.archive.lastVerification answers that request."""
+    async with open_session(target) as session:
+        patch, request = actions.verify_recovery_patch(await session.get(SAMPLEDB, db), now())
+        if dry_run:
+            out.write(json.dumps(patch) + "\n")
+            return 0
+        await session.merge_patch(SAMPLEDB, db, patch)
+        out.write(f"{DB_REF}/{db} annotated: a verification of a recovery from its object store starts\n")
+        if not wait:
+            out.write(f"Follow it with: kubectl sampledb status {db} -n {session.namespace}\n")
+            return 0
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            archive = ((await session.get(SAMPLEDB, db)).get("status") or {}).get("archive") or {}
+            last = archive.get("lastVerification") or {}
+            if last.get("request") == request:
+                word = "verified" if last.get("verified") else f"failed ({last.get('reason')})"
+                out.write(f"{word}: {last.get('message')}\n")
+                return 0 if last.get("verified") else 1
+            if time.monotonic() >= deadline:
+                out.write(f"not finished after {wait_seconds:g}s; it goes on without waiting\n")
+                return 1
+            await asyncio.sleep(POLL_SECONDS)
+
+
 async def set_paused(target: Target, db: str, paused: bool, *, out: TextIO = sys.stdout) -> int:
     word = "paused" if paused else "resumed"
     async with open_session(target) as session:

@@ -129,8 +129,20 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
         base = archive.get("lastBaseBackup") or {}
         rows.insert(-3, ("Base backup", f"{base.get('name')}, {age(base.get('completedAt'), now)} ago"
                          if base else condition(db, "BaseBackupHealthy").get("reason") or NONE))
+        verified = condition(db, "RecoveryVerified")
+        if verified:
+            rows.insert(-3, ("Recovery proven", _verified_line(verified, archive, now)))
     width = max(len(k) for k, _ in rows) + 2
     return [f"SampleDB {meta.get('namespace')}/{meta.get('name')}", *(f"  {k + ':':<{width}}{v}" for k, v in rows)]
+
+
+def _verified_line(cond: Obj, archive: Obj, now: datetime) -> str:
+    """"yes, 2h ago: RTO 12.3 s, RPO 41 s" or the condition's reason and words."""
+    last = archive.get("lastVerification") or {}
+    if cond.get("status") == "True" and last.get("verified"):
+        return (f"yes, {age(last.get('finishedAt'), now)} ago: RTO {last.get('rtoSeconds', NONE)} s,"
+                f" RPO {last.get('rpoSeconds', NONE)} s, {last.get('tables', NONE)} tables compared")
+    return f"{cond.get('reason') or NONE}: {short(cond.get('message'), 160)}"
 
 
 def _archive_line(db: Obj, archive: Obj, now: datetime) -> str:

@@ -106,15 +106,23 @@ def test_one_walk_feeds_the_phase_counts_and_each_family_is_built_when_the_encod
                     "sampledb_instance_ready": 0, "sampledb_replication_lag_bytes": 0,
                     "sampledb_archive_lag_seconds": 0, "sampledb_archive_pending_segments": 0,
                     "sampledb_archive_last_archived_timestamp_seconds": 0,
-                    "sampledb_archive_last_base_backup_timestamp_seconds": 0}
+                    "sampledb_archive_last_base_backup_timestamp_seconds": 0,
+                    "sampledb_archive_last_verified_timestamp_seconds": 0, "sampledb_archive_recovery_rto_seconds": 0,
+                    "sampledb_archive_recovery_rpo_seconds": 0}
 
 
 def test_archiving_series_come_from_status_archive_and_are_absent_without_it() -> None:
     obj = _db("orders", phase="Running")
     obj["status"]["archive"] = {"lagSeconds": 42, "pendingSegments": 3, "lastArchivedAt": "2026-12-05T07:00:00Z",
                                 "lastBaseBackup": {"name": "orders-basebackup-x",
-                                                   "completedAt": "2026-12-05T03:00:00Z"}}
-    families = {f.name: f for f in DatabaseCollector(lambda: [obj, _db("plain", phase="Running")]).collect()}
+                                                   "completedAt": "2026-12-05T03:00:00Z"},
+                                "lastVerifiedAt": "2026-12-05T07:00:00Z",
+                                "lastVerification": {"jobName": "v", "verified": True, "reason": "Verified",
+                                                     "rtoSeconds": 12.5, "rpoSeconds": 41}}
+    failed = _db("failed", phase="Running")
+    failed["status"]["archive"] = {"lastVerification": {"jobName": "v", "verified": False, "reason": "RestoreFailed",
+                                                        "rtoSeconds": 3.0}}
+    families = {f.name: f for f in DatabaseCollector(lambda: [obj, _db("plain", phase="Running"), failed]).collect()}
 
     def values(name: str) -> dict[str, float]:
         return {s.labels["name"]: s.value for s in families[name].samples}
@@ -123,6 +131,9 @@ def test_archiving_series_come_from_status_archive_and_are_absent_without_it() -
     assert values("sampledb_archive_pending_segments") == {"orders": 3.0}
     assert values("sampledb_archive_last_archived_timestamp_seconds") == {"orders": 1796454000.0}
     assert values("sampledb_archive_last_base_backup_timestamp_seconds") == {"orders": 1796439600.0}
+    assert values("sampledb_archive_last_verified_timestamp_seconds") == {"orders": 1796454000.0}
+    assert values("sampledb_archive_recovery_rto_seconds") == {"orders": 12.5}  # a failed one measures nothing
+    assert values("sampledb_archive_recovery_rpo_seconds") == {"orders": 41.0}
 
 
 async def test_a_scrape_in_a_worker_thread_renders_the_rows_taken_on_the_loop() -> None:

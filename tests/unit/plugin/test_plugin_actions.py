@@ -142,3 +142,13 @@ def test_a_recovery_refuses_two_targets_and_a_database_without_a_store() -> None
         recovery_object("orders", ARCHIVED, "x", "prod", time="2026-12-05T07:30:00Z", lsn="0/1")
     with pytest.raises(ActionError, match=r"no spec\.backup\.objectStore"):
         recovery_object("orders", SOURCE | {"metadata": {"name": "orders"}}, "x", "prod")
+
+
+def test_a_verification_is_asked_with_a_new_annotation_value_and_needs_a_store() -> None:
+    from sampledb_operator.plugin.actions import verify_recovery_patch
+
+    patch, request = verify_recovery_patch(ARCHIVED, datetime(2026, 12, 5, 7, 30, tzinfo=UTC))
+    assert patch == {"metadata": {"annotations": {"sampledb.io/verify-recovery": "20261205T073000Z"}}}
+    assert request == "manual:20261205T073000Z"
+    with pytest.raises(ActionError, match=r"no spec\.backup\.objectStore"):
+        verify_recovery_patch(SOURCE | {"metadata": {"name": "orders"}}, datetime(2026, 12, 5, tzinfo=UTC))

@@ -29,7 +29,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Target, tuple[Any,
             return 0
         return command
 
-    for name in ("status", "backup", "restore", "upgrade", "set_paused"):
+    for name in ("status", "backup", "restore", "upgrade", "set_paused", "verify_recovery"):
         monkeypatch.setattr(commands, name, recorder(name))
     monkeypatch.setattr(cli, "_quiet_logging", lambda verbose: None)
     return seen
@@ -50,6 +50,7 @@ def test_each_command_gets_its_arguments(calls: list[Any]) -> None:
     assert cli.main(["upgrade", "orders", "17.2", "--image", "r/pg:17.2"]) == 0
     assert cli.main(["pause", "orders"]) == 0
     assert cli.main(["resume", "orders"]) == 0
+    assert cli.main(["verify-recovery", "orders", "--wait"]) == 0
     by_name = {c[0] + (str(c[2][-1]) if c[0] == "set_paused" else ""): c for c in calls}
     assert by_name["backup"][2:] == (("orders",), {"name": "b1", "dry_run": False, "wait": True,
                                                    "wait_seconds": 30.0})
@@ -59,6 +60,7 @@ def test_each_command_gets_its_arguments(calls: list[Any]) -> None:
                                                            "dry_run": False})
     assert by_name["set_pausedTrue"][2] == ("orders", True)
     assert by_name["set_pausedFalse"][2] == ("orders", False)
+    assert by_name["verify_recovery"][2:] == (("orders",), {"dry_run": False, "wait": True, "wait_seconds": 3600.0})
 
 
 def test_usage_errors_exit_2(calls: list[Any], capsys: pytest.CaptureFixture[str]) -> None:

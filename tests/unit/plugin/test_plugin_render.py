@@ -142,3 +142,22 @@ def test_one_instance_has_no_instances_table() -> None:
                           children=[], secret=None, backups=[])
     text = render_status(report, NOW)
     assert "\nInstances\n" not in text and "  Instances:       1/1 ready (spec.replicas 1), primary orders-0\n" in text
+
+
+def test_status_screen_shows_the_proven_recovery_or_why_not() -> None:
+    archived = db(archive={"destination": "s3://b/shop/orders",
+                           "lastVerification": {"jobName": "v", "verified": True, "reason": "Verified",
+                                                "finishedAt": "2026-01-02T10:00:00Z", "rtoSeconds": 12.3,
+                                                "rpoSeconds": 41.0, "tables": 3}},
+                  conditions=[{"type": "RecoveryVerified", "status": "True", "reason": "Verified", "message": "ok",
+                               "lastTransitionTime": "2026-01-02T10:00:00Z"}])
+    archived["spec"]["backup"] = {"objectStore": {"bucket": "b", "credentials": {"secretName": "k"}}}
+    text = render_status(StatusReport(db=archived, children=[], secret=None, backups=[]), NOW)
+    assert "  Recovery proven: yes, 120m ago: RTO 12.3 s, RPO 41.0 s, 3 tables compared\n" in text
+    archived["status"]["conditions"] = [{"type": "RecoveryVerified", "status": "False", "reason": "RestoreFailed",
+                                         "message": "WAL file 000000010000000000000004 is missing",
+                                         "lastTransitionTime": "2026-01-02T10:00:00Z"}]
+    text = render_status(StatusReport(db=archived, children=[], secret=None, backups=[]), NOW)
+    assert "RestoreFailed: WAL file 000000010000000000000004 is missing" in text
+    archived["status"]["conditions"] = []
+    assert "Recovery proven" not in render_status(StatusReport(db=archived, children=[], secret=None, backups=[]), NOW)
