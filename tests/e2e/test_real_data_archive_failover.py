@@ -41,6 +41,11 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
     first = status(name, src_ns)["primary"]
     pod_sql(src_ns, first, "CREATE TABLE ledger (id int PRIMARY KEY, batch text NOT NULL, amount numeric);"
                            " INSERT INTO ledger SELECT g, 'timeline-1', g FROM generate_series(1, 1000) g")
+    # a base backup read from the hot standby (baseBackupFrom: PreferStandby); the recovery below starts from it
+    standby = next(i["name"] for i in status(name, src_ns)["instances"] if i["role"] == "replica")
+    kubectl("annotate", "sdb", name, "-n", src_ns, "sampledb.io/base-backup=from-standby")
+    wait_until(lambda: ((status(name, src_ns).get("archive") or {}).get("lastBaseBackup") or {}).get("source")
+               == standby, timeout=300, what=f"a base backup read from the standby {standby}")
     kubectl("exec", "-n", src_ns, first, "-c", "postgres", "--", "bash", "-c", 'pg_ctl -D "$PGDATA" stop -m immediate',
             check=False)
     new = wait_until(lambda: (p := status(name, src_ns).get("primary")) != first and not status(

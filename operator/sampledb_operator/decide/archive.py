@@ -46,6 +46,9 @@ from sampledb_operator.model.sampledb import SampleDB
 BASE_BACKUP_COMPONENT = "basebackup"
 BASE_BACKUP_ANNOTATION = "sampledb.io/base-backup"  # on the SampleDB: each new value asks for a base backup
 REQUEST_ANNOTATION = "sampledb.io/base-backup-request"  # on a base backup Job: the request it answers
+SOURCE_ANNOTATION = "sampledb.io/base-backup-source"  # on a base backup Job: the instance (pod) it reads
+STANDBY_LAG_LIMIT = 16 * 1024 * 1024  # bytes: a standby further behind is not read (its backup would end later)
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 FIRST_REQUEST = "first"
 ARCHIVE_RECHECK_SECONDS = 30.0
 BASE_BACKUP_GRACE = timedelta(hours=1)
@@ -190,9 +193,10 @@ def _with_base_backups(status: ArchiveStatus, facts: ArchiveFacts) -> ArchiveSta
 def _record(name: str, result: Mapping[str, Any], job: Obj) -> BaseBackupRecord:
     completed = _parse_time(result.get("endTime")) or _parse_time((job.get("status") or {}).get("completionTime"))
     size = result.get("sizeBytes")
+    source = (job["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION)
     return BaseBackupRecord(name=name, backup_id=_str(result.get("backupId"), 64), completed_at=completed,
                             begin_wal=_str(result.get("beginWal"), 24), end_lsn=_str(result.get("endLsn"), 32),
-                            size_bytes=size if isinstance(size, int) else None)
+                            size_bytes=size if isinstance(size, int) else None, source=_str(source, 253))
 
 
 def _base_backups(facts: ArchiveFacts, spec: ArchiveSpec, status: ArchiveStatus, archiving: Condition,
@@ -209,9 +213,12 @@ def _base_backups(facts: ArchiveFacts, spec: ArchiveSpec, status: ArchiveStatus,
     effects: tuple[Create, ...] = ()
     if request is not None and not running and facts.db_ready and facts.server is not None \
             and facts.primary_claim is not None:
-        body = base_backup_job(db, request, facts.primary_claim)
+        standby = backup_standby(db) if spec.base_backup_from == "PreferStandby" else None
+        body = base_backup_job(db, request, facts.primary_claim, standby=standby)
+        source = f"from the standby {standby[1]}" if standby else "from the primary"
         effects = (Create(body, EventSpec("Normal", "BaseBackupStarted",
-                                          f"base backup Job {body['metadata']['name']} started ({_why(request)})")),)
+                                          f"base backup Job {body['metadata']['name']} started ({_why(request)},"
+                                          f" {source})")),)
     if failed and newest_finished is not None and finished_state is not None:
         said = facts.results.get(str(newest_finished["metadata"]["name"]), {}).get("message")
         why = str(said)[:1000] if said else f"{finished_state.reason}: {finished_state.message}"
@@ -251,16 +258,32 @@ def _request(facts: ArchiveFacts, spec: ArchiveSpec, last: BaseBackupRecord | No
     return token if token not in asked else None
 
 
-def base_backup_job(db: SampleDB, request: str, claim: str) -> Obj:
-    """The Job taking one physical base backup (dataplane/base-backup.sh) with the primary's data volume
-    mounted read-only where the server has it, on the primary's node (a ReadWriteOnce volume is shared by the
-    pods of one node), scratch space where the server's configuration files are (base-backup.sh puts the data
-    directory's own files there, so the backup does not restore the operator's over them), and the store's
-    settings; its name is the backup's name in the store."""
+def backup_standby(db: SampleDB) -> tuple[int, str] | None:
+    """The instance a base backup reads instead of the primary: the ready hot standby least behind it (index,
+    pod name), if one is less than STANDBY_LAG_LIMIT behind; None otherwise (read the primary)."""
+    pods = {names.instance_pod_name(d.db_name(db), i): i for i in range(db.spec.replicas)}
+    ready = [(i.lag_bytes, i.name) for i in db.status.instances
+             if i.role == "replica" and i.ready and i.name in pods and i.lag_bytes is not None
+             and i.lag_bytes < STANDBY_LAG_LIMIT]
+    if not ready:
+        return None
+    _, pod = min(ready)
+    return pods[pod], pod
+
+
+def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[int, str] | None = None) -> Obj:
+    """The Job taking one physical base backup (dataplane/base-backup.sh) with the data volume of the instance it
+    reads (the primary's, or `standby`'s: index and pod) mounted read-only where the server has it, on that
+    instance's node (a ReadWriteOnce volume is shared by the pods of one node), connected to that instance's
+    server, scratch space where the server's configuration files are (base-backup.sh puts the data directory's
+    own files there, so the backup does not restore the operator's over them), and the store's settings; its name
+    is the backup's name in the store."""
     spec = db.spec.backup.object_store
     assert spec is not None
     name = names.job_name(d.db_name(db), names.JobKind.BASEBACKUP, f"{db.metadata.uid or ''}/{request}")
     ns = d.namespace_of(db)
+    if standby is not None:
+        claim = names.instance_data_pvc_name(d.db_name(db), standby[0])
     ca_volumes, ca_mounts = archive_config.ca_volumes(db.spec.model_copy(update={"recovery": None}))
     body = jobs.job(
         db, name=name, component=BASE_BACKUP_COMPONENT, script="base-backup.sh",
@@ -271,13 +294,19 @@ def base_backup_job(db: SampleDB, request: str, claim: str) -> Obj:
                        {"name": "config", "emptyDir": {}}, *ca_volumes],
         extra_mounts=[{"name": "data", "mountPath": d.DATA_MOUNT, "readOnly": True},
                       {"name": "config", "mountPath": pgconfig.CONFIG_DIR}, *ca_mounts],
-        annotations={REQUEST_ANNOTATION: request},
+        annotations={REQUEST_ANNOTATION: request, SOURCE_ANNOTATION: standby[1] if standby else "primary"},
     )
     body["spec"]["activeDeadlineSeconds"] = BASE_BACKUP_DEADLINE_SECONDS
     body["spec"]["backoffLimit"] = 1
+    same_node = {**d.selector_labels(db), names.ROLE_LABEL: "primary"}
+    if standby is not None:  # the standby's own server, by its stable name under the headless Service
+        same_node = {**d.selector_labels(db), POD_NAME_LABEL: standby[1]}
+        host = f"{standby[1]}.{names.headless_service_name(d.db_name(db))}.{ns}.svc"
+        container = body["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [{"name": "PGHOST", "value": host} if e["name"] == "PGHOST" else e
+                            for e in container["env"]]
     body["spec"]["template"]["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {**d.selector_labels(db), names.ROLE_LABEL: "primary"}},
-         "topologyKey": "kubernetes.io/hostname"}]}}
+        {"labelSelector": {"matchLabels": same_node}, "topologyKey": "kubernetes.io/hostname"}]}}
     return body
 
 

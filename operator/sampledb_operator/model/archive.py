@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -102,6 +103,12 @@ class ArchiveSpec(ObjectStore):
         " one is taken as soon as archiving works; recovery replays WAL from the base backup before the target,"
         " so frequent base backups make recoveries shorter.",
     )
+    base_backup_from: Literal["PreferStandby", "Primary"] = Field(
+        default="PreferStandby",
+        description="Where base backups are taken: PreferStandby (default) reads a ready hot standby less than"
+        " 16 MiB behind the primary when there is one, so the primary's disk and CPU serve only the"
+        " application; Primary always reads the primary.",
+    )
     retention: str | None = Field(
         default=None, max_length=5, pattern=RETENTION_RE,
         description='A recovery window, e.g. "7d", "4w" or "3m" (days, weeks, months): after each base backup, the'
@@ -160,6 +167,7 @@ class BaseBackupRecord(StatusModel):
     begin_wal: str | None = Field(default=None, max_length=24, description="The first WAL segment it needs.")
     end_lsn: str | None = Field(default=None, max_length=32, description="The WAL position it is consistent at.")
     size_bytes: int | None = Field(default=None, description="Its size in the store.")
+    source: str | None = Field(default=None, max_length=NAME_MAX, description="The instance it was read from.")
 
 
 class RecoveryVerification(StatusModel):

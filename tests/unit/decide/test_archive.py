@@ -325,3 +325,33 @@ def test_store_credentials_are_used_only_from_an_opted_in_secret_with_both_keys(
         "metadata": opted["metadata"], "data": {"secretAccessKey": "eQ=="}}})
     assert missing.reason == "ObjectStoreCredentialsMissing" and "'id'" in missing.message
     assert cfg.credential_secrets(database().spec) == []
+
+
+def test_a_base_backup_reads_the_least_lagging_ready_standby_and_the_primary_otherwise() -> None:
+    instances = [{"name": "orders-0", "role": "primary", "ready": True},
+                 {"name": "orders-i1-0", "role": "replica", "ready": True, "lagBytes": 4096},
+                 {"name": "orders-i2-0", "role": "replica", "ready": True, "lagBytes": 0},
+                 {"name": "orders-i3-0", "role": "replica", "ready": False, "lagBytes": 0}]
+    db = database({"instances": instances}, replicas=4, backup={"objectStore": STORE})
+    assert arc.backup_standby(db) == (2, "orders-i2-0")
+    passed = arc.plan_archive(facts(db, server=server(last_archived_wal=None, archived_count=0)))
+    [body] = creates(passed)
+    pod = body["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert [e["name"] for e in pod["containers"][0]["env"]].count("PGHOST") == 1
+    assert env["PGHOST"]["value"] == "orders-i2-0.orders-headless.shop.svc"
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-orders-i2-0", "readOnly": True}} \
+        in pod["volumes"]
+    term = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["labelSelector"]["matchLabels"][arc.POD_NAME_LABEL] == "orders-i2-0"
+    assert body["metadata"]["annotations"][arc.SOURCE_ANNOTATION] == "orders-i2-0"
+    assert "from the standby orders-i2-0" in passed.plan.effects[0].announce.message  # type: ignore[union-attr]
+    # too far behind, not ready, or Primary asked: the primary
+    far = [{**i, "lagBytes": arc.STANDBY_LAG_LIMIT} if i["role"] == "replica" else i for i in instances]
+    assert arc.backup_standby(database({"instances": far}, replicas=4, backup={"objectStore": STORE})) is None
+    primary_only = database({"instances": instances}, replicas=4,
+                            backup={"objectStore": {**STORE, "baseBackupFrom": "Primary"}})
+    [body] = creates(arc.plan_archive(facts(primary_only, server=server(last_archived_wal=None, archived_count=0))))
+    env = {e["name"]: e for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PGHOST"]["valueFrom"]["configMapKeyRef"]["key"] == "host"
+    assert body["metadata"]["annotations"][arc.SOURCE_ANNOTATION] == "primary"
