@@ -1,6 +1,6 @@
 """What each kind of write costs the API server (issue #18): kube-apiserver CPU per request.
 
-The scale benchmark's floor makes ~11 writes per database and the operator ~19.5; this measures what
+The scale benchmark's floor makes ~9 writes per database and the operator ~16; this measures what
 those writes cost the API server, which is the bottleneck of the scale runs on a small machine. One
 fresh kwok-only control plane (hack/cluster, SAMPLEDB_REAL_NODE=0) in --cluster-dir; each case makes
 N writes at a concurrency of 16 with a plain client and reads kube-apiserver's CPU seconds

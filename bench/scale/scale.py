@@ -25,14 +25,14 @@ and watches them until every one has Ready=True. Systems:
                    An operator's cluster has the finalizer policy (manifests/admission, from this
                    checkout), as manifests/overlays/admission installs it on Kubernetes 1.36+;
                    operator:admission=0 leaves it out (the operator then adds each finalizer itself: one
-                   write more a database, as in every run before session ac).
+                   write more a database, as on a cluster without the policy).
 
 The databases are spread over namespaces, --per-namespace (default 100) each (`scale-000`, `scale-001`,
 ...; the operator, the floor and the observer then watch all namespaces): a platform's databases live in
 its teams' namespaces, and Kubernetes' own scalability limits are a few thousand pods and Services per
-namespace. `--per-namespace 0` puts all N in the one namespace `scale`, as every run before session k
-did: then kube-controller-manager's EndpointSlice and StatefulSet controllers and the scheduler scan
-all of a namespace's pods or Services for each event, and the control plane's work grows with N squared.
+namespace. `--per-namespace 0` puts all N in the one namespace `scale`: then kube-controller-manager's
+EndpointSlice and StatefulSet controllers and the scheduler scan all of a namespace's pods or Services for
+each event, and the control plane's work grows with N squared.
 
 Recorded per run: all-Ready time (first create to last Ready), median create->Ready, the system's
 CPU seconds (utime+stime from /proc), peak RSS (VmHWM), its requests by verb per database (the
@@ -912,7 +912,7 @@ def logged_shards_enqueued(log: Path, wall_start: float, held: int) -> float | N
     """Seconds from `wall_start` (Unix time) to the restarted replica's log line enqueueing the last of its `held`
     shards ("shard's objects enqueued": owned and cached), or None without such lines (another log format). The
     poll of /metrics above times the same moment late when the replica's first passes hold its scrape up (0.6-1.3
-    s at 5,000: docs/benchmarks.md, session w); a JSON log line carries the moment itself."""
+    s at 5,000: docs/benchmarks.md, "Restarts"); a JSON log line carries the moment itself."""
     stamps: list[float] = []
     for line in log.read_text(errors="replace").splitlines():
         if "shard's objects enqueued" not in line:
@@ -1376,7 +1376,7 @@ def restart_main(args: argparse.Namespace) -> int:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    """Table and chart of runs already made (their result.json files), e.g. of sessions cut short."""
+    """Table and chart of runs already made (their result.json files), e.g. of runs cut short."""
     results = [RunResult(**json.loads(Path(f).read_text())) for f in args.results]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -1412,9 +1412,9 @@ def report(results: list[RunResult], out: Path) -> int:
     return 0
 
 
-PER_NAMESPACE_HELP = ("databases per namespace (default %(default)s; 0: all in one namespace, as runs before session k "
-                      "did: then the control plane's own controllers, which scan a namespace's pods and Services for "
-                      "each event, grow with N squared)")
+PER_NAMESPACE_HELP = ("databases per namespace (default %(default)s; 0: all in one namespace `scale`: then the control "
+                      "plane's own controllers, which scan a namespace's pods and Services for each event, grow with N "
+                      "squared)")
 
 
 def main() -> int:

@@ -4,7 +4,7 @@ Pure. A StatefulSet made while its pod's claim is still Pending, under a Storage
 once (volumeBindingMode Immediate, the API's default), gets a pod the scheduler refuses until the claim is
 bound ("pod has unbound immediate PersistentVolumeClaims"): each refusal is a `FailedScheduling` Event and a
 pod status write, and the pod then waits out the scheduler's backoff. At 10,000 databases every pod was
-refused twice (docs/benchmarks.md, session x). So a StatefulSet that does not exist yet is created once its
+refused twice (docs/benchmarks.md, "Decisions"). So a StatefulSet that does not exist yet is created once its
 claim is Bound, when the claim's class binds immediately; the claim's binding wakes the database
 (decide/urgency.py).
 
@@ -18,7 +18,7 @@ The claim's binding is what wakes a waiting database; the look again after `rech
 should the class's remembered mode be out of date (a class deleted and made again with another mode). It grows
 with the wait (as long as the oldest claim has existed, between a least and a most), so a database whose claims
 take long to bind looks a few times, not once every least: at 10,000 databases claims took up to 50 minutes to
-bind here, and a fixed 300 s recheck cost ~2 idle passes a database (docs/benchmarks.md, session z).
+bind here, and a fixed 300 s recheck cost ~2 idle passes a database (docs/benchmarks.md, "Decisions").
 """
 
 from __future__ import annotations

@@ -434,7 +434,7 @@ def replica_service(db: SampleDB) -> Obj:
     """The hot standbys, read-only: made once the database has standbys (spec.replicas > 1), kept from then on
     (without endpoints after a scale-down to one instance). A single instance gets none: a Service that selects
     nothing would still take a ClusterIP, which the API server allocates one at a time, cluster-wide (the
-    allocator's lock is held across an internal write: docs/benchmarks.md, session x)."""
+    allocator's lock is held across an internal write: docs/benchmarks.md, "Decisions")."""
     return _service(db, names.replica_service_name(db_name(db)), REPLICA_ROLE, type="ClusterIP")
 
 

@@ -14,7 +14,7 @@ that pass goes before the keys waiting for other reasons (first passes of new da
 Everything else only changes what the status reports as progress (the backups volume bound, a pod scheduled, a Job
 started, the StatefulSet's counters): those events still wake the database, but plain, so a database
 waiting in the queue takes them all in one pass. Making every child event urgent was measured at
-N=1,000 (docs/benchmarks.md, session i): the first database Ready after 6 s instead of 267 s, but 20 %
+N=1,000 (docs/benchmarks.md, "Decisions"): the first database Ready after 6 s instead of 267 s, but 20 %
 more passes and status writes, because a database was passed again for each burst of progress.
 """
 

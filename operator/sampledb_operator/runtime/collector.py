@@ -3,7 +3,7 @@
 Reference counting frees almost everything the operator allocates (a watch event's decoded JSON, an
 answer, a pass's models) as soon as it is no longer used; the cyclic collector is only needed for garbage
 held in reference cycles. With CPython's defaults it was ~4.5 % of the operator's CPU while 1,000 databases
-were created (docs/benchmarks.md, session ag): a young collection whenever 700 more container objects had
+were created (docs/benchmarks.md, "Decisions"): a young collection whenever 700 more container objects had
 been allocated than freed, which decoding one watch event (hundreds of dicts and lists, freed again a
 moment later) often is, each costing ~1 ms; and full collections that traversed again and again the
 ~60,000 objects the imports made (modules, classes, functions), which live as long as the process.

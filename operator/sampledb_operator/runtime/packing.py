@@ -8,7 +8,7 @@ WINDOW bytes). Every later object of the resource is mostly a match into it: a c
 bytes, measured (docs/benchmarks.md), and packing or unpacking one takes a few microseconds. The Packer
 keeps one compression and one decompression context with that dictionary loaded, used again for every
 object: zlib could only set its preset dictionary up again for each object (a new compressobj, its
-window and hash tables, each time), which was most of what packing cost (docs/benchmarks.md, session w).
+window and hash tables, each time), which was most of what packing cost (docs/benchmarks.md, "Decisions").
 
 Invariants:
 - unpack(pack(obj)) == obj for any JSON-compatible object (dict/list/str/int/float/bool/None, str

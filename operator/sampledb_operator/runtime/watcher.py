@@ -158,7 +158,7 @@ class Watcher:
         self._initial_delivered = False  # the running streaming list is the store's first: delivered as it comes
         self._gate: asyncio.Event | None = None  # start_after's
         # watch_events_total's child per event type: labels() on every event cost a tenth of what caching an
-        # object costs on a restart (docs/benchmarks.md, session v)
+        # object costs on a restart (docs/benchmarks.md, "Restarts")
         self._event_counters: dict[str, Counter] = {}
         self.resource_version = ""
         self._log = get_logger(__name__, resource=self.name, namespace=namespace or "")
