@@ -25,7 +25,7 @@ Invariants:
   at a time per connection; a request waits for a free one, within its timeout), and every stream (a
   watch, held open for minutes) has a connection of its own in a second, unbounded pool, so no number of
   watches can take the connections requests need. Each TLS connection holds a 256 KiB read buffer in
-  asyncio's SSL transport: the pool's size is memory (100 connections: 25 MiB; docs/benchmarks.md).
+  asyncio's SSL transport: the pool's size is memory (100 connections: 25 MiB).
 - a sibling (`sibling()`) is the same endpoint and credentials with a requests' pool of its own, for
   requests that must never wait behind the others for a connection (the Lease renewals of leader
   election and sharding: behind a full pool of slow writes a renewal can miss its renew deadline); the

@@ -273,7 +273,7 @@ class EntryIndex:
 
     A key with one ref holds the ref itself, a set only from the second ref on: most keys (one database's
     StatefulSet, Secret, Pod) have one, and a set costs at least 216 bytes (N=5,000: 50,000 cached objects
-    traced 46.6 -> 37.7 MiB with the interned strings below, docs/benchmarks.md)."""
+    traced 46.6 -> 37.7 MiB with the interned strings below)."""
 
     __slots__ = ("_by_label", "_by_owner")
 
