@@ -28,6 +28,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "archive-wal.sh",
     "base-backup.sh",
     "recover.sh",
+    "verify-archive.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

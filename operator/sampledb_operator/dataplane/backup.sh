@@ -48,44 +48,19 @@ make_temp_dir
 encoding=$(sql_value "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()")
 
 # ---- the snapshot: a REPEATABLE READ transaction held open by a psql coprocess
-# snap_run SQL: run SQL in the coprocess; SNAP_OUT holds its output lines. False once psql has ended.
-snap_run() {
-    local line marker="SDB_DONE_${RANDOM}_$RANDOM"
-    SNAP_OUT=()
-    [[ -n ${SDB_SNAP[1]:-} ]] || return 1
-    printf '%s\n\\echo %s\n' "$1" "$marker" >&"${SDB_SNAP[1]}" || return 1
-    while IFS= read -r line <&"${SDB_SNAP[0]}"; do
-        if [[ $line == "$marker" ]]; then
-            return 0
-        fi
-        SNAP_OUT+=("$line")
-    done
-    return 1
-}
-# snap_line PREFIX: print the rest of the first line of SNAP_OUT that starts with PREFIX; false if none.
-snap_line() {
-    local line
-    for line in "${SNAP_OUT[@]}"; do
-        if [[ $line == "$1"* ]]; then
-            printf '%s' "${line#"$1"}"
-            return 0
-        fi
-    done
-    return 1
-}
 snapshot=
 stats_error=
 if [[ ${BACKUP_STATS:-1} == 1 ]]; then
     coproc SDB_SNAP { PGCLIENTENCODING=UTF8 exec psql -X -w -q -At -v ON_ERROR_STOP=0 2>"$SDB_TMP/snapshot.err"; }
-    if snap_run "$SDB_STATS_SETTINGS
+    if session_run SDB_SNAP "$SDB_STATS_SETTINGS
 BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
-SELECT 'SDB_SNAPSHOT=' || pg_export_snapshot();" && snapshot=$(snap_line SDB_SNAPSHOT=); then
+SELECT 'SDB_SNAPSHOT=' || pg_export_snapshot();" && snapshot=$(session_line SDB_SNAPSHOT=); then
         # Locks in a savepoint: a table dropped meanwhile costs the statistics, not the snapshot.
-        if ! { snap_run "SAVEPOINT sdb_locks;
+        if ! { session_run SDB_SNAP "SAVEPOINT sdb_locks;
 $SDB_STATS_LOCK_SQL
-SELECT 'SDB_LOCKED=1';" && snap_line SDB_LOCKED= >/dev/null; }; then
+SELECT 'SDB_LOCKED=1';" && session_line SDB_LOCKED= >/dev/null; }; then
             stats_error="cannot lock the tables: $(first_error "$SDB_TMP/snapshot.err")"
-            snap_run "ROLLBACK TO SAVEPOINT sdb_locks;" || true
+            session_run SDB_SNAP "ROLLBACK TO SAVEPOINT sdb_locks;" || true
         fi
     else
         snapshot=
@@ -105,12 +80,12 @@ fi
 stats_json=null
 if [[ -n $snapshot && -z $stats_error ]]; then
     log "computing table statistics"
-    if snap_run "$SDB_STATS_SQL" && tables_json=$(snap_line SDB_TABLES=); then
-        if ! lobs_json=$(snap_line SDB_LOBS=); then
+    if session_run SDB_SNAP "$SDB_STATS_SQL" && tables_json=$(session_line SDB_TABLES=); then
+        if ! lobs_json=$(session_line SDB_LOBS=); then
             lobs_json=null
             log "warning: no large-object statistics: $(first_error "$SDB_TMP/snapshot.err")"
         fi
-        stats_json="{\"method\":\"$SDB_STATS_METHOD\",\"tables\":$tables_json,\"large_objects\":$lobs_json}"
+        stats_json=$(stats_object "$tables_json" "$lobs_json")
     else
         stats_error="statistics failed: $(first_error "$SDB_TMP/snapshot.err")"
     fi

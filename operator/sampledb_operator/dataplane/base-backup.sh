@@ -26,8 +26,16 @@
 # measured it; the gzip objects are smaller), fromStandby, endWalArchived (whether the WAL up to the
 # backup's end is in the store: always on a primary, where pg_backup_stop waits for it; on a standby
 # waited for up to SAMPLEDB_BACKUP_WAL_TIMEOUT seconds, default 120, since the primary archives it).
-# Exit codes (lib.sh): 2 bad settings or data directory not readable here, 9 cannot connect,
-# 7 barman-cloud-backup failed, 1 the store cannot be listed or another unexpected failure.
+# Retention: optional SAMPLEDB_RETENTION, a recovery window of N days, weeks or months ("7d", "4w",
+# "1m"; barman's RECOVERY WINDOW OF N DAYS|WEEKS|MONTHS). After the backup (also one that exists),
+# barman-cloud-backup-delete --retention-policy deletes the completed backups no recovery to a time in
+# the window needs (the newest one that ended before the window's start stays, and every newer one;
+# --minimum-redundancy 1: never the last) and the WAL older than the oldest kept backup. A failed
+# retention run does not fail the backup: the result gets "retentionError" (barman's error, scrubbed)
+# and the log a warning; else "retention" (the policy) and "deletedBackups" (ids, at most 20).
+# Exit codes (lib.sh): 2 bad settings (also before any backup: an invalid SAMPLEDB_RETENTION) or data
+# directory not readable here, 9 cannot connect, 7 barman-cloud-backup failed, 1 the store cannot be
+# listed or another unexpected failure.
 set -Eeuo pipefail
 SDB_SCRIPT=base-backup
 # shellcheck source=lib.sh
@@ -50,6 +58,18 @@ WAL_TIMEOUT=${SAMPLEDB_BACKUP_WAL_TIMEOUT:-120}
 if [[ ! $WAL_TIMEOUT =~ ^[0-9]{1,6}$ ]]; then
     die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_BACKUP_WAL_TIMEOUT '$WAL_TIMEOUT': want whole seconds"
 fi
+POLICY=
+if [[ -n ${SAMPLEDB_RETENTION:-} ]]; then
+    if [[ ! $SAMPLEDB_RETENTION =~ ^([1-9][0-9]{0,3})([dwm])$ ]]; then
+        die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_RETENTION '$SAMPLEDB_RETENTION': a recovery window such as 7d, 4w or 1m (1-9999 days, weeks or months)"
+    fi
+    case ${BASH_REMATCH[2]} in
+    d) POLICY="RECOVERY WINDOW OF ${BASH_REMATCH[1]} DAYS" ;;
+    w) POLICY="RECOVERY WINDOW OF ${BASH_REMATCH[1]} WEEKS" ;;
+    m) POLICY="RECOVERY WINDOW OF ${BASH_REMATCH[1]} MONTHS" ;;
+    esac
+fi
+DELETED_MAX=20
 make_temp_dir
 
 # lsn_segment TIMELINE LSN SEGMENT_SIZE: the WAL file that holds the last byte before LSN.
@@ -100,19 +120,70 @@ list_backups() {
         die "$SDB_EXIT_INTERNAL" "cannot read the backup list: $(first_error "$SDB_TMP/catalog.err")" "$ident"
 }
 
+# backup_ids: the ids of every backup of $SERVER in $DEST (any status), one a line; false if the
+# store cannot be listed (barman's error in $SDB_TMP/ids.err).
+backup_ids() {
+    local py
+    barman-cloud-backup-list "${SDB_STORE_OPTS[@]}" --format json "$DEST" "$SERVER" >"$SDB_TMP/ids.json" 2>"$SDB_TMP/ids.err" ||
+        return 1
+    py=$(catalog_python) || return 1
+    "$py" -c 'import json, sys
+for b in json.load(open(sys.argv[1], encoding="utf-8")).get("backups_list") or []:
+    print(b.get("backup_id"))' "$SDB_TMP/ids.json" 2>>"$SDB_TMP/ids.err"
+}
+
+# apply_retention: run the retention policy (header); sets RETENTION_JSON (result members) and
+# RETENTION_NOTE (for the message).
+apply_retention() {
+    local before after id deleted=() shown=() err='' what
+    RETENTION_JSON=
+    RETENTION_NOTE=
+    [[ -n $POLICY ]] || return 0
+    if ! before=$(backup_ids); then
+        err="cannot list the backups: $(barman_error "$SDB_TMP/ids.err")"
+    elif ! barman-cloud-backup-delete "${SDB_STORE_OPTS[@]}" --retention-policy "$POLICY" --minimum-redundancy 1 \
+        "$DEST" "$SERVER" >"$SDB_TMP/delete.out" 2>"$SDB_TMP/delete.err"; then
+        err=$(barman_error "$SDB_TMP/delete.err")
+    elif ! after=$(backup_ids); then
+        err="cannot list the backups after the deletion: $(barman_error "$SDB_TMP/ids.err")"
+    fi
+    if [[ -n $err ]]; then
+        RETENTION_JSON=",\"retentionError\":$(json_str "$err")"
+        RETENTION_NOTE="; retention $POLICY failed: $err"
+        log "warning: retention $POLICY failed (the backup stands): $err"
+        return 0
+    fi
+    for id in $before; do
+        if ! grep -qxF -- "$id" <<<"$after"; then
+            deleted+=("$id")
+        fi
+    done
+    shown=("${deleted[@]:0:$DELETED_MAX}")
+    RETENTION_JSON=",\"retention\":$(json_str "$POLICY"),\"deletedBackups\":["
+    for id in "${shown[@]}"; do
+        RETENTION_JSON+="$(json_str "$id"),"
+    done
+    RETENTION_JSON="${RETENTION_JSON%,}]"
+    what="${#deleted[@]} backups"
+    if ((${#deleted[@]} == 1)); then what="1 backup"; fi
+    RETENTION_NOTE="; retention $POLICY deleted $what${deleted[*]:+ (${shown[*]}${deleted[$DELETED_MAX]:+ ...})}"
+    log "retention $POLICY: $what deleted${deleted[*]:+: ${deleted[*]}}"
+}
+
 # number VALUE: VALUE if it is a whole number, else null.
 number() {
     if [[ $1 =~ ^[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
 }
 
-# report OUTCOME: succeed with the chosen backup's members.
+# report OUTCOME MESSAGE: apply the retention policy, then succeed with the chosen backup's members.
 report() {
-    succeed "$2" "$ident,\"outcome\":\"$1\",\"backupId\":$(json_str "${SDB_CATALOG[id]}")$(
+    apply_retention
+    succeed "$2$RETENTION_NOTE" "$ident,\"outcome\":\"$1\",\"backupId\":$(json_str "${SDB_CATALOG[id]}")$(
         printf ',"beginWal":%s,"endWal":%s,"beginLsn":%s,"endLsn":%s,"beginTime":%s,"endTime":%s' \
             "$(json_str "${SDB_CATALOG[begin_wal]}")" "$(json_str "${SDB_CATALOG[end_wal]}")" \
             "$(json_str "${SDB_CATALOG[begin_lsn]}")" "$(json_str "${SDB_CATALOG[end_lsn]}")" \
             "$(json_str "${SDB_CATALOG[begin_time]}")" "$(json_str "${SDB_CATALOG[end_time]}")"
-    ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}"
+    ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}$RETENTION_JSON"
 }
 
 keep_own_config

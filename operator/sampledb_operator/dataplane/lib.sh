@@ -214,6 +214,17 @@ now_utc() {
     date -u +%Y-%m-%dT%H:%M:%SZ
 }
 
+# now_us: the current time in microseconds since the epoch.
+now_us() {
+    printf '%s' "${EPOCHREALTIME//[!0-9]/}"
+}
+
+# seconds_since START_US: the time since START_US (now_us) in seconds, one decimal.
+seconds_since() {
+    local us=$(($(now_us) - $1))
+    printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
+
 # run_guarded CONTROL_SQL ERR_FILE PSQL_ARGS...: run a psql control script (from a string) that
 # brackets a user SQL file in one transaction and prints "SDB_OUTCOME=<word> [detail]" on stdout.
 # Sets SDB_OUTCOME and SDB_DETAIL; on a psql failure sets SDB_OUTCOME=failed and leaves psql's
@@ -257,7 +268,8 @@ meta_field() {
     sed -n -E -e 's/,"stats":.*$//' -e "s/.*\"$2\":(\"([^\"]*)\"|([0-9]+)).*/\2\3/p" -- "$1" | head -n1
 }
 
-# ---- table statistics: recorded by backup.sh (in the dump's snapshot), recomputed by verify.sh
+# ---- table statistics: recorded by backup.sh (in the dump's snapshot), recomputed by verify.sh;
+# recorded and recomputed by verify-archive.sh (a restore point's snapshot, its recovered copy)
 # What is counted: ordinary tables (relkind r, partitions included, partitioned parents not) outside
 # pg_catalog, information_schema, pg_toast and temporary schemas, that no extension owns (pg_dump
 # leaves their data out). Per table: the row count and an order-independent checksum, md5 of the
@@ -310,6 +322,126 @@ SELECT jsonb_build_object($$count$$, count(*), $$checksum$$,
         || $$:$$ || coalesce(sum(($$x$$ || substr(h, 17, 16))::bit(64)::bigint::numeric), 0)::text))::text AS sdb_lobs
 FROM (SELECT md5(oid::text || $$:$$ || md5(lo_get(oid))) AS h FROM pg_catalog.pg_largeobject_metadata) AS s \gset
 SELECT $$SDB_LOBS=$$ || :'"'sdb_lobs'"';'
+
+# stats_object TABLES_JSON LOBS_JSON: the statistics as backup.sh records them under "stats".
+stats_object() {
+    printf '{"method":"%s","tables":%s,"large_objects":%s}' "$SDB_STATS_METHOD" "$1" "${2:-null}"
+}
+
+# ---- psql sessions held open by a coprocess: `coproc NAME { exec psql -X -w -q -At -v ON_ERROR_STOP=0 ...; }`
+# session_run NAME SQL: run SQL in the coprocess NAME (the array bash's coproc made: its output and
+# input descriptors); SDB_SESSION_OUT holds the output lines. False once psql has ended.
+session_run() {
+    local -n _sdb_session=$1
+    local line marker="SDB_DONE_${RANDOM}_$RANDOM"
+    SDB_SESSION_OUT=()
+    [[ -n ${_sdb_session[1]:-} ]] || return 1
+    printf '%s\n\\echo %s\n' "$2" "$marker" >&"${_sdb_session[1]}" || return 1
+    while IFS= read -r line <&"${_sdb_session[0]}"; do
+        if [[ $line == "$marker" ]]; then
+            return 0
+        fi
+        SDB_SESSION_OUT+=("$line")
+    done
+    return 1
+}
+
+# session_line PREFIX: print the rest of the first line of SDB_SESSION_OUT that starts with PREFIX;
+# false if none.
+session_line() {
+    local line
+    for line in "${SDB_SESSION_OUT[@]}"; do
+        if [[ $line == "$1"* ]]; then
+            printf '%s' "${line#"$1"}"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# session_end NAME PID: end the coprocess NAME (PID its NAME_PID), committing nothing still open.
+session_end() {
+    local -n _sdb_session=$1
+    if [[ -n ${_sdb_session[1]:-} ]] && kill -0 "$2" 2>/dev/null; then
+        { printf 'ROLLBACK;\n\\q\n' >&"${_sdb_session[1]}"; } 2>/dev/null || true
+    fi
+    wait "$2" 2>/dev/null || true
+}
+
+# ---- comparison of recorded statistics with a database's (verify.sh, verify-archive.sh)
+# After SDB_STATS_SQL in the same psql run: reads the recorded statistics with pg_read_binary_file
+# (psql variable sdb_meta: an absolute path the server can read; sdb_member: the member of that
+# JSON object holding them, or '' for the whole object), compares them with :sdb_tables and
+# :sdb_lobs, and prints SDB_VERDICT (verified, mismatch, or unrecorded when the file has no
+# statistics of method :sdb_method), SDB_COUNTS ("tables rows mismatched large_objects" of the
+# database), SDB_LOBS_PROBLEM, SDB_NAMES (the tables that differ, about 400 bytes at most) and
+# SDB_MISMATCHES (a JSON array, cut at :sdb_report bytes). Table names and row counts only.
+# shellcheck disable=SC2016  # psql text, not shell
+SDB_COMPARE_SQL='\if :{?sdb_lobs}
+\else
+\set sdb_lobs null
+\endif
+\if :{?sdb_tables}
+WITH meta AS (
+    SELECT CASE WHEN s->>$$method$$ = :'"'sdb_method'"' AND jsonb_typeof(s->$$tables$$) = $$object$$ THEN s END AS s
+    FROM (SELECT CASE WHEN :'"'sdb_member'"' = $$$$ THEN j ELSE j -> :'"'sdb_member'"' END AS s
+          FROM (SELECT convert_from(pg_read_binary_file(:'"'sdb_meta'"'), $$UTF8$$)::jsonb AS j) AS f) AS m),
+rec AS (SELECT key AS t, value AS v FROM meta, jsonb_each(coalesce(meta.s->$$tables$$, $${}$$))),
+act AS (SELECT key AS t, value AS v FROM jsonb_each(:'"'sdb_tables'"'::jsonb)),
+cmp AS (
+    SELECT t, (rec.v->>$$rows$$)::bigint AS expected_rows, (act.v->>$$rows$$)::bigint AS actual_rows,
+           CASE WHEN act.v IS NULL THEN $$missing$$ WHEN rec.v IS NULL THEN $$unexpected$$
+                WHEN rec.v->$$rows$$ <> act.v->$$rows$$ THEN $$rows$$
+                WHEN rec.v->$$checksum$$ IS DISTINCT FROM act.v->$$checksum$$ THEN $$checksum$$ END AS problem
+    FROM rec FULL JOIN act USING (t)
+    WHERE (SELECT s IS NOT NULL FROM meta)),
+bad AS (SELECT *, sum(octet_length(t) + 80) OVER (ORDER BY t) AS used FROM cmp WHERE problem IS NOT NULL),
+lobs AS (
+    SELECT r AS recorded, a AS actual,
+           CASE WHEN r IS NULL OR jsonb_typeof(r) <> $$object$$ THEN $$not-recorded$$
+                WHEN a IS NULL OR jsonb_typeof(a) <> $$object$$ THEN $$not-computed$$
+                WHEN r->$$count$$ <> a->$$count$$ THEN $$count$$
+                WHEN r->$$checksum$$ IS DISTINCT FROM a->$$checksum$$ THEN $$checksum$$ END AS problem
+    FROM (SELECT (SELECT s->$$large_objects$$ FROM meta) AS r, :'"'sdb_lobs'"'::jsonb AS a) AS x)
+SELECT $$SDB_VERDICT=$$ || CASE WHEN (SELECT s IS NULL FROM meta) THEN $$unrecorded$$
+           WHEN EXISTS (SELECT FROM bad) OR (SELECT problem IN ($$count$$, $$checksum$$) FROM lobs) THEN $$mismatch$$
+           ELSE $$verified$$ END
+UNION ALL SELECT $$SDB_COUNTS=$$ || (SELECT count(*) FROM act) || $$ $$
+    || (SELECT coalesce(sum((v->>$$rows$$)::bigint), 0) FROM act) || $$ $$ || (SELECT count(*) FROM bad) || $$ $$
+    || coalesce((SELECT actual->>$$count$$ FROM lobs), $$0$$)
+UNION ALL SELECT $$SDB_LOBS_PROBLEM=$$ || coalesce((SELECT problem FROM lobs), $$$$)
+UNION ALL SELECT $$SDB_NAMES=$$ || coalesce((SELECT string_agg(t || $$ ($$ || problem || $$)$$, $$, $$ ORDER BY t)
+    FROM bad WHERE used <= 400), $$$$)
+UNION ALL SELECT $$SDB_MISMATCHES=$$ || coalesce((SELECT jsonb_agg(jsonb_build_object($$table$$, t, $$problem$$, problem,
+    $$expected_rows$$, expected_rows, $$actual_rows$$, actual_rows) ORDER BY t) FROM bad WHERE used <= :sdb_report), $$[]$$)::text;
+\endif'
+
+# compare_stats FILE MEMBER REPORT_BYTES ERR_FILE [PSQL_ARGS...]: compute lib.sh's statistics of the
+# database psql connects to (its environment and PSQL_ARGS, e.g. -d CONNINFO) and compare them with
+# those recorded in FILE (absolute, readable by the server: it reads it) at MEMBER ('' for the whole
+# object; backup.sh's metadata has them at "stats"). Sets the associative array SDB_COMPARE: verdict
+# (verified, mismatch or unrecorded; empty when the statistics could not be computed, psql's error in
+# ERR_FILE), tables, rows, mismatched, large_objects (of the database), lobs_problem (count,
+# checksum, not-recorded, not-computed or empty), names (the tables that differ, "t (problem), ...")
+# and mismatches (a JSON array of {table, problem, expected_rows, actual_rows}, cut at REPORT_BYTES).
+compare_stats() {
+    local file=$1 member=$2 report=$3 err=$4 out tables rows mismatched lobs
+    shift 4
+    out=$(sql -At -v ON_ERROR_STOP=0 -v sdb_meta="$file" -v sdb_member="$member" -v sdb_method="$SDB_STATS_METHOD" \
+        -v sdb_report="$report" "$@" -f - 2>"$err" <<<"$SDB_STATS_SETTINGS
+$SDB_STATS_SQL
+$SDB_COMPARE_SQL") || true
+    read -r tables rows mismatched lobs <<<"$(line_field "$out" SDB_COUNTS)"
+    declare -gA SDB_COMPARE=([verdict]="$(line_field "$out" SDB_VERDICT)" [tables]="${tables:-0}" [rows]="${rows:-0}"
+        [mismatched]="${mismatched:-0}" [large_objects]="${lobs:-0}" [lobs_problem]="$(line_field "$out" SDB_LOBS_PROBLEM)"
+        [names]="$(line_field "$out" SDB_NAMES)" [mismatches]="$(line_field "$out" SDB_MISMATCHES)")
+    SDB_COMPARE[mismatches]=${SDB_COMPARE[mismatches]:-[]}
+}
+
+# line_field TEXT NAME: the rest of TEXT's first line that starts with NAME= (empty if none).
+line_field() {
+    sed -n "s/^$2=//p" <<<"$1" | head -n1
+}
 
 # ---- object store (Barman Cloud over S3): the settings of archive-wal.sh, base-backup.sh, recover.sh
 # SAMPLEDB_S3_DESTINATION (s3://BUCKET[/PATH]), SAMPLEDB_S3_SERVER (the database's name in the store),
@@ -435,6 +567,19 @@ wal_in_store() {
     return "$rc"
 }
 
+# next_segment NAME: the WAL segment after NAME (same timeline), for SDB_SEGMENT_SIZE (bytes,
+# default 16 MiB).
+next_segment() {
+    local tli=${1:0:8} log=$((16#${1:8:8})) seg=$((16#${1:16:8})) per
+    per=$((0x100000000 / ${SDB_SEGMENT_SIZE:-16777216}))
+    seg=$((seg + 1))
+    if ((seg >= per)); then
+        seg=0
+        log=$((log + 1))
+    fi
+    printf '%s%08X%08X' "$tli" "$log" "$seg"
+}
+
 # catalog_python: print the Python interpreter that reads barman's JSON (python3 on PATH, else the
 # interpreter barman-cloud-backup-list itself runs with); false if there is none.
 catalog_python() {
@@ -531,6 +676,31 @@ backup_catalog() {
     while IFS= read -r key; do
         value=${key#*=}
         SDB_CATALOG[${key%%=*}]=$value
+    done <<<"$out"
+}
+
+# read_result FILE KEY...: set the associative array SDB_RESULT to the members KEY of the result line
+# in FILE (another script's RESULT_FILE): strings on one line, numbers and booleans as JSON writes
+# them, absent or null members empty. False when FILE holds no JSON object.
+read_result() {
+    local py out line
+    declare -gA SDB_RESULT=()
+    py=$(catalog_python) || return 1
+    # shellcheck disable=SC2016  # Python text, not shell
+    out=$("$py" -c '
+import json, sys
+try:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        r = json.loads(f.read().strip().splitlines()[-1])
+except Exception:
+    sys.exit(1)
+for k in sys.argv[2:]:
+    v = r.get(k)
+    v = "" if v is None else json.dumps(v) if isinstance(v, (bool, list, dict)) else str(v)
+    print("%s=%s" % (k, " ".join(v.split())))
+' "$@" 2>/dev/null) || return 1
+    while IFS= read -r line; do
+        SDB_RESULT[${line%%=*}]=${line#*=}
     done <<<"$out"
 }
 

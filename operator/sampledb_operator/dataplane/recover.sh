@@ -13,8 +13,13 @@
 # SAMPLEDB_RECOVERY_TARGET_NAME (a restore point, pg_create_restore_point) and
 # SAMPLEDB_RECOVERY_TARGET_LSN (none: the end of the archive), optional SAMPLEDB_RECOVERY_BACKUP (a
 # backup id or name; default: the newest completed backup that ended at or before the target time
-# or LSN, else the newest), SAMPLEDB_RUN_DIR (default /var/run/postgresql: the private socket and
-# scratch files), and the store's connection settings of lib.sh (endpoint, keys, CA, region).
+# or LSN, else the newest), optional SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN (with a restore point or no
+# target, whose position the catalog cannot know: choose the newest completed backup that ended at or
+# before this LSN instead of the newest; verify-archive.sh gives its restore point's LSN), optional
+# SAMPLEDB_RECOVERY_SUPERUSER (a superuser role of the source to connect as over the private socket
+# when $POSTGRES_USER is not a role there; the OS user's name is tried last), SAMPLEDB_RUN_DIR
+# (default /var/run/postgresql: the private socket and scratch files), and the store's connection
+# settings of lib.sh (endpoint, keys, CA, region).
 #
 # Steps: $PGDATA.recovering marks the recovery (an interrupted one of our own is removed and
 # redone; a non-empty $PGDATA without it is refused); barman-cloud-restore into $PGDATA; the
@@ -51,15 +56,6 @@ RUN_DIR=${SAMPLEDB_RUN_DIR:-/var/run/postgresql}
 RECOVERED_FILE=sampledb-recovered
 CHECKED_FILE=sampledb-archive-checked
 POLL=0.2
-
-now_us() {
-    printf '%s' "${EPOCHREALTIME//[!0-9]/}"
-}
-# seconds_since START_US: the time since START_US in seconds, one decimal.
-seconds_since() {
-    local us=$(($(now_us) - $1))
-    printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
-}
 
 require_env PGDATA POSTGRES_USER POSTGRES_PASSWORD SAMPLEDB_RECOVERY_SERVER
 PGDATA=${PGDATA%/}
@@ -124,6 +120,16 @@ fi
 if ((targets > 1)); then
     die "$SDB_EXIT_CONFIG" "set at most one of SAMPLEDB_RECOVERY_TARGET_TIME, SAMPLEDB_RECOVERY_TARGET_NAME and SAMPLEDB_RECOVERY_TARGET_LSN"
 fi
+if [[ -n ${SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN:-} ]]; then
+    if [[ ! $SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN =~ ^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$ ]]; then
+        die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN '$SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN': want an LSN such as 0/16B3748"
+    fi
+    if [[ $select_mode != latest || -n ${SAMPLEDB_RECOVERY_BACKUP:-} ]]; then
+        die "$SDB_EXIT_CONFIG" "SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN chooses the backup for a restore point or the end of the archive: not with a target time or LSN, nor with SAMPLEDB_RECOVERY_BACKUP"
+    fi
+    select_mode=before-lsn
+    select_arg=$SAMPLEDB_RECOVERY_BACKUP_BEFORE_LSN
+fi
 if [[ -n ${SAMPLEDB_RECOVERY_BACKUP:-} ]]; then
     if [[ ! $SAMPLEDB_RECOVERY_BACKUP =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ ]]; then
         die "$SDB_EXIT_CONFIG" "invalid SAMPLEDB_RECOVERY_BACKUP '$SAMPLEDB_RECOVERY_BACKUP': a backup id or name"
@@ -173,7 +179,7 @@ if [[ ${SDB_CATALOG[found]} != 1 ]]; then
     case $select_mode in
     name) die "$SDB_EXIT_CONFIG" "no completed backup named or with id '$select_arg' for $SERVER in $DEST${SDB_CATALOG[others]:+ (found ${SDB_CATALOG[others]})}" "$ident" ;;
     before-time) die "$SDB_EXIT_CONFIG" "no base backup of $SERVER ended at or before the target time $SAMPLEDB_RECOVERY_TARGET_TIME: the oldest, ${SDB_CATALOG[oldest_id]} (${SDB_CATALOG[oldest_name]:-unnamed}), ended at ${SDB_CATALOG[oldest_end_time]}" "$ident" ;;
-    *) die "$SDB_EXIT_CONFIG" "no base backup of $SERVER ended at or before the target LSN $select_arg: the oldest, ${SDB_CATALOG[oldest_id]} (${SDB_CATALOG[oldest_name]:-unnamed}), ended at ${SDB_CATALOG[oldest_end_lsn]}" "$ident" ;;
+    *) die "$SDB_EXIT_CONFIG" "no base backup of $SERVER ended at or before the ${SAMPLEDB_RECOVERY_TARGET_LSN:+target }LSN $select_arg: the oldest, ${SDB_CATALOG[oldest_id]} (${SDB_CATALOG[oldest_name]:-unnamed}), ended at ${SDB_CATALOG[oldest_end_lsn]}" "$ident" ;;
     esac
 fi
 BACKUP_ID=${SDB_CATALOG[id]}
@@ -293,18 +299,6 @@ recovery_failure() {
     printf 'the server stopped during recovery without saying why'
 }
 
-# next_segment NAME: the WAL segment after NAME (same timeline), for the backup's segment size.
-next_segment() {
-    local tli=${1:0:8} log=$((16#${1:8:8})) seg=$((16#${1:16:8})) per
-    per=$((0x100000000 / ${SDB_SEGMENT_SIZE:-16777216}))
-    seg=$((seg + 1))
-    if ((seg >= per)); then
-        seg=0
-        log=$((log + 1))
-    fi
-    printf '%s%08X%08X' "$tli" "$log" "$seg"
-}
-
 # in_archive SEGMENT: whether the source's archive has SEGMENT.
 in_archive() {
     wal_in_store "$DEST" "$SERVER" "$1" "$SDB_TMP"
@@ -342,7 +336,7 @@ while ((!promoted)); do
     # status line of postmaster.pid (its 8th) says "ready"; nothing connects before that
     if [[ $(sed -n '8p' -- "$PGDATA/postmaster.pid" 2>/dev/null) == ready* ]]; then
         state=
-        for user in "$POSTGRES_USER" "$(id -un)"; do
+        for user in "$POSTGRES_USER" ${SAMPLEDB_RECOVERY_SUPERUSER:+"$SAMPLEDB_RECOVERY_SUPERUSER"} "$(id -un)"; do
             if state=$(private_sql "$user" -c 'SELECT pg_is_in_recovery()' 2>"$SDB_TMP/connect.err"); then
                 SQL_USER=$user
                 break
@@ -354,7 +348,7 @@ while ((!promoted)); do
         elif [[ -z $state ]]; then
             refused=$((refused + 1))
             if ((refused >= 10)); then
-                die "$SDB_EXIT_CONNECT" "cannot connect to the recovered server over its socket as $POSTGRES_USER or $(id -un): $(first_error "$SDB_TMP/connect.err")" "$ident"
+                die "$SDB_EXIT_CONNECT" "cannot connect to the recovered server over its socket as $POSTGRES_USER${SAMPLEDB_RECOVERY_SUPERUSER:+, $SAMPLEDB_RECOVERY_SUPERUSER} or $(id -un): $(first_error "$SDB_TMP/connect.err")" "$ident"
             fi
         fi
     fi

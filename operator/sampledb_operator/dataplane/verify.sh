@@ -145,63 +145,20 @@ if ! pg_restore -w "${restore_options[@]}" --dbname="$conninfo" -- "$dump" 2>"$S
         "$ident,\"check\":\"restore\",\"sha256\":\"$actual\""
 fi
 
-# ---- 3. statistics of the restored database, compared with the recorded ones (in SQL)
+# ---- 3. statistics of the restored database, compared with the recorded ones (lib.sh, in SQL)
 log "computing table statistics of the restored database"
-# shellcheck disable=SC2016  # psql text, not shell
-compare_sql='\if :{?sdb_lobs}
-\else
-\set sdb_lobs null
-\endif
-\if :{?sdb_tables}
-WITH meta AS (
-    SELECT CASE WHEN s->>$$method$$ = :'"'sdb_method'"' AND jsonb_typeof(s->$$tables$$) = $$object$$ THEN s END AS s
-    FROM (SELECT convert_from(pg_read_binary_file(:'"'sdb_meta'"'), $$UTF8$$)::jsonb -> $$stats$$ AS s) AS m),
-rec AS (SELECT key AS t, value AS v FROM meta, jsonb_each(coalesce(meta.s->$$tables$$, $${}$$))),
-act AS (SELECT key AS t, value AS v FROM jsonb_each(:'"'sdb_tables'"'::jsonb)),
-cmp AS (
-    SELECT t, (rec.v->>$$rows$$)::bigint AS expected_rows, (act.v->>$$rows$$)::bigint AS actual_rows,
-           CASE WHEN act.v IS NULL THEN $$missing$$ WHEN rec.v IS NULL THEN $$unexpected$$
-                WHEN rec.v->$$rows$$ <> act.v->$$rows$$ THEN $$rows$$
-                WHEN rec.v->$$checksum$$ IS DISTINCT FROM act.v->$$checksum$$ THEN $$checksum$$ END AS problem
-    FROM rec FULL JOIN act USING (t)
-    WHERE (SELECT s IS NOT NULL FROM meta)),
-bad AS (SELECT *, sum(octet_length(t) + 80) OVER (ORDER BY t) AS used FROM cmp WHERE problem IS NOT NULL),
-lobs AS (
-    SELECT r AS recorded, a AS actual,
-           CASE WHEN r IS NULL OR jsonb_typeof(r) <> $$object$$ THEN $$not-recorded$$
-                WHEN a IS NULL OR jsonb_typeof(a) <> $$object$$ THEN $$not-computed$$
-                WHEN r->$$count$$ <> a->$$count$$ THEN $$count$$
-                WHEN r->$$checksum$$ IS DISTINCT FROM a->$$checksum$$ THEN $$checksum$$ END AS problem
-    FROM (SELECT (SELECT s->$$large_objects$$ FROM meta) AS r, :'"'sdb_lobs'"'::jsonb AS a) AS x)
-SELECT $$SDB_VERDICT=$$ || CASE WHEN (SELECT s IS NULL FROM meta) THEN $$unrecorded$$
-           WHEN EXISTS (SELECT FROM bad) OR (SELECT problem IN ($$count$$, $$checksum$$) FROM lobs) THEN $$mismatch$$
-           ELSE $$verified$$ END
-UNION ALL SELECT $$SDB_COUNTS=$$ || (SELECT count(*) FROM act) || $$ $$
-    || (SELECT coalesce(sum((v->>$$rows$$)::bigint), 0) FROM act) || $$ $$ || (SELECT count(*) FROM bad) || $$ $$
-    || coalesce((SELECT actual->>$$count$$ FROM lobs), $$0$$)
-UNION ALL SELECT $$SDB_LOBS_PROBLEM=$$ || coalesce((SELECT problem FROM lobs), $$$$)
-UNION ALL SELECT $$SDB_NAMES=$$ || coalesce((SELECT string_agg(t || $$ ($$ || problem || $$)$$, $$, $$ ORDER BY t)
-    FROM bad WHERE used <= 400), $$$$)
-UNION ALL SELECT $$SDB_MISMATCHES=$$ || coalesce((SELECT jsonb_agg(jsonb_build_object($$table$$, t, $$problem$$, problem,
-    $$expected_rows$$, expected_rows, $$actual_rows$$, actual_rows) ORDER BY t) FROM bad WHERE used <= :sdb_report), $$[]$$)::text;
-\endif'
-set +e
-out=$(sql -At -v ON_ERROR_STOP=0 -v sdb_meta="$(realpath -- "$meta")" -v sdb_method="$SDB_STATS_METHOD" \
-    -v sdb_report="$MISMATCH_REPORT_BYTES" -d "$conninfo" -f - 2>"$SDB_TMP/stats.err" <<<"$SDB_STATS_SETTINGS
-$SDB_STATS_SQL
-$compare_sql")
-set -e
-field() { # field NAME: the value of the output line NAME=...
-    sed -n "s/^$1=//p" <<<"$out" | head -n1
-}
-verdict=$(field SDB_VERDICT)
+compare_stats "$(realpath -- "$meta")" stats "$MISMATCH_REPORT_BYTES" "$SDB_TMP/stats.err" -d "$conninfo"
+verdict=${SDB_COMPARE[verdict]}
 if [[ -z $verdict ]]; then
     die "$SDB_EXIT_INTERNAL" "computing the restored database's statistics failed: $(first_error "$SDB_TMP/stats.err")" \
         "$ident,\"check\":\"compare\""
 fi
-read -r tables rows mismatched lobs <<<"$(field SDB_COUNTS)"
-lobs_problem=$(field SDB_LOBS_PROBLEM)
-mismatches=$(field SDB_MISMATCHES)
+tables=${SDB_COMPARE[tables]}
+rows=${SDB_COMPARE[rows]}
+mismatched=${SDB_COMPARE[mismatched]}
+lobs=${SDB_COMPARE[large_objects]}
+lobs_problem=${SDB_COMPARE[lobs_problem]}
+mismatches=${SDB_COMPARE[mismatches]}
 summary="$tables tables, $rows rows, $lobs large objects"
 extra="$ident,\"sha256\":\"$actual\",\"size_bytes\":$actual_size,\"server_version\":$(json_str "$local_version")"
 extra+=",\"backup_server_version\":$(json_str "$backup_version"),\"tables\":$tables,\"rows\":$rows,\"large_objects\":$lobs"
@@ -219,7 +176,7 @@ case $verdict in
             "$extra,\"compared\":false"
         ;;
     *)
-        what="$mismatched tables differ: $(field SDB_NAMES)"
+        what="$mismatched tables differ: ${SDB_COMPARE[names]}"
         if ((mismatched == 0)); then what="no table differs"; fi
         if [[ $lobs_problem == count || $lobs_problem == checksum ]]; then what+="; large objects differ ($lobs_problem)"; fi
         die "$SDB_EXIT_VERIFY" "backup $BACKUP_NAME restores but does not match its snapshot: $what" \
