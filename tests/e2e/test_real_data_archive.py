@@ -133,6 +133,9 @@ def test_recovery_to_a_time_has_every_row_committed_before_it_and_none_after(
     name = "orders"
     spec = archiving(store, src_ns, name, version)
     assert "completed" in condition(name, "BaseBackupHealthy", src_ns)["message"]
+    archive = status(name, src_ns)["archive"]  # the store's catalog, as the base backup Job listed it
+    assert [b["backupId"] for b in archive["baseBackups"]] == [archive["lastBaseBackup"]["backupId"]]
+    assert archive["baseBackupsCount"] == 1 and archive["firstRecoverabilityPoint"]
     ledger(name, src_ns, "before", 1, 2000)  # after the base backup: replayed from WAL
     wait_condition(name, src_ns, "ContinuousArchiving")
     before = table_stats(name, src_ns)

@@ -32,7 +32,8 @@
 # the window needs (the newest one that ended before the window's start stays, and every newer one;
 # --minimum-redundancy 1: never the last) and the WAL older than the oldest kept backup. A failed
 # retention run does not fail the backup: the result gets "retentionError" (barman's error, scrubbed)
-# and the log a warning; else "retention" (the policy) and "deletedBackups" (ids, at most 20).
+# and the log a warning; else "retention" (the policy) and "deletedBackups" (ids, at most 20). Then
+# "catalog": the store's completed backups after it (count, oldestEnd, the newest 8: id, name, end, size).
 # Exit codes (lib.sh): 2 bad settings (also before any backup: an invalid SAMPLEDB_RETENTION) or data
 # directory not readable here, 9 cannot connect, 7 barman-cloud-backup failed, 1 the store cannot be
 # listed or another unexpected failure.
@@ -70,6 +71,7 @@ if [[ -n ${SAMPLEDB_RETENTION:-} ]]; then
     esac
 fi
 DELETED_MAX=20
+CATALOG_MAX=8 # backups listed in the result (the termination message is 4 KiB)
 make_temp_dir
 
 # lsn_segment TIMELINE LSN SEGMENT_SIZE: the WAL file that holds the last byte before LSN.
@@ -170,6 +172,27 @@ apply_retention() {
     log "retention $POLICY: $what deleted${deleted[*]:+: ${deleted[*]}}"
 }
 
+# catalog_json: ',"catalog":{...}' for the result: the completed backups of $SERVER in the store now
+# (after retention): how many, the oldest one's end (the first point a recovery can target) and the
+# newest CATALOG_MAX (id, name, end time, size), newest first; nothing if the store cannot be listed.
+catalog_json() {
+    local py
+    barman-cloud-backup-list "${SDB_STORE_OPTS[@]}" --format json "$DEST" "$SERVER" >"$SDB_TMP/catalog.json" \
+        2>"$SDB_TMP/catalog-list.err" || return 0
+    py=$(catalog_python) || return 0
+    "$py" -c 'import datetime, json, sys
+def utc(t):
+    return datetime.datetime.fromisoformat(t).astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+done = [b for b in json.load(open(sys.argv[1], encoding="utf-8")).get("backups_list") or []
+        if b.get("status") == "DONE" and b.get("end_time_iso")]
+done.sort(key=lambda b: (datetime.datetime.fromisoformat(b["end_time_iso"]), b["backup_id"]), reverse=True)
+newest = [{"id": b.get("backup_id"), "name": b.get("backup_name"), "end": utc(b["end_time_iso"]),
+           "size": b.get("cluster_size")} for b in done[:int(sys.argv[2])]]
+oldest = utc(done[-1]["end_time_iso"]) if done else None
+print(",\"catalog\":" + json.dumps({"count": len(done), "oldestEnd": oldest, "newest": newest}, separators=(",", ":")))
+' "$SDB_TMP/catalog.json" "$CATALOG_MAX" 2>>"$SDB_TMP/catalog-list.err" || true
+}
+
 # number VALUE: VALUE if it is a whole number, else null.
 number() {
     if [[ $1 =~ ^[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
@@ -183,7 +206,7 @@ report() {
             "$(json_str "${SDB_CATALOG[begin_wal]}")" "$(json_str "${SDB_CATALOG[end_wal]}")" \
             "$(json_str "${SDB_CATALOG[begin_lsn]}")" "$(json_str "${SDB_CATALOG[end_lsn]}")" \
             "$(json_str "${SDB_CATALOG[begin_time]}")" "$(json_str "${SDB_CATALOG[end_time]}")"
-    ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}$RETENTION_JSON"
+    ),\"timeline\":$(number "${SDB_CATALOG[timeline]}"),\"sizeBytes\":$(number "${SDB_CATALOG[size]}"),\"fromStandby\":$([[ $in_recovery == t ]] && echo true || echo false),\"endWalArchived\":${end_archived:-true}$RETENTION_JSON$(catalog_json)"
 }
 
 keep_own_config

@@ -37,7 +37,13 @@ from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model import names
-from sampledb_operator.model.archive import ArchiverState, ArchiveSpec, ArchiveStatus, BaseBackupRecord
+from sampledb_operator.model.archive import (
+    ArchiverState,
+    ArchiveSpec,
+    ArchiveStatus,
+    BaseBackupRecord,
+    StoredBaseBackup,
+)
 from sampledb_operator.model.conditions import Condition, ConditionStatus, ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
@@ -187,7 +193,28 @@ def _with_base_backups(status: ArchiveStatus, facts: ArchiveFacts) -> ArchiveSta
     if newest is status.last_base_backup:
         return status
     first = status.first_recoverability_point or (newest.completed_at if newest else None)
-    return status.model_copy(update={"last_base_backup": newest, "first_recoverability_point": first})
+    update: dict[str, Any] = {"last_base_backup": newest, "first_recoverability_point": first}
+    if newest is not None:
+        update.update(_catalog(facts.results.get(newest.name) or {}))
+    return status.model_copy(update=update)
+
+
+def _catalog(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the store held after a base backup (its result's "catalog"): the newest backups, their count and the
+    oldest one's end, which is the first point a recovery can target (it moves with the retention)."""
+    catalog = result.get("catalog")
+    if not isinstance(catalog, Mapping):
+        return {}
+    entries = [StoredBaseBackup(backup_id=str(b["id"])[:64], name=_str(b.get("name"), 253),
+                                completed_at=_parse_time(b.get("end")),
+                                size_bytes=b.get("size") if isinstance(b.get("size"), int) else None)
+               for b in catalog.get("newest") or [] if isinstance(b, Mapping) and b.get("id")][:8]
+    count = catalog.get("count")
+    out: dict[str, Any] = {"base_backups": entries, "base_backups_count": count if isinstance(count, int) else None}
+    oldest = _parse_time(catalog.get("oldestEnd"))
+    if oldest is not None:
+        out["first_recoverability_point"] = oldest
+    return out
 
 
 def _record(name: str, result: Mapping[str, Any], job: Obj) -> BaseBackupRecord:

@@ -170,6 +170,15 @@ class BaseBackupRecord(StatusModel):
     source: str | None = Field(default=None, max_length=NAME_MAX, description="The instance it was read from.")
 
 
+class StoredBaseBackup(StatusModel):
+    """A completed base backup in the object store, as the newest base backup Job listed them."""
+
+    backup_id: str = Field(max_length=64, description="The archiver's id of the backup.")
+    name: str | None = Field(default=None, max_length=NAME_MAX, description="Its name (its Job's).")
+    completed_at: Time | None = Field(default=None, description="When it ended.")
+    size_bytes: int | None = Field(default=None, description="The database's size it holds.")
+
+
 class RecoveryVerification(StatusModel):
     """One verification that the store restores the database to a point in time (dataplane/verify-archive.sh)."""
 
@@ -215,6 +224,14 @@ class ArchiveStatus(StatusModel):
     last_base_backup: BaseBackupRecord | None = Field(default=None, description="The newest successful base backup.")
     first_recoverability_point: Time | None = Field(
         default=None, description="The oldest time a recovery can target (the oldest base backup's end).",
+    )
+    base_backups: list[StoredBaseBackup] | None = Field(
+        default=None, max_length=8,
+        description="The newest completed base backups in the store, newest first, as the newest base backup Job"
+        " listed them after applying the retention.",
+    )
+    base_backups_count: int | None = Field(
+        default=None, description="How many completed base backups the store held then.",
     )
     last_verification: RecoveryVerification | None = Field(
         default=None, description="The newest finished verification that the store restores the database.",

@@ -78,6 +78,9 @@ def render_status(report: StatusReport, now: datetime) -> str:
     out += ["", "Conditions", *(_conditions(report.db, now) or ["  (none yet: the operator has not reconciled it)"])]
     out += ["", "Children", *(_children(report, now) or ["  (none)"])]
     out += ["", "Backups", *(_backups(report.backups, now) or ["  (none)"])]
+    stored = _stored(report.db, now)
+    if stored:
+        out += ["", f"Base backups in {(report.db.get('status') or {}).get('archive', {}).get('destination')}", *stored]
     if report.events:
         out += ["", "Events", *_events(report.events, now)]
     if report.problems:
@@ -268,6 +271,26 @@ def _backups(backups: list[Obj], now: datetime, limit: int = 5) -> list[str]:
     lines = table(("NAME", "REASON", "PHASE", "SIZE", "COMPLETED"), rows) if rows else []
     if len(backups) > limit:
         lines.append(f"  ... {len(backups) - limit} older (kubectl get sdbb)")
+    return lines
+
+
+def _stored(db: Obj, now: datetime) -> list[str]:
+    """The object store's base backups as the newest base backup Job listed them (status.archive.baseBackups)."""
+    archive = (db.get("status") or {}).get("archive") or {}
+    listed = archive.get("baseBackups") or []
+    rows = [(str(b.get("backupId")), str(b.get("name") or NONE),
+             _bytes(b["sizeBytes"]) if isinstance(b.get("sizeBytes"), int) else NONE,
+             age(b.get("completedAt"), now) + (" ago" if b.get("completedAt") else ""))
+            for b in listed if isinstance(b, dict)]
+    if not rows:
+        return []
+    lines = table(("BACKUP ID", "NAME", "SIZE", "COMPLETED"), rows)
+    count = archive.get("baseBackupsCount")
+    if isinstance(count, int) and count > len(rows):
+        lines.append(f"  ... {count - len(rows)} older")
+    first = archive.get("firstRecoverabilityPoint")
+    if first:
+        lines.append(f"  recoverable from {first} (the oldest one's end) to the last archived WAL")
     return lines
 
 

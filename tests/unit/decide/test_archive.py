@@ -241,6 +241,29 @@ def test_a_succeeded_base_backup_is_recorded_from_its_result_and_marks_the_first
     assert creates(passed) == []  # today's @daily slot (00:00) is before it
 
 
+def test_the_stores_catalog_after_a_base_backup_lists_its_backups_and_moves_the_first_point_with_retention() -> None:
+    done = job("orders-basebackup-2", "slot:2026-12-05T00:00:00Z", state="Complete")
+    old_first = {"lastBaseBackup": {"name": "orders-basebackup-1", "completedAt": "2026-11-01T00:10:00Z"},
+                 "firstRecoverabilityPoint": "2026-11-01T00:10:00Z"}
+    db = database({"archive": old_first}, backup={"objectStore": {**STORE, "retention": "7d"}})
+    catalog = {"count": 3, "oldestEnd": "2026-11-28T00:10:00Z", "newest": [
+        {"id": "20261205T000012", "name": "orders-basebackup-2", "end": "2026-12-05T00:10:00Z", "size": 4096},
+        {"id": "20261204T000011", "name": "orders-basebackup-x", "end": "2026-12-04T00:10:00Z", "size": 4000},
+        {"no": "id"}]}
+    result = {"backupId": "20261205T000012", "endTime": "2026-12-05T00:10:00Z", "catalog": catalog,
+              "retention": "RECOVERY WINDOW OF 7 DAYS", "deletedBackups": ["20261101T000010"]}
+    passed = arc.plan_archive(facts(db, jobs=(done,), results={"orders-basebackup-2": result}))
+    assert passed.status is not None
+    assert [b.backup_id for b in passed.status.base_backups or []] == ["20261205T000012", "20261204T000011"]
+    assert passed.status.base_backups_count == 3
+    assert passed.status.first_recoverability_point == datetime(2026, 11, 28, 0, 10, tzinfo=UTC)
+    # a result without a catalog (an older script) keeps what the status said
+    bare = {"backupId": "x", "endTime": "2026-12-05T00:10:00Z"}
+    plain = arc.plan_archive(facts(db, jobs=(done,), results={"orders-basebackup-2": bare}))
+    assert plain.status is not None and plain.status.base_backups is None
+    assert plain.status.first_recoverability_point == datetime(2026, 11, 1, 0, 10, tzinfo=UTC)
+
+
 def test_a_failed_newest_base_backup_says_why_from_its_result() -> None:
     failed = job("orders-basebackup-1", arc.FIRST_REQUEST, state="Failed")
     passed = arc.plan_archive(facts(archiving(), jobs=(failed,), results={

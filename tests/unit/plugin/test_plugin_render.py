@@ -161,3 +161,20 @@ def test_status_screen_shows_the_proven_recovery_or_why_not() -> None:
     assert "RestoreFailed: WAL file 000000010000000000000004 is missing" in text
     archived["status"]["conditions"] = []
     assert "Recovery proven" not in render_status(StatusReport(db=archived, children=[], secret=None, backups=[]), NOW)
+
+
+def test_status_screen_lists_the_base_backups_in_the_store() -> None:
+    archived = db(archive={"destination": "s3://b/shop/orders", "baseBackupsCount": 3,
+                           "firstRecoverabilityPoint": "2025-12-29T00:10:00Z",
+                           "baseBackups": [{"backupId": "20260102T000012", "name": "orders-basebackup-2",
+                                            "completedAt": "2026-01-02T10:00:00Z", "sizeBytes": 8388608},
+                                           {"backupId": "20260101T000011", "completedAt": "2026-01-01T12:00:00Z"}]})
+    archived["spec"]["backup"] = {"objectStore": {"bucket": "b", "credentials": {"secretName": "k"}}}
+    text = render_status(StatusReport(db=archived, children=[], secret=None, backups=[]), NOW)
+    section = text.split("\nBase backups in s3://b/shop/orders\n")[1].split("\n\n")[0].splitlines()
+    assert section[0].split() == ["BACKUP", "ID", "NAME", "SIZE", "COMPLETED"]
+    assert section[1].split()[:4] == ["20260102T000012", "orders-basebackup-2", "8.0MiB", "120m"]
+    assert section[2].split()[:3] == ["20260101T000011", "-", "-"]
+    assert section[3] == "  ... 1 older"
+    assert "recoverable from 2025-12-29T00:10:00Z" in section[4]
+    assert "Base backups in" not in render_status(StatusReport(db=db(), children=[], secret=None, backups=[]), NOW)
