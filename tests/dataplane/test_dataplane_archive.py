@@ -752,6 +752,15 @@ def wal_segments(store: Store, server_prefix: str) -> list[str]:
     return sorted(n[:24] for n in names if re.fullmatch(r"[0-9A-F]{24}\.gz", n))
 
 
+def assert_catalog(res: dict[str, Any], ids: list[str]) -> None:
+    """The result lists the store's completed backups, newest first, and the oldest one's end."""
+    catalog = res["catalog"]
+    assert catalog["count"] == len(ids)
+    assert [b["id"] for b in catalog["newest"]] == ids
+    assert catalog["newest"][0]["name"] == res["name"] and catalog["newest"][0]["size"] > 0
+    assert catalog["oldestEnd"] == catalog["newest"][-1]["end"]
+
+
 def test_retention_deletes_backups_outside_the_recovery_window_and_the_wal_only_they_need(
     store: Store, runner: ScriptRunner, archiving: Callable[..., Archiving], pg_root: Path, pg_bindir: Path
 ) -> None:
@@ -784,12 +793,7 @@ def test_retention_deletes_backups_outside_the_recovery_window_and_the_wal_only_
     assert res["retention"] == "RECOVERY WINDOW OF 1 DAYS" and "retentionError" not in res, res
     assert res["deletedBackups"] == [made[1]["backupId"]]
     assert f"deleted 1 backup ({made[1]['backupId']})" in res["message"]
-    # the result lists what the store holds after the retention, newest first
-    catalog = res["catalog"]
-    assert catalog["count"] == 2
-    assert [b["id"] for b in catalog["newest"]] == [res["backupId"], made[2]["backupId"]]
-    assert catalog["newest"][0]["name"] == res["name"] and catalog["newest"][0]["size"] > 0
-    assert catalog["oldestEnd"] == catalog["newest"][-1]["end"]
+    assert_catalog(res, [res["backupId"], made[2]["backupId"]])  # what the store holds after the retention
     infos = sorted(k for k in store.keys("retain/db/base/") if k.endswith("/backup.info"))
     assert infos == sorted(f"retain/db/base/{b}/backup.info" for b in (made[2]["backupId"], res["backupId"]))
     assert store.keys(f"retain/db/base/{made[1]['backupId']}/") == []
