@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine, idempotently, and fast when warm:
 #   - Debian packages: PostgreSQL server (data-plane tests), Prometheus + promtool (metrics tests),
-#     openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
+#     shellcheck (the data-plane scripts' lint), openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
 #     the CNI plugins, iptables/nftables and conntrack, and what builds its images offline
 #     (mmdebstrap, buildah, busybox-static). apt-get update runs only when something is missing.
 #   - the Python virtualenv .venv with the package, its dev dependencies and Barman Cloud (the
@@ -17,6 +17,7 @@ need=()
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v shellcheck >/dev/null || need+=(shellcheck)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [[ $(id -u) == 0 && ${SAMPLEDB_REAL_NODE:-1} != 0 ]]; then
   command -v runc >/dev/null || need+=(runc)

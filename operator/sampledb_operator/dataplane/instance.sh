@@ -208,7 +208,7 @@ clear_stale_pidfile() {
 
 # config_file_arg ARGS...: the value of "-c config_file=..." (or --config_file=/--config-file=) in ARGS.
 config_file_arg() {
-    local prev= arg
+    local prev='' arg
     for arg in "$@"; do
         case $prev/$arg in
         -c/config_file=* | -c/config-file=*) printf '%s' "${arg#*=}" ;;
@@ -263,19 +263,8 @@ server_major() {
 recover() {
     local rc=0
     log "role=primary: recovering $PGDATA from the object store (server $SAMPLEDB_RECOVERY_SERVER) ($(since "$T0"))"
-    (
-        # The source's store is named apart (SAMPLEDB_RECOVERY_*: the operator sets them, and a database may
-        # recover from one store and archive to another); recover.sh reads lib.sh's store settings.
-        if [[ -n ${SAMPLEDB_RECOVERY_ACCESS_KEY_ID+set} ]]; then
-            unset AWS_DEFAULT_REGION AWS_CA_BUNDLE SAMPLEDB_S3_ENDPOINT
-            export AWS_ACCESS_KEY_ID=$SAMPLEDB_RECOVERY_ACCESS_KEY_ID
-            export AWS_SECRET_ACCESS_KEY=${SAMPLEDB_RECOVERY_SECRET_ACCESS_KEY-}
-            [[ -z ${SAMPLEDB_RECOVERY_ENDPOINT:-} ]] || export SAMPLEDB_S3_ENDPOINT=$SAMPLEDB_RECOVERY_ENDPOINT
-            [[ -z ${SAMPLEDB_RECOVERY_REGION:-} ]] || export AWS_DEFAULT_REGION=$SAMPLEDB_RECOVERY_REGION
-            [[ -z ${SAMPLEDB_RECOVERY_CA_BUNDLE:-} ]] || export AWS_CA_BUNDLE=$SAMPLEDB_RECOVERY_CA_BUNDLE
-        fi
-        exec bash "$(dirname -- "${BASH_SOURCE[0]}")/recover.sh" "${SERVER_ARGS[@]}" {SDB_LOG_FD}>&-
-    ) || rc=$?
+    # recover.sh takes the source store's own settings (SAMPLEDB_RECOVERY_*) itself
+    (exec bash "$(dirname -- "${BASH_SOURCE[0]}")/recover.sh" "${SERVER_ARGS[@]}" {SDB_LOG_FD}>&-) || rc=$?
     if ((rc != 0)); then
         SDB_RESULT_DONE=1
         exit "$rc"
@@ -374,7 +363,8 @@ replica) prepare_replica ;;
 esac
 
 ENTRYPOINT=${SAMPLEDB_ENTRYPOINT:-docker-entrypoint.sh}
-shopt -s execfail
+shopt -s execfail # a failed exec returns, and the lines after it say why
+# shellcheck disable=SC2093  # with execfail the script does continue when the exec fails
 exec "$ENTRYPOINT" "$@" {SDB_LOG_FD}>&-
 exec {SDB_LOG_FD}>&2 # the failed exec closed it
 die "$SDB_EXIT_INTERNAL" "cannot run the entrypoint $ENTRYPOINT"

@@ -460,6 +460,21 @@ store_server_ok() {
     [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ ]]
 }
 
+# store_from_recovery_settings: when the source store of a recovery is named apart
+# (SAMPLEDB_RECOVERY_ACCESS_KEY_ID, _SECRET_ACCESS_KEY, _ENDPOINT, _REGION, _CA_BUNDLE: a database may
+# recover from one store and archive to another), export them as the store settings below, in place of
+# the archive's; without SAMPLEDB_RECOVERY_ACCESS_KEY_ID nothing changes (one store for both).
+store_from_recovery_settings() {
+    [[ -n ${SAMPLEDB_RECOVERY_ACCESS_KEY_ID+set} ]] || return 0
+    unset AWS_DEFAULT_REGION AWS_CA_BUNDLE SAMPLEDB_S3_ENDPOINT
+    export AWS_ACCESS_KEY_ID=$SAMPLEDB_RECOVERY_ACCESS_KEY_ID
+    export AWS_SECRET_ACCESS_KEY=${SAMPLEDB_RECOVERY_SECRET_ACCESS_KEY-}
+    [[ -z ${SAMPLEDB_RECOVERY_ENDPOINT:-} ]] || export SAMPLEDB_S3_ENDPOINT=$SAMPLEDB_RECOVERY_ENDPOINT
+    [[ -z ${SAMPLEDB_RECOVERY_REGION:-} ]] || export AWS_DEFAULT_REGION=$SAMPLEDB_RECOVERY_REGION
+    [[ -z ${SAMPLEDB_RECOVERY_CA_BUNDLE:-} ]] || export AWS_CA_BUNDLE=$SAMPLEDB_RECOVERY_CA_BUNDLE
+    return 0
+}
+
 # store_setup: check the store's connection settings (not destinations or server names); sets
 # SDB_STORE_OPTS, the barman-cloud options they give. On a bad setting, sets SDB_STORE_PROBLEM and
 # returns 1 (the caller reports it: archive-wal.sh has no result line).

@@ -19,7 +19,8 @@
 # SAMPLEDB_RECOVERY_SUPERUSER (a superuser role of the source to connect as over the private socket
 # when $POSTGRES_USER is not a role there; the OS user's name is tried last), SAMPLEDB_RUN_DIR
 # (default /var/run/postgresql: the private socket and scratch files), and the store's connection
-# settings of lib.sh (endpoint, keys, CA, region).
+# settings of lib.sh (endpoint, keys, CA, region), or the source store's own under SAMPLEDB_RECOVERY_*
+# (ACCESS_KEY_ID, SECRET_ACCESS_KEY, ENDPOINT, REGION, CA_BUNDLE: lib.sh's store_from_recovery_settings).
 #
 # Steps: $PGDATA.recovering marks the recovery (an interrupted one of our own is removed and
 # redone; a non-empty $PGDATA without it is refused); barman-cloud-restore into $PGDATA; the
@@ -65,6 +66,7 @@ fi
 if [[ $POSTGRES_PASSWORD == *[$'\n\r']* ]]; then
     die "$SDB_EXIT_CONFIG" "POSTGRES_PASSWORD holds a line break"
 fi
+store_from_recovery_settings
 DEST=${SAMPLEDB_RECOVERY_DESTINATION:-${SAMPLEDB_S3_DESTINATION:-}}
 SERVER=$SAMPLEDB_RECOVERY_SERVER
 DEST_SETTING=SAMPLEDB_RECOVERY_DESTINATION

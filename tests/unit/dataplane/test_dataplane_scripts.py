@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +61,15 @@ def test_documented_exit_codes_match_the_library() -> None:
     codes = {int(code) for code in re.findall(r"^SDB_EXIT_[A-Z_]+=(\d+)", lib, flags=re.MULTILINE)}
 
     assert codes == set(dataplane.EXIT_CODES)
+
+
+def test_every_script_passes_shellcheck() -> None:
+    """The data-plane scripts run inside users' pods with `set -Eeuo pipefail`: shellcheck's warnings (quoting,
+    unset variables, exec and subshell pitfalls) are bugs there. hack/bootstrap.sh installs shellcheck."""
+    tool = shutil.which("shellcheck")
+    assert tool is not None, "shellcheck is not installed (hack/bootstrap.sh installs it)"
+    folder = Path(dataplane.__file__).parent
+    scripts = sorted(str(p) for p in folder.glob("*.sh"))
+    done = subprocess.run([tool, "-x", "-P", str(folder), *scripts], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr
