@@ -51,6 +51,7 @@ from sampledb_operator.reconcilers import (
     reload,
     replication,
     schedule,
+    stuck,
     upgrade,
     verification,
     volumes,
@@ -140,7 +141,7 @@ class SampleDBReconciler:
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
         degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
-                    *migration.degraded, *reloaded.degraded)
+                    *migration.degraded, *reloaded.degraded, *await stuck.stuck_problems(self.ctx, db))
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,

@@ -5,7 +5,8 @@ a class's volumeBindingMode cannot change once it is made (the API server refuse
 once holds until the class is deleted and made again: each answer is kept for TTL_SECONDS, so creating
 databases by the thousand reads each class once a period, not once a database. A class that cannot be read
 (missing, forbidden, an error) has mode None: decide/binding.py then holds nothing, as before the binding
-wait existed; that answer is kept as long, so a missing class is not asked for on every pass.
+wait existed; an absent class's answer is kept MISSING_TTL_SECONDS, so it is not asked for on every pass and
+its creation is seen soon (decide/stuck.py's StorageClassNotFound clears).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from sampledb_operator.runtime.clock import Clock
 
 log = get_logger(__name__)
 TTL_SECONDS = 300.0
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+MISSING_TTL_SECONDS = 15.0  # an absent class is asked for again this soon: its creation clears StorageClassNotFound
 
 
 class BindingModes:
@@ -31,6 +34,8 @@ class BindingModes:
         self._clock = clock
         self._ttl = ttl
         self._known: dict[str, tuple[str | None, float]] = {}  # name -> (mode, read at)
+        self._missing: set[str] = set()  # the classes the last read found absent
+        self._default: tuple[bool | None, float] | None = None  # whether there is a default class, read at
 
     async def modes(self, classes: Iterable[str]) -> dict[str, str | None]:
         """The binding mode of each class (None: it could not be read)."""
@@ -39,16 +44,39 @@ class BindingModes:
     async def mode(self, name: str) -> str | None:
         known = self._known.get(name)
         now = self._clock.monotonic()
-        if known is not None and now - known[1] < self._ttl:
+        if known is not None and now - known[1] < (self._ttl if name not in self._missing else MISSING_TTL_SECONDS):
             return known[0]
         mode: str | None
+        self._missing.discard(name)
         try:
             mode = binding_mode(await self._api().get(name))
         except NotFound:
             mode = None
+            self._missing.add(name)
         except ApiError as exc:
             log.info("StorageClass not readable; its claims' StatefulSets do not wait for them to bind",
                      storage_class=name, status=exc.status, error=exc.message)
             mode = None
         self._known[name] = (mode, now)
         return mode
+
+    async def has_default(self) -> bool | None:
+        """Whether the cluster has a default StorageClass (None: the classes cannot be listed), read live at most
+        once every MISSING_TTL_SECONDS."""
+        now = self._clock.monotonic()
+        if self._default is not None and now - self._default[1] < MISSING_TTL_SECONDS:
+            return self._default[0]
+        try:
+            listed = await self._api().list(None)
+        except ApiError:
+            answer: bool | None = None
+        else:
+            answer = any(((c.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"
+                         for c in listed.items)
+        self._default = (answer, now)
+        return answer
+
+    async def missing(self, name: str) -> bool:
+        """Whether the class does not exist, as last read (a read that failed otherwise says no)."""
+        await self.mode(name)
+        return name in self._missing

@@ -1,0 +1,118 @@
+"""Why a database's instances do not progress, in Kubernetes' own words: Problems for the Degraded condition.
+
+Pure: no I/O, no clock (the caller passes `now`). Reads the database's instance pods and data claims as the caches
+hold them, and what the caller knows of the claims' StorageClasses, and says, per cause, what Kubernetes knows and
+the operator would otherwise keep to itself:
+
+| reason | when | from |
+|---|---|---|
+| StorageClassNotFound | a claim names a StorageClass that does not exist | the claim, the class read live |
+| NoDefaultStorageClass | a claim names no class, the cluster has no default one, and it stays Pending | the claim |
+| ClaimPending | a claim naming an immediately binding class is Pending for over CLAIM_PENDING_GRACE | the claim |
+| Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
+| ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
+| ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
+| CrashLoopBackOff | a container waits to be restarted after failing | its last exit code and the end of its message |
+
+Invariants: a Problem is derived from the objects' current state only, so it goes as soon as the cause does (the
+next pass after the pod's or the claim's change); messages carry Kubernetes' and the container's words, bounded,
+never an object's data (a container's termination message is PostgreSQL's or the data plane's last lines, which
+never print secrets: dataplane/lib.sh).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from sampledb_operator.model import timestamps
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import Problem
+
+CLAIM_PENDING_GRACE = timedelta(seconds=120)
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
+MESSAGE_MAX = 400
+LOG_LINES = 4
+
+
+def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, default_class: bool | None,
+                   now: datetime) -> list[Problem]:
+    """The claims' problems. `classes`: each named class's volumeBindingMode, None when it does not exist;
+    `default_class`: whether the cluster has a default StorageClass (None: unknown)."""
+    out = []
+    for claim in claims:
+        meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+        if (claim.get("status") or {}).get("phase") != "Pending" or meta.get("deletionTimestamp"):
+            continue
+        name, wanted = str(meta.get("name")), spec.get("storageClassName")
+        if wanted and wanted in classes and classes[wanted] is None:
+            out.append(Problem("StorageClassNotFound", (
+                f"claim {name} asks for StorageClass {wanted!r}, which does not exist: set spec.storage."
+                "storageClassName to an existing class (kubectl get storageclass)"), "spec.storage.storageClassName"))
+            continue
+        pending = now - (timestamps.parse(meta.get("creationTimestamp")) or now)
+        if not wanted and default_class is False and pending > CLAIM_PENDING_GRACE:
+            out.append(Problem("NoDefaultStorageClass", (
+                f"claim {name} names no StorageClass and the cluster has no default one: set spec.storage."
+                "storageClassName"), "spec.storage.storageClassName"))
+        elif pending > CLAIM_PENDING_GRACE and wanted and classes.get(wanted) == "Immediate":
+            out.append(Problem("ClaimPending", (
+                f"claim {name} has been Pending for {int(pending.total_seconds())} s: its provisioner has not made"
+                f" a volume (kubectl describe pvc {name} shows why: quota, capacity, provisioning errors)"),
+                "spec.storage"))
+    return out
+
+
+def pod_problems(pods: Sequence[Obj]) -> list[Problem]:
+    """The pods' problems, in the pods' order: scheduling first, then each container's."""
+    out = []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        name = str(meta.get("name"))
+        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+            out.append(Problem("Unschedulable", f"pod {name} cannot be scheduled: {_short(scheduled.get('message'))}",
+                               "spec"))
+            continue
+        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            problem = _container_problem(name, cs)
+            if problem is not None:
+                out.append(problem)
+                break
+    return out
+
+
+def _container_problem(pod: str, cs: Obj) -> Problem | None:
+    waiting = (cs.get("state") or {}).get("waiting") or {}
+    reason = waiting.get("reason")
+    container = cs.get("name")
+    if reason in IMAGE_PULL_REASONS:
+        return Problem("ImagePullFailed", (
+            f"pod {pod}: the image {cs.get('image')} of container {container} cannot be pulled ({reason}):"
+            f" {_short(waiting.get('message'))}"), "spec.image")
+    if reason in CONFIG_REASONS:
+        return Problem("ContainerConfigError", f"pod {pod}: container {container} cannot be created ({reason}):"
+                                               f" {_short(waiting.get('message'))}", "spec")
+    if reason == "CrashLoopBackOff":
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        said = _tail(last.get("message"))
+        return Problem("CrashLoopBackOff", (
+            f"pod {pod}: container {container} keeps failing ({cs.get('restartCount', 0)} restarts, last exit"
+            f" {last.get('exitCode', '?')}{', ' + str(last['reason']) if last.get('reason') else ''})"
+            + (f": {said}" if said else "")), "spec")
+    return None
+
+
+def _short(text: object) -> str:
+    value = " ".join(str(text or "").split())
+    return value if len(value) <= MESSAGE_MAX else value[:MESSAGE_MAX - 3] + "..."
+
+
+def _tail(text: object) -> str:
+    """The last non-empty lines of a termination message, in one line, bounded."""
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    value = " | ".join(lines[-LOG_LINES:])
+    return value if len(value) <= MESSAGE_MAX else "..." + value[-(MESSAGE_MAX - 3):]

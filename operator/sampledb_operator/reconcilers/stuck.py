@@ -1,0 +1,39 @@
+"""Why a database's instances do not progress: the facts decide/stuck.py reads, gathered for one pass.
+
+Reads the instance pods and data claims from the caches, the claims' StorageClasses through the context's
+BindingModes (remembered for a while; an absent class is asked for again within seconds), and whether there is
+a default class only when a claim without a class has been Pending beyond the grace. Writes nothing: the
+Problems go to the Degraded condition with the others.
+"""
+
+from __future__ import annotations
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import stuck
+from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.reconcilers.context import Context
+
+
+async def stuck_problems(ctx: Context, db: SampleDB) -> tuple[Problem, ...]:
+    """The instances' problems (see decide/stuck.py)."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    pods = sorted(ctx.caches.pods.list(ns, {d.DATABASE_LABEL: name, d.COMPONENT_LABEL: "database"}),
+                  key=lambda p: str(p["metadata"].get("name")))
+    claims = [c for i in range(db.spec.replicas)
+              if (c := ctx.cached("PersistentVolumeClaim", ns, names.instance_data_pvc_name(name, i))) is not None]
+    pending = [c for c in claims if (c.get("status") or {}).get("phase") == "Pending"]
+    classes: dict[str, str | None] = {}
+    for claim in pending:
+        wanted = (claim.get("spec") or {}).get("storageClassName")
+        if wanted and wanted not in classes:
+            mode = await ctx.binding_modes.mode(wanted)
+            classes[wanted] = None if await ctx.binding_modes.missing(wanted) else (mode or "Unknown")
+    now = ctx.clock.now()
+    unnamed_late = any(not (c.get("spec") or {}).get("storageClassName")
+                       and now - (timestamps.parse(c["metadata"].get("creationTimestamp")) or now)
+                       > stuck.CLAIM_PENDING_GRACE for c in pending)
+    default_class = await ctx.binding_modes.has_default() if unnamed_late else None
+    return (*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
+            *stuck.pod_problems(pods))
+

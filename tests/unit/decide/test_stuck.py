@@ -1,0 +1,84 @@
+"""decide/stuck.py: why instances do not progress, in Kubernetes' words, without a server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sampledb_operator.decide import stuck
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
+def claim(name: str = "data-orders-0", cls: str | None = None, phase: str = "Pending",
+          age: timedelta = timedelta(minutes=5)) -> dict[str, Any]:
+    return {"metadata": {"name": name, "creationTimestamp": (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "spec": {**({"storageClassName": cls} if cls else {})}, "status": {"phase": phase}}
+
+
+def pod(name: str = "orders-0", **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": status}
+
+
+def waiting(reason: str, message: str = "", **extra: Any) -> dict[str, Any]:
+    return {"name": "postgres", "image": "registry.example/pg:17", "state": {"waiting": {"reason": reason,
+                                                                                      "message": message}}, **extra}
+
+
+def reasons(problems: list[Any]) -> list[str]:
+    return [p.reason for p in problems]
+
+
+def test_a_claim_naming_a_missing_class_says_so_at_once_and_names_the_field() -> None:
+    [p] = stuck.claim_problems([claim(cls="fast", age=timedelta(0))], {"fast": None}, default_class=True, now=NOW)
+    assert p.reason == "StorageClassNotFound" and "'fast'" in p.message and "data-orders-0" in p.message
+    assert p.field == "spec.storage.storageClassName"
+
+
+def test_no_default_class_and_a_claim_pending_too_long_are_said_after_the_grace() -> None:
+    young = claim(age=timedelta(seconds=10))
+    assert stuck.claim_problems([young], {}, default_class=False, now=NOW) == []
+    assert reasons(stuck.claim_problems([claim()], {}, default_class=False, now=NOW)) == ["NoDefaultStorageClass"]
+    [p] = stuck.claim_problems([claim(cls="slow")], {"slow": "Immediate"}, default_class=True, now=NOW)
+    assert p.reason == "ClaimPending" and "Pending for 300 s" in p.message
+    # a class that waits for its first consumer is Pending by design; a bound claim is fine
+    assert stuck.claim_problems([claim(cls="wffc")], {"wffc": "WaitForFirstConsumer"}, default_class=True,
+                                now=NOW) == []
+    assert stuck.claim_problems([claim(cls="slow", phase="Bound")], {"slow": "Immediate"}, default_class=True,
+                                now=NOW) == []
+
+
+def test_an_unschedulable_pod_carries_the_schedulers_message() -> None:
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/3 nodes are available: 3 Insufficient cpu."}
+    [p] = stuck.pod_problems([pod(conditions=[scheduled])])
+    assert p.reason == "Unschedulable" and p.message == "pod orders-0 cannot be scheduled: 0/3 nodes are available:" \
+                                                        " 3 Insufficient cpu."
+
+
+def test_image_pull_and_config_errors_name_the_image_and_the_kubelets_words() -> None:
+    [p] = stuck.pod_problems([pod(containerStatuses=[waiting("ImagePullBackOff", 'Back-off pulling image "x"')])])
+    assert p.reason == "ImagePullFailed" and "registry.example/pg:17" in p.message and "Back-off" in p.message
+    [p] = stuck.pod_problems([pod(initContainerStatuses=[waiting("CreateContainerConfigError",
+                                                                 'secret "orders-credentials" not found')])])
+    assert p.reason == "ContainerConfigError" and "orders-credentials" in p.message
+
+
+def test_a_crash_loop_says_the_exit_code_and_the_last_lines_bounded() -> None:
+    log = "\n".join(f"line {i}" for i in range(50)) + "\nFATAL:  invalid value for parameter \"work_mem\": \"-1\"\n"
+    cs = waiting("CrashLoopBackOff", "back-off 40s restarting failed container", restartCount=4,
+                 lastState={"terminated": {"exitCode": 1, "reason": "Error", "message": log}})
+    [p] = stuck.pod_problems([pod(containerStatuses=[cs])])
+    assert p.reason == "CrashLoopBackOff"
+    assert "4 restarts, last exit 1, Error" in p.message and p.message.endswith('"work_mem": "-1"')
+    assert "line 10" not in p.message and len(p.message) < 600
+    long = waiting("CrashLoopBackOff", lastState={"terminated": {"exitCode": 2, "message": "x" * 5000}})
+    assert len(stuck.pod_problems([pod(containerStatuses=[long])])[0].message) < 600
+
+
+def test_running_and_terminating_pods_have_no_problem() -> None:
+    running = pod(containerStatuses=[{"name": "postgres", "state": {"running": {}}}],
+                  conditions=[{"type": "PodScheduled", "status": "True"}])
+    gone = pod(containerStatuses=[waiting("ImagePullBackOff")])
+    gone["metadata"]["deletionTimestamp"] = "2026-12-05T11:59:00Z"
+    assert stuck.pod_problems([running, gone]) == []
