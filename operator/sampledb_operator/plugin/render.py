@@ -135,6 +135,9 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
         verified = condition(db, "RecoveryVerified")
         if verified:
             rows.insert(-3, ("Recovery proven", _verified_line(verified, archive, now)))
+    degraded = condition(db, "Degraded")
+    if degraded.get("status") == "True":  # what is wrong first, in the operator's and Kubernetes' words
+        rows.insert(0, ("Problem", f"{degraded.get('reason')}: {short(degraded.get('message'), 400)}"))
     width = max(len(k) for k, _ in rows) + 2
     return [f"SampleDB {meta.get('namespace')}/{meta.get('name')}", *(f"  {k + ':':<{width}}{v}" for k, v in rows)]
 

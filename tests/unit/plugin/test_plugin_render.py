@@ -178,3 +178,12 @@ def test_status_screen_lists_the_base_backups_in_the_store() -> None:
     assert section[3] == "  ... 1 older"
     assert "recoverable from 2025-12-29T00:10:00Z" in section[4]
     assert "Base backups in" not in render_status(StatusReport(db=db(), children=[], secret=None, backups=[]), NOW)
+
+
+def test_a_degraded_database_shows_its_problem_first() -> None:
+    stuck = db(phase="Degraded", conditions=[{"type": "Degraded", "status": "True", "reason": "Unschedulable",
+                                              "message": "pod orders-0 cannot be scheduled: 0/3 nodes are available",
+                                              "lastTransitionTime": "2026-01-02T11:59:00Z"}])
+    lines = render_status(StatusReport(db=stuck, children=[], secret=None, backups=[]), NOW).splitlines()
+    assert lines[1] == "  Problem:         Unschedulable: pod orders-0 cannot be scheduled: 0/3 nodes are available"
+    assert "Problem:" not in render_status(StatusReport(db=db(), children=[], secret=None, backups=[]), NOW)

@@ -1,0 +1,84 @@
+"""A database that does not progress says why, in Kubernetes' words, and says it no more once the cause goes
+(issue: status explains stuck databases). The real operator and control plane; kwok's nodes where nothing needs to
+run, the real node where the failure is the kubelet's or PostgreSQL's."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
+from tests.support.kube import kubectl, kubectl_json, wait_until
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+BOUND = 30  # seconds: a cause is said this soon after Kubernetes knows it
+
+
+def degraded(name: str, ns: str, reason: str, timeout: float = BOUND) -> dict[str, Any]:
+    def seen() -> dict[str, Any] | None:
+        cond = condition(name, ns, "Degraded")
+        return cond if (cond.get("status"), cond.get("reason")) == ("True", reason) else None
+    return wait_until(seen, timeout=timeout,
+                      what=f"{ns}/{name} Degraded={reason} (now {condition(name, ns, 'Degraded')})")
+
+
+def cleared(name: str, ns: str, timeout: float = 60) -> None:
+    wait_until(lambda: condition(name, ns, "Degraded").get("status") == "False", timeout=timeout,
+               what=f"{ns}/{name} Degraded cleared (now {condition(name, ns, 'Degraded')})")
+
+
+def warning(name: str, ns: str, reason: str) -> bool:
+    items = kubectl_json("get", "events", "-n", ns, "--field-selector",
+                         f"involvedObject.name={name},involvedObject.kind=SampleDB")["items"]
+    return any(e.get("reason") == reason and e.get("type") == "Warning" for e in items)
+
+
+@pytest.fixture
+def storage_class() -> Iterator[str]:
+    name = f"t-stuck-{secrets.token_hex(3)}"
+    yield name
+    kubectl("delete", "storageclass", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_a_missing_storage_class_is_said_and_cleared_once_the_class_exists(
+        namespace: str, operator: OperatorProcess, storage_class: str) -> None:
+    ns = namespace
+    apply(sampledb("nosc", ns, storage={"size": "1Gi", "storageClassName": storage_class}))
+    cond = degraded("nosc", ns, "StorageClassNotFound")
+    assert repr(storage_class) in cond["message"] and "data-nosc-0" in cond["message"]
+    assert status("nosc", ns)["phase"] == "Degraded"
+    wait_until(lambda: warning("nosc", ns, "StorageClassNotFound"), timeout=30, what="a Warning Event")
+    apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
+           "provisioner": "sampledb.io/hostpath", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+    cleared("nosc", ns, timeout=90)
+    wait_ready("nosc", ns, timeout=180)
+
+
+def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleared_after_the_edit(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("huge", ns, resources={"requests": {"cpu": "900", "memory": "256Mi"}}))
+    cond = degraded("huge", ns, "Unschedulable", timeout=90)  # the claim binds, then the pod is made
+    assert "Insufficient cpu" in cond["message"] and "huge-0" in cond["message"]
+    kubectl("patch", "sampledb", "huge", "-n", ns, "--type", "merge", "-p",
+            '{"spec": {"resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}}')
+    cleared("huge", ns, timeout=120)
+    wait_ready("huge", ns, timeout=180)
+
+
+def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
+        real_namespace: str, kubeconfig: str) -> None:
+    ns = real_namespace
+    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        apply(sampledb("nopull", ns, version="16.4", image="registry.invalid/sampledb/postgres:16.4"))
+        cond = degraded("nopull", ns, "ImagePullFailed", timeout=180)
+        assert "registry.invalid/sampledb/postgres:16.4" in cond["message"]
+        assert status("nopull", ns)["phase"] == "Degraded"
+        wait_until(lambda: warning("nopull", ns, "ImagePullFailed"), timeout=30, what="a Warning Event")
+    finally:
+        op.stop()
