@@ -67,6 +67,10 @@ def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleare
             '{"spec": {"resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}}')
     cleared("huge", ns, timeout=120)
     wait_ready("huge", ns, timeout=180)
+    # the StatefulSet's rolling update never replaces a pod that was never ready: the operator did
+    events = kubectl_json("get", "events", "-n", ns, "--field-selector",
+                          "involvedObject.name=huge,involvedObject.kind=SampleDB")["items"]
+    assert any(e.get("reason") == "RecreatedStuckPod" for e in events)
 
 
 def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(

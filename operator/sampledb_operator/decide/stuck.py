@@ -14,6 +14,12 @@ the operator would otherwise keep to itself:
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its last exit code and the end of its message |
 
+A pod stuck that way (never scheduled, its image never pulled, its container never created or crash-looping) that
+was made from an older revision of its StatefulSet than the current one is one a StatefulSet never replaces by
+itself (its rolling update waits for the pod to be ready first): `stale_stuck_pods` names them, and the
+reconciler deletes them so that the StatefulSet makes them again from the edited template. Such a pod serves
+nothing, so deleting it loses nothing.
+
 Invariants: a Problem is derived from the objects' current state only, so it goes as soon as the cause does (the
 next pass after the pod's or the claim's change); messages carry Kubernetes' and the container's words, bounded,
 never an object's data (a container's termination message is PostgreSQL's or the data plane's last lines, which
@@ -34,6 +40,7 @@ IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "E
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
 LOG_LINES = 4
+REVISION_LABEL = "controller-revision-hash"  # the StatefulSet controller's label: the revision a pod was made from
 
 
 def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, default_class: bool | None,
@@ -82,6 +89,20 @@ def pod_problems(pods: Sequence[Obj]) -> list[Problem]:
             if problem is not None:
                 out.append(problem)
                 break
+    return out
+
+
+def stale_stuck_pods(pods: Sequence[Obj], update_revisions: Mapping[str, str]) -> list[str]:
+    """The pods with a problem of pod_problems and a revision label other than their StatefulSet's update
+    revision (`update_revisions`: pod name -> that revision, for the StatefulSets whose status has one)."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name"))
+        wanted = update_revisions.get(name)
+        made = (meta.get("labels") or {}).get(REVISION_LABEL)
+        if wanted and made and made != wanted and not meta.get("deletionTimestamp") and pod_problems([pod]):
+            out.append(name)
     return out
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import stuck
+from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.reconcilers.context import Context
 
 
@@ -34,6 +37,25 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> tuple[Problem, ...]:
                        and now - (timestamps.parse(c["metadata"].get("creationTimestamp")) or now)
                        > stuck.CLAIM_PENDING_GRACE for c in pending)
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
+    await _recreate_stale(ctx, db, pods)
     return (*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
             *stuck.pod_problems(pods))
+
+
+async def _recreate_stale(ctx: Context, db: SampleDB, pods: list[Obj]) -> None:
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    revisions = {}
+    for i in range(db.spec.replicas):
+        sts = ctx.cached("StatefulSet", ns, names.instance_statefulset_name(name, i))
+        revision = ((sts or {}).get("status") or {}).get("updateRevision")
+        if revision:
+            revisions[names.instance_pod_name(name, i)] = str(revision)
+    for pod in stuck.stale_stuck_pods(pods, revisions):
+        try:
+            await ctx.apis["Pod"].delete(pod, ns)
+        except NotFound:
+            continue
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RecreatedStuckPod", (
+            f"pod {pod} was stuck on an older revision of its StatefulSet (a rolling update waits for it forever):"
+            " deleted so that it is made again from the current spec"))
 

@@ -82,3 +82,19 @@ def test_running_and_terminating_pods_have_no_problem() -> None:
     gone = pod(containerStatuses=[waiting("ImagePullBackOff")])
     gone["metadata"]["deletionTimestamp"] = "2026-12-05T11:59:00Z"
     assert stuck.pod_problems([running, gone]) == []
+
+
+def test_only_stuck_pods_of_an_older_revision_are_recreated() -> None:
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
+
+    def made(name: str, revision: str, **status: Any) -> dict[str, Any]:
+        p = pod(name, **status)
+        p["metadata"]["labels"] = {stuck.REVISION_LABEL: revision}
+        return p
+
+    pods = [made("orders-0", "r1", conditions=[unschedulable]),  # stuck, older: recreated
+            made("orders-i1-0", "r2", conditions=[unschedulable]),  # stuck, current: waits for the cause
+            made("orders-i2-0", "r1", containerStatuses=[{"name": "postgres", "state": {"running": {}}}])]  # rolls
+    revisions = {"orders-0": "r2", "orders-i1-0": "r2", "orders-i2-0": "r2"}
+    assert stuck.stale_stuck_pods(pods, revisions) == ["orders-0"]
+    assert stuck.stale_stuck_pods(pods, {}) == []  # no revision known: nothing
