@@ -42,7 +42,7 @@ run_pytest() {  # run_pytest ALLOW_EMPTY ARGS...
 
 paths=("$@")
 [[ ${#paths[@]} -eq 0 ]] && paths=(tests)
-run_pytest 0 -m "not disruptive" -n "${SAMPLEDB_TEST_WORKERS:-3}" --dist loadfile --durations=15 "${paths[@]}"
+run_pytest 0 -m "not disruptive" -n "${SAMPLEDB_TEST_WORKERS:-3}" --dist loadfile --durations=40 "${paths[@]}"
 rc1=$?
 # Only this phase may be empty (when the arguments select no disruptive test).
 run_pytest 1 -m disruptive "${paths[@]}"
