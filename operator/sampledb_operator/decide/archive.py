@@ -316,6 +316,7 @@ def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[in
         db, name=name, component=BASE_BACKUP_COMPONENT, script="base-backup.sh",
         env=[{"name": "SAMPLEDB_BACKUP_NAME", "value": name}, {"name": "WAIT_TIMEOUT", "value": "120"},
              *archive_config.archive_env(spec, ns, d.db_name(db)),
+             {"name": "SAMPLEDB_BACKUP_COMPRESSION", "value": spec.base_backup_compression},
              *([{"name": "SAMPLEDB_RETENTION", "value": spec.retention}] if spec.retention else [])],
         extra_volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
                        {"name": "config", "emptyDir": {}}, *ca_volumes],

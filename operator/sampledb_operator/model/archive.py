@@ -109,6 +109,11 @@ class ArchiveSpec(ObjectStore):
         " 16 MiB behind the primary when there is one, so the primary's disk and CPU serve only the"
         " application; Primary always reads the primary.",
     )
+    base_backup_compression: Literal["lz4", "gzip", "none"] = Field(
+        default="lz4",
+        description="How base backups are compressed: lz4 (default: fast, about twice gzip's size; the image's"
+        " Barman Cloud needs the lz4 Python module), gzip (smaller, bound by one core at ~10 MiB/s) or none.",
+    )
     retention: str | None = Field(
         default=None, max_length=5, pattern=RETENTION_RE,
         description='A recovery window, e.g. "7d", "4w" or "3m" (days, weeks, months): after each base backup, the'

@@ -173,6 +173,7 @@ def test_retention_reaches_the_base_backup_job_only() -> None:
     body = arc.base_backup_job(db, "first", "data-orders-0")
     env = {e["name"]: e.get("value") for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SAMPLEDB_RETENTION"] == "7d"
+    assert env["SAMPLEDB_BACKUP_COMPRESSION"] == "lz4"
     sts_env = d.statefulset(db)["spec"]["template"]["spec"]["containers"][0]["env"]
     assert "SAMPLEDB_RETENTION" not in {e["name"] for e in sts_env}  # no restart when it changes
 
