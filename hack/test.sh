@@ -8,7 +8,7 @@
 # The cluster: $KUBECONFIG's if set (never stopped), else the local control plane, started here
 # once for both phases and stopped at the end unless it was already running or
 # SAMPLEDB_KEEP_CLUSTER=1. pytest's exit code 5 ("no tests collected") is a failure: a suite that
-# runs nothing must not look green. SAMPLEDB_TEST_WORKERS sets the parallelism (default 3).
+# runs nothing must not look green. SAMPLEDB_TEST_WORKERS sets the parallelism (default 4: most tests wait on the cluster, not on a core).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -42,7 +42,7 @@ run_pytest() {  # run_pytest ALLOW_EMPTY ARGS...
 
 paths=("$@")
 [[ ${#paths[@]} -eq 0 ]] && paths=(tests)
-run_pytest 0 -m "not disruptive" -n "${SAMPLEDB_TEST_WORKERS:-3}" --dist loadfile --durations=40 "${paths[@]}"
+run_pytest 0 -m "not disruptive" -n "${SAMPLEDB_TEST_WORKERS:-4}" --dist loadfile --durations=40 "${paths[@]}"
 rc1=$?
 # Only this phase may be empty (when the arguments select no disruptive test).
 run_pytest 1 -m disruptive "${paths[@]}"

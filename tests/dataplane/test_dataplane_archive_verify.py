@@ -268,7 +268,7 @@ def test_a_base_backup_changed_in_the_store_is_caught_by_the_comparison(
         conn.execute("ALTER TABLE items SET (autovacuum_enabled = false)")  # no later WAL for its pages
         path = str(conn.execute("SELECT pg_relation_filepath('items')").fetchone()[0])  # type: ignore[index]
         note = str(conn.execute("SELECT note FROM items WHERE id = 100001").fetchone()[0])  # type: ignore[index]
-    made = base_backup(runner, src, "base-1")
+    made = base_backup(runner, src, "base-1", SAMPLEDB_BACKUP_COMPRESSION="gzip")  # a tar this test can edit
     assert made.returncode == 0, made.stderr
     with src.connect() as conn:
         write_batch(conn, 2)  # new pages only; batch 1's stay as the backup has them
