@@ -86,3 +86,20 @@ def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
         wait_until(lambda: warning("nopull", ns, "ImagePullFailed"), timeout=30, what="a Warning Event")
     finally:
         op.stop()
+
+
+def test_a_server_that_refuses_to_start_is_said_with_its_own_last_lines(real_namespace: str, kubeconfig: str) -> None:
+    ns = real_namespace
+    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        apply(sampledb("nostart", ns, version="15.20", parameters={"shared_buffers": "64TB"}))
+        cond = degraded("nostart", ns, "CrashLoopBackOff", timeout=240)
+        assert "nostart-0" in cond["message"] and "last exit 1" in cond["message"]
+        assert "kubectl logs nostart-0 -c postgres --previous" in cond["message"]  # its log says: shared_buffers
+        kubectl("patch", "sampledb", "nostart", "-n", ns, "--type", "merge", "-p",
+                '{"spec": {"parameters": {"shared_buffers": "32MB"}}}')
+        cleared("nostart", ns, timeout=240)
+        wait_ready("nostart", ns, timeout=240)
+    finally:
+        op.stop()

@@ -12,7 +12,7 @@ the operator would otherwise keep to itself:
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
-| CrashLoopBackOff | a container waits to be restarted after failing | its last exit code and the end of its message |
+| CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 
 A pod stuck that way (never scheduled, its image never pulled, its container never created or crash-looping) that
 was made from an older revision of its StatefulSet than the current one is one a StatefulSet never replaces by
@@ -123,7 +123,7 @@ def _container_problem(pod: str, cs: Obj) -> Problem | None:
         return Problem("CrashLoopBackOff", (
             f"pod {pod}: container {container} keeps failing ({cs.get('restartCount', 0)} restarts, last exit"
             f" {last.get('exitCode', '?')}{', ' + str(last['reason']) if last.get('reason') else ''})"
-            + (f": {said}" if said else "")), "spec")
+            + (f": {said}" if said else f"; kubectl logs {pod} -c {container} --previous shows why")), "spec")
     return None
 
 

@@ -74,6 +74,9 @@ def test_a_crash_loop_says_the_exit_code_and_the_last_lines_bounded() -> None:
     assert "line 10" not in p.message and len(p.message) < 600
     long = waiting("CrashLoopBackOff", lastState={"terminated": {"exitCode": 2, "message": "x" * 5000}})
     assert len(stuck.pod_problems([pod(containerStatuses=[long])])[0].message) < 600
+    silent = waiting("CrashLoopBackOff", restartCount=1, lastState={"terminated": {"exitCode": 1}})
+    assert stuck.pod_problems([pod(containerStatuses=[silent])])[0].message.endswith(
+        "last exit 1); kubectl logs orders-0 -c postgres --previous shows why")
 
 
 def test_running_and_terminating_pods_have_no_problem() -> None:
