@@ -12,8 +12,9 @@ object store, and measures each against a floor taken in the same run:
 2. the floors: ``cp -a`` of the data directory (without pg_wal's segments, which a base backup does not copy)
    to a directory on the same filesystem plus an fsync of every copied file; ``tar | gzip -9`` of it to
    nowhere (barman's tar stream compresses at zlib level 9, single-threaded: how much of a base backup is
-   compression) and ``tar | lz4 -1`` (what barman-cloud-backup --lz4 would pay instead), when lz4 is installed;
-3. base-backup.sh (barman-cloud-backup --gzip) of the database: MiB/s of the data directory's size;
+   compression) and ``tar | lz4 -1`` (what barman-cloud-backup --lz4 pays), when lz4 is installed;
+3. base-backup.sh (barman-cloud-backup, lz4 by default: SAMPLEDB_BACKUP_COMPRESSION) of the database: MiB/s of
+   the data directory's size;
 4. a steady pgbench load (-c 4 -R --rate) for --seconds with archive_command = archive-wal.sh, sampled every
    second as the operator samples it (pendingSegments and lagSeconds: the .ready files in
    pg_wal/archive_status and the age of the oldest): WAL generated, segments archived, seconds per segment
@@ -495,7 +496,7 @@ class Bench:
         return result
 
     def base_backup(self, runner: ScriptRunner, srv: PgServer, env: dict[str, str], data_bytes: int) -> None:
-        log("base-backup.sh (barman-cloud-backup --gzip)")
+        log(f"base-backup.sh (barman-cloud-backup, {env.get('SAMPLEDB_BACKUP_COMPRESSION', 'lz4')})")
         result = self.run_script(runner, "base-backup.sh",
                                  {**env, **srv.libpq_env(), "SAMPLEDB_BACKUP_NAME": "bench-base"}, 1800)  # fmt: skip
         stored = tree_bytes(self.store_dir / BUCKET / PREFIX / SERVER / "base")
@@ -753,7 +754,7 @@ def report(results: dict[str, Any]) -> None:
             command = f["command"].replace("|", "\\|")
             print(f"| `{command}` to nowhere ({f['compressed_bytes'] / MIB:,.0f} MiB) | {f['seconds']:.1f} | "
                   f"{f['mib_s']:,.0f} | {f['mib_s'] / cp['mib_s']:.2f}x |")  # fmt: skip
-    print(f"| base-backup.sh ({bb['stored_bytes'] / MIB:,.0f} MiB stored) | {bb['wallSeconds']:.1f} | "
+    print(f"| base-backup.sh, lz4 ({bb['stored_bytes'] / MIB:,.0f} MiB stored) | {bb['wallSeconds']:.1f} | "
           f"{bb['mib_s']:,.0f} | {bb['mib_s'] / cp['mib_s']:.2f}x |")  # fmt: skip
     print(f"| recover.sh: restore | {rec['restoreSeconds']} | {rec['restore_mib_s']:,.0f} | "
           f"{rec['restore_mib_s'] / cp['mib_s']:.2f}x |")  # fmt: skip

@@ -14,6 +14,9 @@ the operator would otherwise keep to itself:
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 
+The same pod causes, for the pods of the database's own Jobs (init, restore, upgrade, migrations, reload, base
+backups, verifications) still running without a ready pod after JOB_GRACE, their messages naming the Job.
+
 A pod stuck that way (never scheduled, its image never pulled, its container never created or crash-looping) that
 was made from an older revision of its StatefulSet than the current one is one a StatefulSet never replaces by
 itself (its rolling update waits for the pod to be ready first): `stale_stuck_pods` names them, and the
@@ -36,6 +39,7 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem
 
 CLAIM_PENDING_GRACE = timedelta(seconds=120)
+JOB_GRACE = timedelta(seconds=30)  # a Job's pod not ready after this long is looked at
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
@@ -90,6 +94,23 @@ def pod_problems(pods: Sequence[Obj]) -> list[Problem]:
                 out.append(problem)
                 break
     return out
+
+
+def job_waiting(job: Obj, now: datetime) -> bool:
+    """A Job still running with no ready pod for over JOB_GRACE: its pods are worth a look (one live read)."""
+    status = job.get("status") or {}
+    conditions = status.get("conditions") or []
+    if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions):
+        return False
+    started = timestamps.parse(status.get("startTime")) or timestamps.parse((job.get("metadata") or {}).get(
+        "creationTimestamp"))
+    return not status.get("ready") and started is not None and now - started > JOB_GRACE
+
+
+def job_problems(job: Obj, pods: Sequence[Obj]) -> list[Problem]:
+    """The problems of a waiting Job's pods (pod_problems), their messages prefixed with the Job's name."""
+    name = str((job.get("metadata") or {}).get("name"))
+    return [Problem(p.reason, f"Job {name}: {p.message}", p.field) for p in pod_problems(pods)]
 
 
 def stale_stuck_pods(pods: Sequence[Obj], update_revisions: Mapping[str, str]) -> list[str]:

@@ -8,9 +8,11 @@ Problems go to the Degraded condition with the others.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import stuck
-from sampledb_operator.kube.errors import NotFound
+from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -39,7 +41,22 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> tuple[Problem, ...]:
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
     await _recreate_stale(ctx, db, pods)
     return (*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
-            *stuck.pod_problems(pods))
+            *stuck.pod_problems(pods), *await _job_problems(ctx, db, now))
+
+
+async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> list[Problem]:
+    """The database's own Jobs running without a ready pod past the grace: their pods read live (one list each)."""
+    out: list[Problem] = []
+    for job in ctx.caches.jobs.by_owner(db.metadata.uid or ""):
+        if not stuck.job_waiting(job, now):
+            continue
+        try:
+            pods = await ctx.apis["Pod"].list(db.metadata.namespace,
+                                              label_selector=f"job-name={job['metadata']['name']}")
+        except ApiError:
+            continue
+        out.extend(stuck.job_problems(job, pods.items))
+    return out
 
 
 async def _recreate_stale(ctx: Context, db: SampleDB, pods: list[Obj]) -> None:

@@ -101,3 +101,18 @@ def test_only_stuck_pods_of_an_older_revision_are_recreated() -> None:
     revisions = {"orders-0": "r2", "orders-i1-0": "r2", "orders-i2-0": "r2"}
     assert stuck.stale_stuck_pods(pods, revisions) == ["orders-0"]
     assert stuck.stale_stuck_pods(pods, {}) == []  # no revision known: nothing
+
+
+def test_a_job_running_without_a_ready_pod_past_the_grace_is_looked_at_and_named() -> None:
+    def job(started: timedelta, **status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "orders-init-1"},
+                "status": {"startTime": (NOW - started).strftime("%Y-%m-%dT%H:%M:%SZ"), "active": 1, **status}}
+
+    assert stuck.job_waiting(job(timedelta(minutes=2)), NOW)
+    assert not stuck.job_waiting(job(timedelta(seconds=5)), NOW)  # young
+    assert not stuck.job_waiting(job(timedelta(minutes=2), ready=1), NOW)  # its pod runs
+    done = job(timedelta(minutes=2), conditions=[{"type": "Complete", "status": "True"}])
+    assert not stuck.job_waiting(done, NOW)
+    [p] = stuck.job_problems(job(timedelta(minutes=2)), [pod("orders-init-1-x", containerStatuses=[
+        waiting("ErrImagePull", "pull access denied")])])
+    assert p.reason == "ImagePullFailed" and p.message.startswith("Job orders-init-1: pod orders-init-1-x:")

@@ -52,3 +52,27 @@ async def test_pod_problems_reach_degraded_with_kubernetes_words_and_go_with_the
         {"type": "PodScheduled", "status": "True"}]}})
     await cluster.reconcile("orders")
     assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"
+
+
+async def test_a_jobs_pod_that_cannot_start_is_named_with_its_job() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb())
+    await cluster.reconcile("orders")
+    uid = cluster.get("SampleDB", "orders")["metadata"]["uid"]
+    started = cluster.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    cluster.put("Job", {"metadata": {"name": "orders-reload-1", "labels": {"app.kubernetes.io/managed-by":
+                                                                             "sampledb-operator"},
+                                     "ownerReferences": [{"kind": "SampleDB", "name": "orders", "uid": uid,
+                                                          "controller": True}]},
+                        "status": {"active": 1, "startTime": started}})
+    cluster.put("Pod", {"metadata": {"name": "orders-reload-1-abcde", "labels": {"job-name": "orders-reload-1"}},
+                        "status": {"containerStatuses": [{"name": "reload", "image": "r/pg:16",
+                                                          "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                                                "message": "no such image"}}}]}})
+    await cluster.reconcile("orders")
+    assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"  # within the grace
+    cluster.clock.advance(60)
+    await cluster.reconcile("orders")
+    degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ImagePullFailed"), degraded
+    assert degraded["message"].startswith("Job orders-reload-1: pod orders-reload-1-abcde")
