@@ -39,7 +39,7 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem
 
 CLAIM_PENDING_GRACE = timedelta(seconds=120)
-JOB_GRACE = timedelta(seconds=30)  # a Job's pod not ready after this long is looked at
+JOB_GRACE = timedelta(seconds=120)  # a Job's pod not ready after this long is looked at (a live list each pass)
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400

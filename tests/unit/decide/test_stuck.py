@@ -108,11 +108,11 @@ def test_a_job_running_without_a_ready_pod_past_the_grace_is_looked_at_and_named
         return {"metadata": {"name": "orders-init-1"},
                 "status": {"startTime": (NOW - started).strftime("%Y-%m-%dT%H:%M:%SZ"), "active": 1, **status}}
 
-    assert stuck.job_waiting(job(timedelta(minutes=2)), NOW)
+    assert stuck.job_waiting(job(timedelta(minutes=3)), NOW)
     assert not stuck.job_waiting(job(timedelta(seconds=5)), NOW)  # young
-    assert not stuck.job_waiting(job(timedelta(minutes=2), ready=1), NOW)  # its pod runs
-    done = job(timedelta(minutes=2), conditions=[{"type": "Complete", "status": "True"}])
+    assert not stuck.job_waiting(job(timedelta(minutes=3), ready=1), NOW)  # its pod runs
+    done = job(timedelta(minutes=3), conditions=[{"type": "Complete", "status": "True"}])
     assert not stuck.job_waiting(done, NOW)
-    [p] = stuck.job_problems(job(timedelta(minutes=2)), [pod("orders-init-1-x", containerStatuses=[
+    [p] = stuck.job_problems(job(timedelta(minutes=3)), [pod("orders-init-1-x", containerStatuses=[
         waiting("ErrImagePull", "pull access denied")])])
     assert p.reason == "ImagePullFailed" and p.message.startswith("Job orders-init-1: pod orders-init-1-x:")

@@ -71,7 +71,7 @@ async def test_a_jobs_pod_that_cannot_start_is_named_with_its_job() -> None:
                                                                                 "message": "no such image"}}}]}})
     await cluster.reconcile("orders")
     assert condition(cluster.get("SampleDB", "orders"), "Degraded")["status"] == "False"  # within the grace
-    cluster.clock.advance(60)
+    cluster.clock.advance(150)
     await cluster.reconcile("orders")
     degraded = condition(cluster.get("SampleDB", "orders"), "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ImagePullFailed"), degraded
