@@ -35,7 +35,7 @@ from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState, job_state
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.archive import (
     VERIFY_RECOVERY_ANNOTATION,
     ArchiveSpec,
@@ -144,11 +144,11 @@ def _record(job: Obj, state: JobState, result: Mapping[str, Any]) -> RecoveryVer
     message = str(said) if said else (
         f"the Job {state.reason or 'failed'}: {state.message}" if not state.succeeded
         else "the Job succeeded but reported no result")
-    finished = _parse_time((job.get("status") or {}).get("completionTime")) or _condition_time(job)
+    finished = timestamps.parse((job.get("status") or {}).get("completionTime")) or _condition_time(job)
     return RecoveryVerification(
         job_name=str(meta["name"]), request=_str((meta.get("annotations") or {}).get(REQUEST_ANNOTATION), 300),
         verified=verified, reason=reason, message=message[:1024], finished_at=finished,
-        point=_str(result.get("point"), 63), point_time=_parse_time(result.get("pointTime")),
+        point=_str(result.get("point"), 63), point_time=timestamps.parse(result.get("pointTime")),
         point_lsn=_str(result.get("pointLsn"), 32), base_backup=_str(result.get("backupId"), 64),
         rto_seconds=_number(result.get("rtoSeconds")), rpo_seconds=_number(result.get("archivedSeconds")),
         tables=_count(result.get("tables")), rows=_count(result.get("rows")))
@@ -261,18 +261,8 @@ def _by_creation(jobs_: Sequence[Obj]) -> list[Obj]:
 def _condition_time(job: Obj) -> datetime | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") in ("Failed", "Complete") and cond.get("status") == "True":
-            return _parse_time(cond.get("lastTransitionTime"))
+            return timestamps.parse(cond.get("lastTransitionTime"))
     return None
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _str(value: object, limit: int) -> str | None:
