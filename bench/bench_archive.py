@@ -53,7 +53,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -74,7 +73,7 @@ from pg_harness import (
     private_dir,
     remove_tree,
 )
-from test_dataplane_archive import BUCKET, TOOLS, Store, make_certificates, versitygw_binary
+from test_dataplane_archive import BUCKET, Store, barman_tools, make_certificates, versitygw_binary
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -283,34 +282,14 @@ class Bench:
     # ---- set-up: the store, barman for postgres, the server
 
     def barman_tools(self) -> Path:
-        """barman-cloud-* the postgres user can run (as the archive tests' barman_bin fixture makes them)."""
+        """barman-cloud-* the postgres user can run (the archive tests' barman_tools)."""
         assert self.root is not None
-        venv_bin = Path(sys.executable).parent
-        if not (venv_bin / "barman-cloud-wal-archive").exists():
-            raise SystemExit("bench_archive: barman-cloud is not in the virtualenv: make bootstrap")
-        tools = private_dir(self.root, prefix="barman-")
-        tools.chmod(0o755)
-        direct = as_postgres([str(venv_bin / "barman-cloud-wal-archive"), "--version"], check=False).returncode == 0
-        python = None
-        if not direct:
-            version = f"{sys.version_info.major}.{sys.version_info.minor}"
-            for candidate in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-                if Path(candidate).exists() and as_postgres([candidate, "-c", "pass"], check=False).returncode == 0:
-                    python = candidate
-                    break
-            if python is None:
-                raise SystemExit(f"bench_archive: no Python {version} the postgres user can run barman-cloud with")
-        site = sysconfig.get_paths()["purelib"]
-        self.python = [str(venv_bin / "python")] if direct else [str(python)]
-        self.python_env = {} if direct else {"PYTHONPATH": site}
-        for tool in TOOLS:
-            path = tools / f"barman-cloud-{tool}"
-            if direct:
-                path.symlink_to(venv_bin / path.name)
-            else:
-                path.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {python} {venv_bin / path.name} "$@"\n')
-                path.chmod(0o755)
-        return tools
+        try:
+            made = barman_tools(self.root)
+        except RuntimeError as exc:
+            raise SystemExit(f"bench_archive: {exc}") from None
+        self.python, self.python_env = made.python, made.python_env
+        return made.folder
 
     def start_store(self, tools: Path) -> Store:
         assert self.root is not None

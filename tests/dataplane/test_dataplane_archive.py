@@ -83,15 +83,23 @@ def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "condi
 # ---- barman-cloud for the postgres OS user
 
 
-@pytest.fixture(scope="module")
-def barman_bin(pg_root: Path) -> Path:
-    """A directory of barman-cloud-* commands the postgres user can run: links to the test
-    virtualenv's, or (when its interpreter is private to another user) wrappers running them with
-    the system's Python of the same version over the virtualenv's site-packages."""
+@dataclass(frozen=True)
+class BarmanTools:
+    """barman-cloud-* commands the postgres user can run, and the interpreter that runs them."""
+
+    folder: Path
+    python: list[str]  # runs Python code with barman's packages importable, as the postgres user
+    python_env: dict[str, str] = field(default_factory=dict)
+
+
+def barman_tools(root: Path) -> BarmanTools:
+    """A folder under `root` of barman-cloud-* commands the postgres user can run: links to the running
+    virtualenv's, or (when its interpreter is private to another user) wrappers running them with the system's
+    Python of the same version over the virtualenv's site-packages. RuntimeError says why there can be none."""
     venv_bin = Path(sys.executable).parent
     if not (venv_bin / "barman-cloud-wal-archive").exists():
-        pytest.fail("barman-cloud is not installed in the test virtualenv: run hack/bootstrap.sh (make bootstrap)")
-    tools = private_dir(pg_root, prefix="barman-")
+        raise RuntimeError("barman-cloud is not installed in the virtualenv: run hack/bootstrap.sh (make bootstrap)")
+    tools = private_dir(root, prefix="barman-")
     tools.chmod(0o755)
     direct = as_postgres([str(venv_bin / "barman-cloud-wal-archive"), "--version"], check=False).returncode == 0
     python = None
@@ -102,7 +110,7 @@ def barman_bin(pg_root: Path) -> Path:
                 python = candidate
                 break
         if python is None:
-            pytest.fail(f"no Python {version} the postgres user can run barman-cloud with")
+            raise RuntimeError(f"no Python {version} the postgres user can run barman-cloud with")
     site = sysconfig.get_paths()["purelib"]
     for tool in TOOLS:
         name = f"barman-cloud-{tool}"
@@ -114,8 +122,18 @@ def barman_bin(pg_root: Path) -> Path:
             path.chmod(0o755)
     check = as_postgres([str(tools / "barman-cloud-wal-archive"), "--version"], check=False)
     if check.returncode != 0:
-        pytest.fail(f"barman-cloud does not run as the postgres user: {check.stderr.strip()}")
-    return tools
+        raise RuntimeError(f"barman-cloud does not run as the postgres user: {check.stderr.strip()}")
+    return BarmanTools(tools, [str(venv_bin / "python")] if direct else [str(python)],
+                       {} if direct else {"PYTHONPATH": site})
+
+
+@pytest.fixture(scope="module")
+def barman_bin(pg_root: Path) -> Path:
+    """barman_tools' folder for this module's servers."""
+    try:
+        return barman_tools(pg_root).folder
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 # ---- the object store: versitygw with TLS on a loopback port

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from sampledb_operator.decide.status import REVISION_LABEL
 from sampledb_operator.model import timestamps
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem
@@ -44,7 +45,6 @@ IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "E
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
 LOG_LINES = 4
-REVISION_LABEL = "controller-revision-hash"  # the StatefulSet controller's label: the revision a pod was made from
 
 
 def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, default_class: bool | None,

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.decide import stuck
+from sampledb_operator.decide.status import REVISION_LABEL
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
@@ -92,7 +93,7 @@ def test_only_stuck_pods_of_an_older_revision_are_recreated() -> None:
 
     def made(name: str, revision: str, **status: Any) -> dict[str, Any]:
         p = pod(name, **status)
-        p["metadata"]["labels"] = {stuck.REVISION_LABEL: revision}
+        p["metadata"]["labels"] = {REVISION_LABEL: revision}
         return p
 
     pods = [made("orders-0", "r1", conditions=[unschedulable]),  # stuck, older: recreated
