@@ -105,6 +105,9 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
      "spec.resources.limits[memory]: Invalid value: \"lots\": must be a Kubernetes quantity"),
     ("image-with-space", {"spec.image": "postgres 16"}, "spec.image: Invalid value: \"postgres 16\""),
     ("restore-without-backup", {"spec.restore": {}}, "spec.restore.backupName: Required value"),
+    ("restore-source-without-store", {"spec.restore": {"backupName": "a", "database": "orders"}},
+     "spec.restore.database: Invalid value: \"object\": database names a source in an object store: it needs"
+     " objectStore"),
     ("migrations-bad-configmap", {"spec.migrations": {"configMapName": "Bad_Name"}},
      "spec.migrations.configMapName: Invalid value: \"Bad_Name\": must be a DNS-1123 subdomain"),
     ("paused-not-boolean", {"spec.paused": "yes"}, "spec.paused: Invalid value: \"string\""),

@@ -11,10 +11,17 @@
 # per-table row counts and checksums (lib.sh's SDB_STATS_SQL), which go into the metadata's last
 # member, "stats", for verify.sh. Statistics that cannot be computed leave "stats": null, the reason
 # in "stats_error" and a warning; the backup does not fail for them.
+# Off the cluster: with the store settings of lib.sh (SAMPLEDB_S3_DESTINATION, SAMPLEDB_S3_SERVER, ...),
+# the three files are then copied to <destination>/<server>/logical/$BACKUP_REASON/ (store-copy.sh; the
+# .json last), and when BACKUP_STORE_KEEP is a number above 0, the older copies of that folder beyond
+# the newest BACKUP_STORE_KEEP are deleted. A failed copy fails the backup (its files on the volume
+# stay, and a re-run only copies them); the result's "store" is the dump's URL in the store.
 set -Eeuo pipefail
 SDB_SCRIPT=backup
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
+# shellcheck source=store-copy.sh
+. "$(dirname -- "${SDB_LIB:-${BASH_SOURCE[0]}}")/store-copy.sh"
 
 require_env BACKUP_DIR BACKUP_NAME
 check_name "$BACKUP_NAME" BACKUP_NAME
@@ -25,12 +32,44 @@ umask 077
 final_dump="$BACKUP_DIR/$BACKUP_NAME.dump"
 final_globals="$BACKUP_DIR/$BACKUP_NAME.globals.sql"
 final_meta="$BACKUP_DIR/$BACKUP_NAME.json"
+store_result=
+
+# copy_to_store: with store settings, copy the backup's files to the store (the .json last), prune
+# the folder to BACKUP_STORE_KEEP copies, and set store_result (result members); else nothing.
+copy_to_store() {
+    local reason=${BACKUP_REASON:-manual} keep=${BACKUP_STORE_KEEP:-0} files=() pruned
+    [[ -n ${SAMPLEDB_S3_DESTINATION:-} ]] || return 0
+    store_check || die "$SDB_EXIT_CONFIG" "cannot copy the backup to the object store: $SDB_STORE_PROBLEM"
+    check_name "$reason" BACKUP_REASON
+    [[ $keep =~ ^[0-9]{1,4}$ ]] || die "$SDB_EXIT_CONFIG" "invalid BACKUP_STORE_KEEP '$keep': want a number"
+    [[ -n ${SDB_TMP:-} ]] || make_temp_dir
+    files=("$BACKUP_NAME.dump")
+    if [[ -f $final_globals ]]; then
+        files+=("$BACKUP_NAME.globals.sql")
+    fi
+    files+=("$BACKUP_NAME.json")
+    log "copying the backup to $DEST/$SERVER/logical/$reason/"
+    if ! store_objects put "$reason" "$BACKUP_DIR" "${files[@]}" >/dev/null; then
+        die "$SDB_EXIT_INTERNAL" "copy of backup $BACKUP_NAME to the object store $DEST failed (the backup is on the volume): $(store_failure)"
+    fi
+    pruned=0
+    if ((10#$keep > 0)); then
+        pruned=$(store_objects prune "$reason" "$((10#$keep))" | grep -c '^deleted ' || true)
+        if [[ -s $SDB_TMP/store.err ]]; then
+            log "warning: older copies in the store not pruned: $(store_failure)"
+        elif ((pruned > 0)); then
+            log "deleted $pruned older copies of $reason backups from the store (keeping $((10#$keep)))"
+        fi
+    fi
+    store_result=",\"store\":$(json_str "$DEST/$SERVER/logical/$reason/$BACKUP_NAME.dump"),\"store_pruned\":$pruned"
+}
 
 if [[ -f $final_meta ]]; then
     recorded=$(meta_field "$final_meta" sha256)
     if [[ -f $final_dump && -n $recorded && $(sha256_of "$final_dump") == "$recorded" ]]; then
+        copy_to_store
         succeed "backup $BACKUP_NAME already exists and is intact" \
-            "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"exists\",\"sha256\":\"$recorded\",\"size_bytes\":$(meta_field "$final_meta" size_bytes)"
+            "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"exists\",\"sha256\":\"$recorded\",\"size_bytes\":$(meta_field "$final_meta" size_bytes)$store_result"
     fi
     die "$SDB_EXIT_INTEGRITY" "backup $BACKUP_NAME already exists but its dump does not match its metadata"
 fi
@@ -130,6 +169,7 @@ fi
 mv -f -- "$tmp_dump" "$final_dump"
 mv -f -- "$tmp_meta" "$final_meta"
 sync -- "$BACKUP_DIR" || true
+copy_to_store
 
 succeed "backup $BACKUP_NAME of $database written ($size bytes)" \
-    "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"created\",\"database\":$(json_str "$database"),\"sha256\":\"$sha\",\"size_bytes\":$size,\"globals\":$([[ $globals_json != null ]] && echo true || echo false),\"stats\":$([[ $stats_json != null ]] && echo true || echo false)"
+    "\"name\":$(json_str "$BACKUP_NAME"),\"outcome\":\"created\",\"database\":$(json_str "$database"),\"sha256\":\"$sha\",\"size_bytes\":$size,\"globals\":$([[ $globals_json != null ]] && echo true || echo false),\"stats\":$([[ $stats_json != null ]] && echo true || echo false)$store_result"

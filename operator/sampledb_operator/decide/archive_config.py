@@ -1,4 +1,5 @@
-"""spec.backup.objectStore and spec.recovery -> the server settings and the container environment they need.
+"""spec.backup.objectStore, spec.recovery and spec.restore.objectStore -> the server settings and the container
+and Job environment they need.
 
 Pure. Archiving is PostgreSQL's own: archive_mode on, archive_command running dataplane/archive-wal.sh (which
 pushes each completed segment with Barman Cloud), archive_timeout from the spec. The store's settings reach the
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sampledb_operator.model.archive import CREDENTIALS_OPT_IN_LABEL, ArchiveSpec, ObjectStore, RecoverySpec
+from sampledb_operator.model.backup import BackupReason
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDBSpec
 
@@ -26,6 +28,8 @@ RECOVERY_CA_MOUNT = "/etc/sampledb/recovery-ca"
 CA_VOLUME = "object-store-ca"
 RECOVERY_CA_VOLUME = "recovery-ca"
 RECOVERY_STARTUP_PROBES = 8640  # x 5 s: 12 hours for a recovery's restore and replay
+# The backups whose copies in the store follow spec.backup.retention (each kind apart), as their SampleDBBackups do.
+RETAINED_REASONS = frozenset({BackupReason.SCHEDULED, BackupReason.PRE_UPGRADE, BackupReason.PRE_MIGRATION})
 
 
 def server_parameters(spec: SampleDBSpec) -> Mapping[str, str] | None:
@@ -96,19 +100,46 @@ def recovery_env(recovery: RecoverySpec, namespace: str) -> list[Obj]:
     return env
 
 
+def store_ca_volume(store: ObjectStore | None, volume: str = CA_VOLUME, mount: str = CA_MOUNT
+                    ) -> tuple[list[Obj], list[Obj]]:
+    """The volume and mount of one store's CA bundle (a ConfigMap key) at `mount` ([] and [] without one)."""
+    if store is None or store.ca is None:
+        return [], []
+    items = [{"key": store.ca.key, "path": store.ca.key}]
+    return ([{"name": volume, "configMap": {"name": store.ca.name, "items": items}}],
+            [{"name": volume, "mountPath": mount, "readOnly": True}])
+
+
 def ca_volumes(spec: SampleDBSpec) -> tuple[list[Obj], list[Obj]]:
     """The volumes and mounts of the stores' CA bundles (ConfigMap keys), for the database container."""
-    volumes: list[Obj] = []
-    mounts: list[Obj] = []
-    archive, recovery = spec.backup.object_store, spec.recovery
-    for store, volume, mount in ((archive, CA_VOLUME, CA_MOUNT),
-                                 (recovery.object_store if recovery else None, RECOVERY_CA_VOLUME, RECOVERY_CA_MOUNT)):
-        if store is None or store.ca is None:
-            continue
-        volumes.append({"name": volume, "configMap": {"name": store.ca.name,
-                                                      "items": [{"key": store.ca.key, "path": store.ca.key}]}})
-        mounts.append({"name": volume, "mountPath": mount, "readOnly": True})
-    return volumes, mounts
+    archive_volumes, archive_mounts = store_ca_volume(spec.backup.object_store)
+    recovery_volumes, recovery_mounts = store_ca_volume(spec.recovery.object_store if spec.recovery else None,
+                                                        RECOVERY_CA_VOLUME, RECOVERY_CA_MOUNT)
+    return [*archive_volumes, *recovery_volumes], [*archive_mounts, *recovery_mounts]
+
+
+def backup_copy(spec: SampleDBSpec, namespace: str, database: str, reason: str
+                ) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """What a backup Job needs to copy its files to the store (dataplane/backup.sh): the environment, the CA
+    volumes and mounts; ([], [], []) when the database has no store or does not copy its backups."""
+    archive = spec.backup.object_store
+    if archive is None or not archive.copy_backups:
+        return [], [], []
+    keep = spec.backup.retention if reason in RETAINED_REASONS else 0
+    env = [*archive_env(archive, namespace, database), {"name": "BACKUP_REASON", "value": reason},
+           {"name": "BACKUP_STORE_KEEP", "value": str(keep)}]
+    return env, *store_ca_volume(archive)
+
+
+def restore_source(spec: SampleDBSpec, namespace: str, database: str) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """What a restore Job from a backup's copy in a store (spec.restore.objectStore) needs: the environment
+    naming the source (dataplane/restore.sh), the CA volumes and mounts; ([], [], []) for a SampleDBBackup's."""
+    restore = spec.restore
+    if restore is None or restore.object_store is None:
+        return [], [], []
+    env = [*store_env(restore.object_store, namespace, restore.database or database),
+           {"name": "RESTORE_FROM_STORE", "value": "1"}]
+    return env, *store_ca_volume(restore.object_store)
 
 
 def container_env(spec: SampleDBSpec, namespace: str, database: str) -> list[Obj]:
@@ -121,29 +152,33 @@ def container_env(spec: SampleDBSpec, namespace: str, database: str) -> list[Obj
     return env
 
 
-def _stores(spec: SampleDBSpec) -> list[tuple[str, ObjectStore]]:
+def _stores(spec: SampleDBSpec, restoring: bool) -> list[tuple[str, ObjectStore]]:
     out: list[tuple[str, ObjectStore]] = []
     if spec.backup.object_store is not None:
         out.append(("spec.backup.objectStore.credentials", spec.backup.object_store))
     if spec.recovery is not None:
         out.append(("spec.recovery.objectStore.credentials", spec.recovery.object_store))
+    if restoring and spec.restore is not None and spec.restore.object_store is not None:
+        out.append(("spec.restore.objectStore.credentials", spec.restore.object_store))
     return out
 
 
-def credential_secrets(spec: SampleDBSpec) -> list[str]:
+def credential_secrets(spec: SampleDBSpec, *, restoring: bool = True) -> list[str]:
     """The Secrets the stores' access keys come from (read live by the reconciler: the operator watches only
-    its own Secrets), in order, without repeats."""
-    return list(dict.fromkeys(store.credentials.secret_name for _, store in _stores(spec)))
+    its own Secrets), in order, without repeats. `restoring`: the restore (spec.restore) has not finished, so
+    its store's Secret is still needed (afterwards it may go)."""
+    return list(dict.fromkeys(store.credentials.secret_name for _, store in _stores(spec, restoring)))
 
 
-def credentials_problems(spec: SampleDBSpec, secrets: Mapping[str, Obj | None]) -> list[Problem]:
+def credentials_problems(spec: SampleDBSpec, secrets: Mapping[str, Obj | None], *,
+                         restoring: bool = True) -> list[Problem]:
     """Why the stores' access keys cannot be used (`secrets`: each of credential_secrets, None when absent).
 
     A Secret is used only when its owner opted it in with CREDENTIALS_OPT_IN_LABEL="true": its values go into
     the database container's environment and to the endpoint the spec names, so without the opt-in anyone
     who may edit a SampleDB could send any Secret of the namespace to a server of their choosing."""
     problems: list[Problem] = []
-    for field, store in _stores(spec):
+    for field, store in _stores(spec, restoring):
         name = store.credentials.secret_name
         secret = secrets.get(name)
         if secret is None:

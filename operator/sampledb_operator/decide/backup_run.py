@@ -192,7 +192,7 @@ def _start(facts: BackupFacts, db: SampleDB) -> BackupPass:
     if FILES_FINALIZER not in backup.metadata.finalizers:
         return _finalizer(backup)
     body = jobs.backup_job(db, backup_name=backup.metadata.name, backup_uid=backup.metadata.uid or "",
-                           claim_name=claim)
+                           claim_name=claim, reason=str(backup.spec.reason))
     name = str(body["metadata"]["name"])
     create = Create(body, EventSpec("Normal", "BackupStarted", f"started Job {name}"))
     running = _status(facts, BackupPhase.RUNNING, f"Job {name} started", started=True)
@@ -209,6 +209,8 @@ def _succeeded(facts: BackupFacts, db: SampleDB) -> BackupPass:
         extra["sizeBytes"] = result["size_bytes"]
     if isinstance(result.get("sha256"), str) and len(result["sha256"]) == 64:
         extra["checksum"] = result["sha256"]
+    if isinstance(result.get("store"), str) and result["store"].startswith("s3://"):
+        extra["storeLocation"] = result["store"][:1200]
     written = _status(facts, BackupPhase.SUCCEEDED, "backup completed", completed=True, extra=extra)
     if not written.plan.effects:
         return written

@@ -13,6 +13,7 @@ is ready, no Job exists, the init has not run: the operator does not watch that 
 | its Job exists                                 | nothing                        | the Job (1)         |
 | Initialized says done (its Job was removed)    | nothing: never run again       | nothing             |
 | restore: the backup missing or not Succeeded   | a rate-limited requeue         | the blocker         |
+| restore from a store, ready                    | create the Job, announced (2)  | the created Job (3) |
 | not ready                                      | nothing                        | nothing             |
 | init: its SQL's source missing or not usable   | a rate-limited requeue         | the blocker         |
 | ready, source usable                           | create the Job, announced (2)  | the created Job (3) |
@@ -110,7 +111,8 @@ def source_read_needed(facts: InitFacts) -> bool:
 def backup_read_needed(facts: InitFacts) -> bool:
     """A restore whose Job is not made yet: spec.restore's backup decides whether (and how) it can start."""
     db = facts.db
-    return db.spec.restore is not None and facts.job is None and not st.init_done(db.status)
+    return (db.spec.restore is not None and not restore.from_store(db) and facts.job is None
+            and not st.init_done(db.status))
 
 
 def plan_init(facts: InitFacts) -> InitPlan:
@@ -140,12 +142,20 @@ def _restore(facts: InitFacts) -> InitPlan:
     db = facts.db
     if facts.job is not None or st.init_done(db.status):
         return InitPlan(Plan(), InitOutcome(job=facts.job))
+    assert db.spec.restore is not None
+    if restore.from_store(db):  # restore.sh finds the copy, or fails the Job saying why
+        if not facts.db_ready:
+            return InitPlan(Plan(), InitOutcome())
+        body = restore.store_restore_job(db)
+        name = str(body["metadata"]["name"])
+        announce = EventSpec("Normal", "CreatedRestoreJob",
+                             f"restoring backup {db.spec.restore.backup_name} from the object store with Job {name}")
+        return InitPlan(Plan((Create(body, announce),)), InitOutcome(), creates=name)
     problem = restore.source_problem(db, facts.backup)
     if problem is not None:
         return _blocked(problem)
     if not facts.db_ready or facts.backup is None:
         return InitPlan(Plan(), InitOutcome())
-    assert db.spec.restore is not None
     body = restore.restore_job(db, facts.backup)
     name = str(body["metadata"]["name"])
     announce = EventSpec("Normal", "CreatedRestoreJob",

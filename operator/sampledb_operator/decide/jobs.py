@@ -8,6 +8,7 @@ result goes to the pod's termination message.
 
 from __future__ import annotations
 
+from sampledb_operator.decide import archive_config
 from sampledb_operator.decide.desired import (
     INIT_SOURCE_ANNOTATION,
     SCRIPTS_MOUNT,
@@ -17,6 +18,7 @@ from sampledb_operator.decide.desired import (
     db_name,
     labels,
     meta,
+    namespace_of,
     pod_security,
     scripts_configmap_name,
 )
@@ -193,23 +195,26 @@ def init_job(db: SampleDB) -> Obj | None:
 BACKUP_MOUNT = "/sampledb/backups"
 
 
-def backup_job(db: SampleDB, *, backup_name: str, backup_uid: str, claim_name: str) -> Obj:
-    """The Job that writes the SampleDBBackup `backup_name` to the volume `claim_name`.
+def backup_job(db: SampleDB, *, backup_name: str, backup_uid: str, claim_name: str, reason: str = "manual") -> Obj:
+    """The Job that writes the SampleDBBackup `backup_name` to the volume `claim_name`, and copies it to the
+    object store when the database has one that copies backups (archive_config.backup_copy; `reason` names
+    the store's folder and its retention).
 
     Owned by the SampleDBBackup, not the SampleDB: a pre-delete snapshot's Job must outlive the
     deletion of the database's children.
     """
     owner = {"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup", "name": backup_name,
              "uid": backup_uid, "controller": True, "blockOwnerDeletion": True}
+    copy_env, copy_volumes, copy_mounts = archive_config.backup_copy(db.spec, namespace_of(db), db_name(db), reason)
     return job(
         db,
         name=names.backup_job_name(db_name(db), backup_name),
         component="backup",
         script="backup.sh",
         env=[{"name": "BACKUP_DIR", "value": BACKUP_MOUNT}, {"name": "BACKUP_NAME", "value": backup_name},
-             {"name": "WAIT_TIMEOUT", "value": "120"}],
-        extra_volumes=[{"name": "backups", "persistentVolumeClaim": {"claimName": claim_name}}],
-        extra_mounts=[{"name": "backups", "mountPath": BACKUP_MOUNT}],
+             {"name": "WAIT_TIMEOUT", "value": "120"}, *copy_env],
+        extra_volumes=[{"name": "backups", "persistentVolumeClaim": {"claimName": claim_name}}, *copy_volumes],
+        extra_mounts=[{"name": "backups", "mountPath": BACKUP_MOUNT}, *copy_mounts],
         owner=owner,
     )
 

@@ -120,6 +120,14 @@ class ArchiveSpec(ObjectStore):
         " base backups no longer needed to recover any point in the window are deleted from the store, with the"
         " WAL that only they needed. The newest base backup is always kept. Everything is kept when omitted.",
     )
+    copy_backups: bool = Field(
+        default=True,
+        description="Copy every SampleDBBackup (pg_dump) of this database to the store as well, under"
+        " <path>/<database>/logical/<reason>/, so that it outlives the cluster (spec.restore.objectStore of a new"
+        " SampleDB restores it). The copies of scheduled, pre-upgrade and pre-migration backups are kept as"
+        " spec.backup.retention says (per kind); manual and pre-delete copies are kept. A backup whose copy fails"
+        " is Failed (its files on the volume stay).",
+    )
     verify_schedule: CronSchedule | None = Field(
         default=None,
         description="When to prove that the store restores this database (cron format, UTC; e.g. @weekly): a"

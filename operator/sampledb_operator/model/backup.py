@@ -117,6 +117,11 @@ class SampleDBBackupStatus(StatusModel):
         default=None, pattern=SHA256_RE, description="SHA-256 of the backup file, lowercase hex."
     )
     location: BackupLocation | None = Field(default=None, description="Where the backup file is.")
+    store_location: str | None = Field(
+        default=None, max_length=1200,
+        description="The backup's dump in the object store (spec.backup.objectStore.copyBackups of its database):"
+        " s3://<bucket>/<path>/<database>/logical/<reason>/<name>.dump.",
+    )
     version: str | None = Field(
         default=None, max_length=16, description="PostgreSQL version of the database when backed up."
     )

@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sampledb_operator.model.archive import ArchiveSpec, ArchiveStatus, RecoverySpec
+from sampledb_operator.model.archive import ArchiveSpec, ArchiveStatus, ObjectStore, RecoverySpec
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.schema import (
@@ -208,10 +208,26 @@ class BackupSpec(SpecModel):
 
 
 class RestoreSpec(SpecModel):
-    """Create the database from a backup instead of from scratch."""
+    """Create the database from a backup instead of from scratch: a SampleDBBackup of this namespace, or its copy
+    in an object store (which outlives the namespace and the cluster)."""
+
+    cel_rules = (Rule("!has(self.database) || has(self.objectStore)", "database names a source in an object store:"
+                      " it needs objectStore", field_path=".database"),)
 
     backup_name: SubdomainName = Field(
-        description="Name of a Succeeded SampleDBBackup in the same namespace."
+        description="Name of a Succeeded SampleDBBackup in the same namespace; with objectStore, the name of the"
+        " backup whose copy is in the store."
+    )
+    object_store: ObjectStore | None = Field(
+        default=None,
+        description="Restore the backup's copy in this object store (spec.backup.objectStore.copyBackups of the"
+        " source) instead of a SampleDBBackup: its path defaults to this database's namespace (set it to the"
+        " source's namespace when that differs).",
+    )
+    database: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        description="With objectStore: the source database's name (its copies are under <path>/<database>/logical/);"
+        " this database's name when omitted.",
     )
 
 

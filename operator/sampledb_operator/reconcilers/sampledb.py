@@ -188,14 +188,16 @@ class SampleDBReconciler:
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
         """Why the object stores' access keys cannot be used (decide/archive_config.credentials_problems), from
-        their Secrets read live; () without spec.backup.objectStore and spec.recovery."""
+        their Secrets read live; () without spec.backup.objectStore, spec.recovery and (until the restore is done)
+        spec.restore.objectStore."""
+        restoring = not st.init_done(db.status)
         secrets: dict[str, Obj | None] = {}
-        for name in archive_config.credential_secrets(db.spec):
+        for name in archive_config.credential_secrets(db.spec, restoring=restoring):
             try:
                 secrets[name] = await self.apis["Secret"].get(name, db.metadata.namespace)
             except NotFound:
                 secrets[name] = None
-        return tuple(archive_config.credentials_problems(db.spec, secrets)) if secrets else ()
+        return tuple(archive_config.credentials_problems(db.spec, secrets, restoring=restoring)) if secrets else ()
 
     def _made_statefulset(self, db: SampleDB, index: int) -> Obj | None:
         """Instance `index`'s (the primary's) StatefulSet when this pass has just created it (its answer is in
