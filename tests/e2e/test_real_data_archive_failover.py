@@ -4,6 +4,8 @@ tests/e2e/test_real_data_archive.py; apart so that the suite's workers share the
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from tests.e2e.real_data import PG15, condition, sql, status, table_stats, wait_ready
 from tests.e2e.test_real_data_archive import (
@@ -70,13 +72,27 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
     assert got == committed
 
 
+def succeeded_backup(ns: str, backup: str) -> dict[str, Any] | None:
+    found = get_or_none("sampledbbackup", backup, ns) or {}
+    phase = (found.get("status") or {}).get("phase")
+    if phase == "Failed":
+        raise AssertionError(f"backup {backup} failed: {found['status']}")
+    return found if phase == "Succeeded" else None
+
+
 def test_a_database_whose_namespace_is_deleted_is_recovered_elsewhere_from_the_store_alone(
         store: ObjectStore, namespaces: tuple[str, str], operator_both: OperatorProcess) -> None:
+    """Both ways: point-in-time recovery from the WAL archive, and a restore of a pg_dump backup's copy."""
     src_ns, dst_ns = namespaces
     name = "ledger"
     archiving(store, src_ns, name)
     ledger(name, src_ns, "kept", 1, 3000)
     committed = table_stats(name, src_ns)
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup", "metadata": {"name": "last-dump",
+           "namespace": src_ns}, "spec": {"database": name}})
+    dumped = wait_until(lambda: succeeded_backup(src_ns, "last-dump"), timeout=300, what="backup last-dump")
+    assert dumped["status"]["storeLocation"] == (f"s3://{store.bucket}/e2e/{src_ns}/{name}/logical/manual"
+                                                 "/last-dump.dump")
     # every row committed more than archive_timeout before the deletion is in the store: archive_timeout alone
     # (no pg_switch_wal here) closes the segment holding the last commit and the archiver pushes it
     last_commit = sql(name, "SELECT pg_walfile_name(pg_current_wal_lsn())", ns=src_ns)
@@ -88,6 +104,12 @@ def test_a_database_whose_namespace_is_deleted_is_recovered_elsewhere_from_the_s
 
     dst_objs, dst_spec = store_objects(store, dst_ns, f"e2e/{src_ns}")
     apply(*dst_objs, database(name, dst_ns, PG15, recovery={"objectStore": dst_spec, "database": name}))
+    apply(database("ledger-dump", dst_ns, PG15, restore={"backupName": "last-dump", "objectStore": dst_spec,
+                                                         "database": name}))
     wait_ready(name, timeout=600, ns=dst_ns)
     assert table_stats(name, dst_ns) == committed
     assert condition(name, "Initialized", dst_ns)["message"].endswith("to the end of its archive")
+    wait_ready("ledger-dump", timeout=300, ns=dst_ns)
+    wait_until(lambda: condition("ledger-dump", "Initialized", dst_ns).get("reason") == "Restored", timeout=300,
+               what="ledger-dump restored from the store")
+    assert table_stats("ledger-dump", dst_ns) == committed

@@ -106,7 +106,7 @@ INVALID_SAMPLEDBS: list[tuple[str, dict[str, Any], str]] = [
     ("image-with-space", {"spec.image": "postgres 16"}, "spec.image: Invalid value: \"postgres 16\""),
     ("restore-without-backup", {"spec.restore": {}}, "spec.restore.backupName: Required value"),
     ("restore-source-without-store", {"spec.restore": {"backupName": "a", "database": "orders"}},
-     "spec.restore.database: Invalid value: \"object\": database names a source in an object store: it needs"
+     "spec.restore.database: Invalid value: database names a source in an object store: it needs"
      " objectStore"),
     ("migrations-bad-configmap", {"spec.migrations": {"configMapName": "Bad_Name"}},
      "spec.migrations.configMapName: Invalid value: \"Bad_Name\": must be a DNS-1123 subdomain"),

@@ -121,7 +121,10 @@ def _summary(report: StatusReport, now: datetime) -> list[str]:
         ("Age", age(meta.get("creationTimestamp"), now)),
     ]
     if spec.get("restore"):
-        rows.insert(3, ("Restored from", f"SampleDBBackup {spec['restore'].get('backupName')}"))
+        res = spec["restore"]
+        source = res.get("database") or meta.get("name")
+        rows.insert(3, ("Restored from", f"backup {res.get('backupName')} of {source} in its object store"
+                        if res.get("objectStore") else f"SampleDBBackup {res.get('backupName')}"))
     if spec.get("recovery"):
         rec = spec["recovery"]
         to = rec.get("targetTime") or rec.get("targetName") or rec.get("targetLSN") or "the end of its archive"
@@ -264,14 +267,18 @@ def job_state(job: Obj) -> str:
 
 
 def _backups(backups: list[Obj], now: datetime, limit: int = 5) -> list[str]:
-    rows = []
+    """The newest backups; a column IN STORE when any of them has a copy in the object store."""
+    rows: list[tuple[str, ...]] = []
+    stored = any((b.get("status") or {}).get("storeLocation") for b in backups[:limit])
     for b in backups[:limit]:
         status = b.get("status") or {}
         size = status.get("sizeBytes")
-        rows.append((str((b.get("metadata") or {}).get("name")), str((b.get("spec") or {}).get("reason", "manual")),
-                     str(status.get("phase") or "Pending"), _bytes(size) if size is not None else NONE,
-                     age(status.get("completedAt"), now) + (" ago" if status.get("completedAt") else "")))
-    lines = table(("NAME", "REASON", "PHASE", "SIZE", "COMPLETED"), rows) if rows else []
+        row = (str((b.get("metadata") or {}).get("name")), str((b.get("spec") or {}).get("reason", "manual")),
+               str(status.get("phase") or "Pending"), _bytes(size) if size is not None else NONE,
+               age(status.get("completedAt"), now) + (" ago" if status.get("completedAt") else ""))
+        rows.append((*row, "yes" if status.get("storeLocation") else "no") if stored else row)
+    header = ("NAME", "REASON", "PHASE", "SIZE", "COMPLETED", *(("IN STORE",) if stored else ()))
+    lines = table(header, rows) if rows else []
     if len(backups) > limit:
         lines.append(f"  ... {len(backups) - limit} older (kubectl get sdbb)")
     return lines

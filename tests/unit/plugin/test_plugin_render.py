@@ -187,3 +187,20 @@ def test_a_degraded_database_shows_its_problem_first() -> None:
     lines = render_status(StatusReport(db=stuck, children=[], secret=None, backups=[]), NOW).splitlines()
     assert lines[1] == "  Problem:         Unschedulable: pod orders-0 cannot be scheduled: 0/3 nodes are available"
     assert "Problem:" not in render_status(StatusReport(db=db(), children=[], secret=None, backups=[]), NOW)
+
+
+def test_backups_with_copies_in_the_store_say_which_and_a_restore_from_a_store_names_it() -> None:
+    copied = {"metadata": {"name": "orders-manual-2"}, "spec": {"reason": "manual"},
+              "status": {"phase": "Succeeded", "sizeBytes": 2048, "completedAt": "2026-01-02T11:55:00Z",
+                         "storeLocation": "s3://b/shop/orders/logical/manual/orders-manual-2.dump"}}
+    local = {"metadata": {"name": "orders-manual-1"}, "spec": {"reason": "manual"}, "status": {"phase": "Failed"}}
+    restored = db()
+    restored["spec"]["restore"] = {"backupName": "orders-manual-2", "database": "orders-old",
+                                   "objectStore": {"bucket": "b", "credentials": {"secretName": "k"}}}
+    text = render_status(StatusReport(db=restored, children=[], secret=None, backups=[copied, local]), NOW)
+    section = text.split("\nBackups\n")[1].split("\n\n")[0].splitlines()
+    assert section[0].split() == ["NAME", "REASON", "PHASE", "SIZE", "COMPLETED", "IN", "STORE"]
+    assert section[1].split()[-1] == "yes" and section[2].split()[-1] == "no"
+    assert "Restored from:   backup orders-manual-2 of orders-old in its object store" in text
+    plain = render_status(StatusReport(db=db(), children=[], secret=None, backups=[local]), NOW)
+    assert "IN STORE" not in plain
