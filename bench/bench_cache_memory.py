@@ -27,6 +27,7 @@ from typing import Any
 from sampledb_operator import dataplane
 from sampledb_operator.decide import cache
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.runtime.store import RECENT, Store
 
@@ -74,7 +75,7 @@ def fill(stores: dict[str, Store], first: int, n: int, scripts: dict[str, str], 
     for i in range(first, first + n):
         for kind, text in texts(i, scripts, version):
             if kind not in stores:
-                stores[kind] = Store(kind, transform=cache.compact, index_labels=(d.DATABASE_LABEL,))
+                stores[kind] = Store(kind, transform=cache.compact, index_labels=(DATABASE_LABEL,))
             stores[kind].upsert(json.loads(text))
 
 

@@ -43,7 +43,7 @@ from bench_cache_memory import texts
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import cache
-from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.kube import jsoncodec
 from sampledb_operator.kube.api import INITIAL_EVENTS_END_ANNOTATION, ListResult, WatchEvent
 from sampledb_operator.kube.resources import Resource

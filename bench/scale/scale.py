@@ -98,6 +98,7 @@ from sampledb_operator import dataplane  # noqa: E402
 from sampledb_operator.decide import desired as d  # noqa: E402
 from sampledb_operator.decide import jobs  # noqa: E402
 from sampledb_operator.decide import status as st  # noqa: E402
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_SELECTOR  # noqa: E402
 from sampledb_operator.kube.api import ResourceApi  # noqa: E402
 from sampledb_operator.kube.client import KubeClient  # noqa: E402
 from sampledb_operator.kube.errors import Conflict, Gone, KubeTransportError  # noqa: E402
@@ -232,7 +233,7 @@ class Floor:
     def database_of(obj: Obj) -> DbKey:
         """(namespace, name) of the database a child belongs to (by its database label)."""
         meta = obj["metadata"]
-        return meta.get("namespace") or "", (meta.get("labels") or {}).get(d.DATABASE_LABEL, "")
+        return meta.get("namespace") or "", (meta.get("labels") or {}).get(DATABASE_LABEL, "")
 
     def on_sampledb(self, _type: str, obj: Obj) -> None:
         key = db_key(obj)
@@ -274,8 +275,8 @@ class Floor:
         await asyncio.gather(
             watch_forever(self.apis["SampleDB"], self.namespace, self.on_sampledb),
             watch_forever(self.apis["StatefulSet"], self.namespace, self.on_statefulset,
-                          label_selector=d.MANAGED_SELECTOR),
-            watch_forever(self.apis["Job"], self.namespace, self.on_job, label_selector=d.MANAGED_SELECTOR),
+                          label_selector=MANAGED_SELECTOR),
+            watch_forever(self.apis["Job"], self.namespace, self.on_job, label_selector=MANAGED_SELECTOR),
         )
 
 

@@ -91,6 +91,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "secrets", "delete"): "Snapshot and Delete policies delete the credentials",
     ("", "events", "create"): "Events",
     ("", "events", "patch"): "repeated Events (count)",
+    ("", "events", "list"): "why a StatefulSet or Job has no pod (its FailedCreate Events)",
     ("", "pods", "get"): "replication",
     ("", "pods", "list"): "replication; a failed Job's pods (termination message)",
     ("", "pods", "watch"): "replication",
@@ -110,6 +111,8 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
 EXEMPT: dict[tuple[str, str, str], str] = {
     # used by replication (reconcilers/replication.py, issue #13), which owns the pods rule
     **{("", "pods", verb): "replication" for verb in ("get", "list", "watch", "patch", "delete")},
+    # read only when a database's StatefulSet or Job lacks its pod (tests/e2e/test_stuck_databases.py)
+    ("", "events", "list"): "a pod refused to a StatefulSet or Job",
     # the sampledb.io/chaos annotation (reconcilers/chaos.py, issue #14): a fault a user asks for
     ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
     ("batch", "jobs", "delete"): "the chaos annotation: delete-job",

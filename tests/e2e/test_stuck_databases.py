@@ -103,3 +103,54 @@ def test_a_server_that_refuses_to_start_is_said_with_its_own_last_lines(real_nam
         wait_ready("nostart", ns, timeout=240)
     finally:
         op.stop()
+
+
+def test_a_quota_that_refuses_the_pod_is_said_and_cleared_once_lifted(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods", "namespace": ns},
+           "spec": {"hard": {"pods": "0"}}})
+    apply(sampledb("quota", ns))
+    cond = degraded("quota", ns, "QuotaExceeded", timeout=90)  # the claim binds, the StatefulSet is made
+    assert cond["message"].startswith("StatefulSet quota cannot create its pod: ")
+    assert "exceeded quota: no-pods" in cond["message"]
+    wait_until(lambda: warning("quota", ns, "QuotaExceeded"), timeout=30, what="a Warning Event")
+    kubectl("delete", "resourcequota", "no-pods", "-n", ns)
+    cleared("quota", ns, timeout=180)  # the StatefulSet controller's next retry makes the pod
+    wait_ready("quota", ns, timeout=180)
+
+
+@pytest.fixture
+def deny_statefulsets(namespace: str) -> Iterator[str]:
+    """A ValidatingAdmissionPolicy refusing StatefulSets in the test's namespace until it is removed."""
+    name = f"t-deny-{secrets.token_hex(3)}"
+    apply([{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": name},
+           "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [{
+               "apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+               "resources": ["statefulsets"]}]},
+               "validations": [{"expression": "false", "message": "no StatefulSets here"}]}},
+          {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+           "metadata": {"name": name},
+           "spec": {"policyName": name, "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": namespace}}}}}])
+    yield name
+    kubectl("delete", "validatingadmissionpolicybinding", name, "--ignore-not-found", check=False)
+    kubectl("delete", "validatingadmissionpolicy", name, "--ignore-not-found", check=False)
+
+
+def test_an_admission_policy_that_refuses_a_child_is_said_and_cleared_once_removed(
+        namespace: str, operator: OperatorProcess, deny_statefulsets: str) -> None:
+    ns = namespace
+    # a policy takes effect once the API server has loaded it: a StatefulSet of our own shows when
+    wait_until(lambda: kubectl("create", "-n", ns, "-f", "-", check=False, input=(
+        '{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "probe"}, "spec": {"selector":'
+        ' {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers":'
+        ' [{"name": "c", "image": "x"}]}}}}')).returncode != 0, timeout=30, what="the policy in force")
+    apply(sampledb("denied", ns))
+    cond = degraded("denied", ns, "AdmissionRefused", timeout=90)
+    assert "StatefulSet denied refused" in cond["message"] and "no StatefulSets here" in cond["message"]
+    kubectl("delete", "validatingadmissionpolicybinding", deny_statefulsets)
+    cleared("denied", ns, timeout=120)  # the recheck period applies it again
+    wait_ready("denied", ns, timeout=180)

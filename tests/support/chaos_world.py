@@ -14,7 +14,7 @@ from typing import Any
 from tests.support.fake_cluster import NS, FakeApi, FakeCluster, running_database
 
 from sampledb_operator.chaos.inject import JOB_NAME_LABEL
-from sampledb_operator.decide.desired import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.kube.exec import ExecResult
 from sampledb_operator.model import names

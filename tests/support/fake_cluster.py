@@ -27,7 +27,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY
 from sampledb_operator.kube.api import ListResult
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import ApiError, Conflict, Invalid, NotFound

@@ -35,6 +35,7 @@ from sampledb_operator.decide import archive_config, archive_verify, jobs, pgcon
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import db_name, namespace_of, selector_labels
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import (
@@ -288,7 +289,7 @@ def _request(facts: ArchiveFacts, spec: ArchiveSpec, last: BaseBackupRecord | No
 def backup_standby(db: SampleDB) -> tuple[int, str] | None:
     """The instance a base backup reads instead of the primary: the ready hot standby least behind it (index,
     pod name), if one is less than STANDBY_LAG_LIMIT behind; None otherwise (read the primary)."""
-    pods = {names.instance_pod_name(d.db_name(db), i): i for i in range(db.spec.replicas)}
+    pods = {names.instance_pod_name(db_name(db), i): i for i in range(db.spec.replicas)}
     ready = [(i.lag_bytes, i.name) for i in db.status.instances
              if i.role == "replica" and i.ready and i.name in pods and i.lag_bytes is not None
              and i.lag_bytes < STANDBY_LAG_LIMIT]
@@ -307,15 +308,15 @@ def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[in
     is the backup's name in the store."""
     spec = db.spec.backup.object_store
     assert spec is not None
-    name = names.job_name(d.db_name(db), names.JobKind.BASEBACKUP, f"{db.metadata.uid or ''}/{request}")
-    ns = d.namespace_of(db)
+    name = names.job_name(db_name(db), names.JobKind.BASEBACKUP, f"{db.metadata.uid or ''}/{request}")
+    ns = namespace_of(db)
     if standby is not None:
-        claim = names.instance_data_pvc_name(d.db_name(db), standby[0])
+        claim = names.instance_data_pvc_name(db_name(db), standby[0])
     ca_volumes, ca_mounts = archive_config.ca_volumes(db.spec.model_copy(update={"recovery": None}))
     body = jobs.job(
         db, name=name, component=BASE_BACKUP_COMPONENT, script="base-backup.sh",
         env=[{"name": "SAMPLEDB_BACKUP_NAME", "value": name}, {"name": "WAIT_TIMEOUT", "value": "120"},
-             *archive_config.archive_env(spec, ns, d.db_name(db)),
+             *archive_config.archive_env(spec, ns, db_name(db)),
              {"name": "SAMPLEDB_BACKUP_COMPRESSION", "value": spec.base_backup_compression},
              *([{"name": "SAMPLEDB_RETENTION", "value": spec.retention}] if spec.retention else [])],
         extra_volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
@@ -326,10 +327,10 @@ def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[in
     )
     body["spec"]["activeDeadlineSeconds"] = BASE_BACKUP_DEADLINE_SECONDS
     body["spec"]["backoffLimit"] = 1
-    same_node = {**d.selector_labels(db), names.ROLE_LABEL: "primary"}
+    same_node = {**selector_labels(db), names.ROLE_LABEL: "primary"}
     if standby is not None:  # the standby's own server, by its stable name under the headless Service
-        same_node = {**d.selector_labels(db), POD_NAME_LABEL: standby[1]}
-        host = f"{standby[1]}.{names.headless_service_name(d.db_name(db))}.{ns}.svc"
+        same_node = {**selector_labels(db), POD_NAME_LABEL: standby[1]}
+        host = f"{standby[1]}.{names.headless_service_name(db_name(db))}.{ns}.svc"
         container = body["spec"]["template"]["spec"]["containers"][0]
         container["env"] = [{"name": "PGHOST", "value": host} if e["name"] == "PGHOST" else e
                             for e in container["env"]]

@@ -31,9 +31,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.decide import archive_config, jobs, schedule
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import db_name, namespace_of
 from sampledb_operator.decide.status import JobState, job_state
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.archive import (
@@ -181,8 +181,8 @@ def verify_job(db: SampleDB, request: str) -> Obj:
     once (podFailurePolicy)."""
     spec = db.spec.backup.object_store
     assert spec is not None
-    name = names.job_name(d.db_name(db), names.JobKind.RECOVERYVERIFY, f"{db.metadata.uid or ''}/{request}")
-    ns = d.namespace_of(db)
+    name = names.job_name(db_name(db), names.JobKind.RECOVERYVERIFY, f"{db.metadata.uid or ''}/{request}")
+    ns = namespace_of(db)
     ca_volumes, ca_mounts = archive_config.ca_volumes(db.spec.model_copy(update={"recovery": None}))
     body = jobs.job(
         db, name=name, component=VERIFY_COMPONENT, script="verify-archive.sh",
@@ -190,7 +190,7 @@ def verify_job(db: SampleDB, request: str) -> Obj:
              {"name": "VERIFY_SCRATCH", "value": SCRATCH_MOUNT},
              {"name": "VERIFY_ARCHIVE_WAIT", "value": str(spec.archive_timeout_seconds + ARCHIVE_WAIT_MARGIN)},
              {"name": "WAIT_TIMEOUT", "value": "120"},
-             *archive_config.archive_env(spec, ns, d.db_name(db))],
+             *archive_config.archive_env(spec, ns, db_name(db))],
         extra_volumes=[{"name": "scratch", "emptyDir": {}}, *ca_volumes],
         extra_mounts=[{"name": "scratch", "mountPath": SCRATCH_MOUNT}, *ca_mounts],
         annotations={REQUEST_ANNOTATION: request},

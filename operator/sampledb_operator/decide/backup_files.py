@@ -29,18 +29,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from sampledb_operator.decide.desired import (
-    COMPONENT_LABEL,
-    DATABASE_LABEL,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    bucket_label,
-    container_security,
-    pod_security,
-)
+from sampledb_operator.decide.desired_statefulset import container_security, pod_security
 from sampledb_operator.decide.effects import Create, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import BACKUP_MOUNT, test_annotations
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, bucket_label
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupLocation, SampleDBBackup

@@ -36,9 +36,9 @@ from typing import Any
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.backup_files import FILES_FINALIZER, expected_location
-from sampledb_operator.decide.desired import DATABASE_LABEL, bucket_label
 from sampledb_operator.decide.effects import Create, Effect, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import DATABASE_LABEL, bucket_label
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupPhase, SampleDBBackup

@@ -9,7 +9,7 @@ second one.
 
 from __future__ import annotations
 
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, bucket_label
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, bucket_label
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

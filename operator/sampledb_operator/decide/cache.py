@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.objects import Obj
 
 DATA_DIGEST = "sampledb.io/dataDigest"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sampledb_operator.model.conditions import Condition, get_condition
-from sampledb_operator.model.sampledb import SampleDBStatus
+from sampledb_operator.model.sampledb_status import SampleDBStatus
 
 EventType = Literal["Normal", "Warning"]
 

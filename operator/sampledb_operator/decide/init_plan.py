@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, restore
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -124,7 +124,7 @@ def plan_init(facts: InitFacts) -> InitPlan:
     if body is None:
         return InitPlan(Plan(), InitOutcome())
     if facts.job is not None:
-        ran = (facts.job.get("metadata", {}).get("annotations") or {}).get(d.INIT_SOURCE_ANNOTATION)
+        ran = (facts.job.get("metadata", {}).get("annotations") or {}).get(INIT_SOURCE_ANNOTATION)
         return InitPlan(Plan(), InitOutcome(job=facts.job, changed=ran != jobs.init_source(db)))
     if st.init_done(db.status) or not facts.db_ready:
         return InitPlan(Plan(), InitOutcome())  # done: never run again; not ready: the source is not read yet

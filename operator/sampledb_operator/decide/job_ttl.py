@@ -17,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sampledb_operator.decide.archive_config import server_parameters
-from sampledb_operator.decide.desired import COMPONENT_LABEL, synchronous
+from sampledb_operator.decide.desired_config import synchronous
 from sampledb_operator.decide.effects import Patch, Plan
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.sampledb import SampleDB, SampleDBStatus
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb_status import SampleDBStatus
 
 FINISHED_JOB_TTL_SECONDS = 24 * 3600  # a day after it finished, for its logs
 _DONE_INIT_REASONS = ("InitSucceeded", "InitChangedNotRerun", "Restored")

@@ -9,19 +9,14 @@ result goes to the pod's termination message.
 from __future__ import annotations
 
 from sampledb_operator.decide import archive_config
-from sampledb_operator.decide.desired import (
-    INIT_SOURCE_ANNOTATION,
+from sampledb_operator.decide.desired_config import (
     SCRIPTS_MOUNT,
     SECRET_PASSWORD_KEY,
     SECRET_USERNAME_KEY,
-    container_security,
-    db_name,
-    labels,
-    meta,
-    namespace_of,
-    pod_security,
     scripts_configmap_name,
 )
+from sampledb_operator.decide.desired_statefulset import container_security, pod_security
+from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION, db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB, image_for

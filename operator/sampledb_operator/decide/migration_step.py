@@ -38,7 +38,8 @@ from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, get_condition, is_true
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result, combine
-from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.sampledb_status import AppliedMigration
 
 MIGRATED = "Migrated"
 BACKUP_REASON = "pre-migration"

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sampledb_operator.decide.desired import COMPONENT_LABEL, DATABASE_LABEL, meta
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.sampledb import AppliedMigration, Problem, SampleDB
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.sampledb_status import AppliedMigration
 
 FIELD = "spec.migrations"
 # The names dataplane/migrate.sh accepts (4 to 18 digits: its versions are bigints).

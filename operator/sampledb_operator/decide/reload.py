@@ -32,10 +32,11 @@ from typing import Any
 
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide.archive_config import server_parameters
-from sampledb_operator.decide.desired import db_name, synchronous
+from sampledb_operator.decide.desired_config import synchronous
 from sampledb_operator.decide.effects import Create, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import job
+from sampledb_operator.decide.labels import db_name
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sampledb_operator.decide.desired import PRIMARY_ROLE, REPLICA_ROLE, Instance
+from sampledb_operator.decide.desired_inputs import Instance
+from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.model.sampledb import Problem

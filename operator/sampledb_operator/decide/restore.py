@@ -10,7 +10,7 @@ namespace (its volume mounted read-only), or with spec.restore.objectStore its c
 from __future__ import annotations
 
 from sampledb_operator.decide import archive_config, jobs
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import db_name, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -69,7 +69,7 @@ def store_restore_job(db: SampleDB) -> Obj:
     volume (an emptyDir: the node's ephemeral storage needs room for the dump), checked against its metadata,
     then restored like a SampleDBBackup's."""
     assert db.spec.restore is not None
-    env, volumes, mounts = archive_config.restore_source(db.spec, d.namespace_of(db), d.db_name(db))
+    env, volumes, mounts = archive_config.restore_source(db.spec, namespace_of(db), db_name(db))
     return jobs.job(
         db,
         name=restore_job_name(db),

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from croniter import CroniterError, croniter
 
 from sampledb_operator.decide.backups import DATABASE_UID_LABEL, SCHEDULED_FOR_ANNOTATION
-from sampledb_operator.decide.desired import MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.decide.labels import MANAGED_BY, MANAGED_BY_LABEL
 from sampledb_operator.model import timestamps
 from sampledb_operator.model.backup import BackupPhase, BackupReason
 from sampledb_operator.model.conditions import Condition, ConditionType

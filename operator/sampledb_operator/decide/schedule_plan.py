@@ -29,7 +29,8 @@ from sampledb_operator.model.backup import BackupReason
 from sampledb_operator.model.conditions import Condition, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import after
-from sampledb_operator.model.sampledb import BackupRecord, SampleDB
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb_status import BackupRecord
 
 SCHEDULED = BackupReason.SCHEDULED.value
 SNAPSHOT_REASONS = (BackupReason.PRE_UPGRADE.value, BackupReason.PRE_MIGRATION.value)

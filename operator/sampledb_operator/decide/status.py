@@ -17,13 +17,12 @@ from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
 from sampledb_operator.model.objects import Obj, condition_true
-from sampledb_operator.model.sampledb import (
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.sampledb_status import (
     AppliedMigration,
     BackupRecord,
     InstanceStatus,
     Phase,
-    Problem,
-    SampleDB,
     SampleDBStatus,
 )
 from sampledb_operator.model.schema import dump

@@ -13,7 +13,12 @@ the operator would otherwise keep to itself:
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
+| (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
 
+(1) `refusal_reason` of the API server's words: QuotaExceeded (a ResourceQuota), PodSecurityRefused (Pod Security
+admission), AdmissionRefused (a webhook or policy), OperatorForbidden (RBAC), else CreateRefused.
+
+`refusal_reason` also names the API server's refusal of one of the operator's own writes (reconcilers/children.py).
 The same pod causes, for the pods of the database's own Jobs (init, restore, upgrade, migrations, reload, base
 backups, verifications) still running without a ready pod after JOB_GRACE, their messages naming the Job.
 
@@ -41,6 +46,9 @@ from sampledb_operator.model.sampledb import Problem
 
 CLAIM_PENDING_GRACE = timedelta(seconds=120)
 JOB_GRACE = timedelta(seconds=120)  # a Job's pod not ready after this long is looked at (a live list each pass)
+POD_GRACE = timedelta(seconds=10)  # an instance's StatefulSet older than this without its pod: its Events are read
+REFUSAL_FRESH = timedelta(minutes=20)  # a FailedCreate Event older than this is history (the controller's
+# retries back off to minutes, and each one renews the Event)
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
@@ -75,8 +83,33 @@ def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, 
     return out
 
 
-def pod_problems(pods: Sequence[Obj]) -> list[Problem]:
-    """The pods' problems, in the pods' order: scheduling first, then each container's."""
+def crash_logs_needed(pods: Sequence[Obj]) -> list[tuple[str, str]]:
+    """(pod, container) of the containers crash-looping without a termination message: their previous run's log
+    says why (PostgreSQL writes its FATAL line there), read live by the caller (log_reason)."""
+    out = []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            last = (cs.get("lastState") or {}).get("terminated") or {}
+            if waiting.get("reason") == "CrashLoopBackOff" and not _tail(last.get("message")) \
+                    and not meta.get("deletionTimestamp"):
+                out.append((str(meta.get("name")), str(cs.get("name"))))
+    return out
+
+
+def log_reason(text: str) -> str:
+    """The lines of a container's log that say why it stopped: PostgreSQL's FATAL, PANIC and ERROR lines (else the
+    last lines), the last LOG_LINES of them, one line, bounded; a line that speaks of a password is left out."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "password" not in line.lower()]
+    severe = [line for line in lines if any(f"{level}:" in line for level in ("FATAL", "PANIC", "ERROR"))]
+    value = " | ".join((severe or lines)[-LOG_LINES:])
+    return value if len(value) <= MESSAGE_MAX else "..." + value[-(MESSAGE_MAX - 3):]
+
+
+def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None = None) -> list[Problem]:
+    """The pods' problems, in the pods' order: scheduling first, then each container's. `logs`: for a
+    crash-looping container without a termination message, log_reason of its previous run's log."""
     out = []
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -89,7 +122,7 @@ def pod_problems(pods: Sequence[Obj]) -> list[Problem]:
                                "spec"))
             continue
         for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            problem = _container_problem(name, cs)
+            problem = _container_problem(name, cs, (logs or {}).get((name, str(cs.get("name")))))
             if problem is not None:
                 out.append(problem)
                 break
@@ -113,6 +146,83 @@ def job_problems(job: Obj, pods: Sequence[Obj]) -> list[Problem]:
     return [Problem(p.reason, f"Job {name}: {p.message}", p.field) for p in pod_problems(pods)]
 
 
+def refusal_reason(message: str) -> str:
+    """The reason for an object the API server refused to create, from its words: a ResourceQuota, Pod Security
+    admission, an admission webhook or policy, the operator's own RBAC, else CreateRefused."""
+    text = message.lower()
+    if "exceeded quota" in text or "failed quota" in text:
+        return "QuotaExceeded"
+    if "violates podsecurity" in text:
+        return "PodSecurityRefused"
+    if "admission webhook" in text or "validatingadmissionpolicy" in text or "denied request" in text:
+        return "AdmissionRefused"
+    if "is forbidden: user" in text and " cannot " in text:
+        return "OperatorForbidden"
+    return "CreateRefused"
+
+
+def podless_statefulsets(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datetime) -> list[str]:
+    """The StatefulSets that want a pod, have not made it (no name-0) and are older than POD_GRACE: their
+    controller may be refused the pod (one live read of its Events each)."""
+    have = {str((p.get("metadata") or {}).get("name")) for p in pods}
+    out = []
+    for sts in statefulsets:
+        meta = sts.get("metadata") or {}
+        name, made = str(meta.get("name")), timestamps.parse(meta.get("creationTimestamp"))
+        if _podless(sts, have) and made is not None and now - made > POD_GRACE:
+            out.append(name)
+    return out
+
+
+def podless_recheck(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datetime) -> float | None:
+    """Seconds until the youngest StatefulSet without its pod is past POD_GRACE (then podless_statefulsets
+    names it), or None when there is none. One that stays without its pod is looked at again every POD_GRACE
+    (its controller's retries back off; a pod made brings the database back by its own event)."""
+    have = {str((p.get("metadata") or {}).get("name")) for p in pods}
+    waits = []
+    for sts in statefulsets:
+        meta = sts.get("metadata") or {}
+        made = timestamps.parse(meta.get("creationTimestamp"))
+        if _podless(sts, have) and made is not None:
+            age = now - made
+            waits.append((POD_GRACE - age).total_seconds() + 1 if age <= POD_GRACE else POD_GRACE.total_seconds())
+    return min(waits) if waits else None
+
+
+def _podless(sts: Obj, pods: set[str]) -> bool:
+    """The StatefulSet wants its pod, has not made it (its status counts fewer pods than it wants) and the pod is
+    not in the cache."""
+    meta, spec, status = sts.get("metadata") or {}, sts.get("spec") or {}, sts.get("status") or {}
+    wanted = spec.get("replicas") or 0
+    return (wanted > 0 and (status.get("replicas") or 0) < wanted and f"{meta.get('name')}-0" not in pods
+            and not meta.get("deletionTimestamp"))
+
+
+def create_refused(kind: str, name: str, events: Sequence[Obj], now: datetime) -> Problem | None:
+    """The newest recent FailedCreate Warning Event of the StatefulSet or Job `name` (its pod refused by the
+    API server) as a Problem, or None."""
+    newest: tuple[datetime, str] | None = None
+    for event in events:
+        if event.get("reason") != "FailedCreate" or event.get("type") != "Warning":
+            continue
+        when = _event_time(event)
+        if when is not None and now - when <= REFUSAL_FRESH and (newest is None or when > newest[0]):
+            newest = (when, str(event.get("message") or ""))
+    if newest is None:
+        return None
+    return Problem(refusal_reason(newest[1]), f"{kind} {name} cannot create its pod: {_short(newest[1])}", "spec")
+
+
+def _event_time(event: Obj) -> datetime | None:
+    series = event.get("series") or {}
+    for value in (series.get("lastObservedTime"), event.get("lastTimestamp"), event.get("eventTime"),
+                  (event.get("metadata") or {}).get("creationTimestamp")):
+        parsed = timestamps.parse(value)
+        if parsed is not None:
+            return parsed
+    return None
+
+
 def stale_stuck_pods(pods: Sequence[Obj], update_revisions: Mapping[str, str]) -> list[str]:
     """The pods with a problem of pod_problems and a revision label other than their StatefulSet's update
     revision (`update_revisions`: pod name -> that revision, for the StatefulSets whose status has one)."""
@@ -127,7 +237,7 @@ def stale_stuck_pods(pods: Sequence[Obj], update_revisions: Mapping[str, str]) -
     return out
 
 
-def _container_problem(pod: str, cs: Obj) -> Problem | None:
+def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | None:
     waiting = (cs.get("state") or {}).get("waiting") or {}
     reason = waiting.get("reason")
     container = cs.get("name")
@@ -140,7 +250,7 @@ def _container_problem(pod: str, cs: Obj) -> Problem | None:
                                                f" {_short(waiting.get('message'))}", "spec")
     if reason == "CrashLoopBackOff":
         last = (cs.get("lastState") or {}).get("terminated") or {}
-        said = _tail(last.get("message"))
+        said = _tail(last.get("message")) or log
         return Problem("CrashLoopBackOff", (
             f"pod {pod}: container {container} keeps failing ({cs.get('restartCount', 0)} restarts, last exit"
             f" {last.get('exitCode', '?')}{', ' + str(last['reason']) if last.get('reason') else ''})"

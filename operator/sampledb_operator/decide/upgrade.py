@@ -19,7 +19,8 @@ from enum import StrEnum
 from typing import Any
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.desired import DATA_MOUNT, VERSION_ANNOTATION, selector_labels
+from sampledb_operator.decide.desired_config import DATA_MOUNT
+from sampledb_operator.decide.labels import VERSION_ANNOTATION, selector_labels
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB, image_for, major_of
 

@@ -32,16 +32,11 @@ from sampledb_operator.decide import backups as bk
 from sampledb_operator.decide import jobs, pre_work
 from sampledb_operator.decide import migrations as mig
 from sampledb_operator.decide import upgrade as up
-from sampledb_operator.decide.desired import (
-    COMPONENT_LABEL,
-    DATA_DIR_ANNOTATION,
-    DATA_MOUNT,
-    DATABASE_LABEL,
-    VERSION_ANNOTATION,
-    Running,
-)
+from sampledb_operator.decide.desired_config import DATA_MOUNT
+from sampledb_operator.decide.desired_inputs import Running
 from sampledb_operator.decide.effects import Create, Effect, Plan
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATA_DIR_ANNOTATION, DATABASE_LABEL, VERSION_ANNOTATION
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, get_condition

@@ -21,7 +21,7 @@ more passes and status writes, because a database was passed again for each burs
 from __future__ import annotations
 
 from sampledb_operator.decide.binding import BOUND
-from sampledb_operator.decide.desired import COMPONENT_LABEL, DATA_COMPONENT
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATA_COMPONENT
 from sampledb_operator.decide.status import job_state, statefulset_ready
 from sampledb_operator.model.objects import Obj
 

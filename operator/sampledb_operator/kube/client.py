@@ -11,11 +11,11 @@ every timeout, header and status explicit here.
 
 Invariants:
 - every request has a timeout (connect and total; a stream has connect and per-read timeouts);
-- callers see only kube.errors: an HTTP answer outside 2xx is error_for(status, Status.reason,
-  Status.message, Retry-After, Status.details.causes); no answer (connect error, reset, timeout) is KubeTransportError,
-  a stream that goes quiet for read_timeout is ReadTimeout (a KubeTransportError); an opened stream that
-  breaks while it is read is StreamInterrupted (StreamWentQuiet when it went quiet), so a watcher can
-  tell a dropped connection from one that could not be made;
+- callers see only kube.errors (mapped by kube.responses): an HTTP answer outside 2xx is error_for(status,
+  Status.reason, Status.message, Retry-After, Status.details.causes); no answer (connect error, reset,
+  timeout) is KubeTransportError, a stream that goes quiet for read_timeout is ReadTimeout (a
+  KubeTransportError); an opened stream that breaks while it is read is StreamInterrupted (StreamWentQuiet
+  when it went quiet), so a watcher can tell a dropped connection from one that could not be made;
 - rest_client_requests_total{code,method} is counted once per request ("<error>" without an
   HTTP answer) and rest_client_request_duration_seconds{verb} observed (to the headers, for
   streams); sampledb_api_requests_total{verb,group,resource,subresource,code} counts the same
@@ -35,20 +35,15 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import email.utils
-import json
 import os
 import ssl
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.http_exceptions import LineTooLong
 
 from sampledb_operator.kube import jsoncodec
 from sampledb_operator.kube.credentials import (
@@ -57,30 +52,17 @@ from sampledb_operator.kube.credentials import (
     in_cluster_endpoint,
     kubeconfig_endpoint,
 )
-from sampledb_operator.kube.errors import ApiError, KubeError, KubeTransportError, error_for
+from sampledb_operator.kube.errors import KubeError, KubeTransportError
 from sampledb_operator.kube.requestinfo import request_info
+from sampledb_operator.kube.responses import TRANSPORT_ERRORS, Lines, api_error, transport_error
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 
 log = get_logger(__name__)
 
 QueryValue = str | int | bool
-MAX_LINE_BYTES = 64 * 2**20  # one watch event; etcd caps objects at 1.5 MiB by default
 _ERROR_BODY_BYTES = 64 * 1024
-_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, LineTooLong)
 DEFAULT_CONNECTIONS = 32  # requests' connections at once (streams apart); measured: docs/benchmarks.md
-
-
-class ReadTimeout(KubeTransportError):
-    """A streaming response sent nothing for read_timeout seconds (silent connection)."""
-
-
-class StreamInterrupted(KubeTransportError):
-    """A stream that had opened (a 2xx answer) broke while it was read: a reset, a dropped connection."""
-
-
-class StreamWentQuiet(StreamInterrupted, ReadTimeout):
-    """A stream that had opened sent nothing for read_timeout seconds and was dropped."""
 
 
 def env_proxy(host: str) -> str | None:
@@ -206,7 +188,7 @@ class KubeClient:
                 payload = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             counted.count("<error>")
             raise KubeTransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         counted.count(str(status))
@@ -243,18 +225,18 @@ class KubeClient:
                 "GET", self._url(path), params=_query(query), headers=headers, timeout=client_timeout,
                 proxy=self._proxy, server_hostname=self._server_hostname,
             )
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             counted.count("<error>")
-            raise _transport_error("GET", path, exc) from exc
+            raise transport_error("GET", path, exc) from exc
         async with resp:
             counted.count(str(resp.status))
             if not 200 <= resp.status < 300:
                 try:
                     payload = await resp.content.read(_ERROR_BODY_BYTES)
-                except _TRANSPORT_ERRORS:
+                except TRANSPORT_ERRORS:
                     payload = b""
                 raise api_error(resp.status, payload, resp.headers.get("Retry-After"))
-            yield _Lines(resp.content, path)
+            yield Lines(resp.content, path)
 
     async def _headers(self, content_type: str | None, counted: _Counted) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "sampledb-operator"}
@@ -283,102 +265,6 @@ class KubeClient:
             session = aiohttp.ClientSession(connector=connector, trust_env=self._trust_env, read_bufsize=2**21)
             self._sessions[streaming] = session
         return session
-
-
-class _Lines:
-    """Async iterator over the non-empty lines of a streaming body; errors mapped to kube.errors.
-
-    Lines are split here from StreamReader.readany(), which every supported aiohttp has unchanged
-    (readline's keywords and limits differ between versions); a line longer than MAX_LINE_BYTES
-    is a KubeTransportError, a last line without a newline is yielded as it is.
-    """
-
-    def __init__(self, content: aiohttp.StreamReader, path: str) -> None:
-        self._content = content
-        self._path = path
-        self._buffer = bytearray()
-
-    def __aiter__(self) -> _Lines:
-        return self
-
-    async def __anext__(self) -> bytes:
-        while True:
-            line = await self._line()
-            if not line:
-                raise StopAsyncIteration
-            if line.strip():
-                return line
-
-    async def _line(self) -> bytes:
-        """The next line with its newline; b"" at the end of the body."""
-        searched = 0
-        while (end := self._buffer.find(b"\n", searched)) < 0 and len(self._buffer) <= MAX_LINE_BYTES:
-            searched = len(self._buffer)
-            try:
-                chunk = await self._content.readany()
-            except _TRANSPORT_ERRORS as exc:
-                text = f"GET {self._path}: {type(exc).__name__}: {exc}"
-                if isinstance(exc, aiohttp.SocketTimeoutError):
-                    raise StreamWentQuiet(text) from exc
-                raise StreamInterrupted(text) from exc
-            if not chunk:  # end of the body
-                end = len(self._buffer) - 1
-                break
-            self._buffer += chunk
-        if (end < 0 and self._buffer) or end >= MAX_LINE_BYTES:
-            raise KubeTransportError(f"GET {self._path}: a line is longer than {MAX_LINE_BYTES} bytes")
-        line = bytes(self._buffer[: end + 1])
-        del self._buffer[: end + 1]
-        return line
-
-
-def api_error(status: int, payload: bytes, retry_after_header: str | None) -> ApiError:
-    """The ApiError for a non-2xx answer: reason and message from its Status body, if any."""
-    reason = message = ""
-    causes: list[str] = []
-    retry_after = parse_retry_after(retry_after_header)
-    try:
-        decoded = json.loads(payload) if payload else None
-    except ValueError:
-        decoded = None
-    if isinstance(decoded, dict) and decoded.get("kind") == "Status":
-        reason = str(decoded.get("reason") or "")
-        message = str(decoded.get("message") or "")
-        details = decoded.get("details")
-        if isinstance(details, dict):
-            causes = [str(c.get("reason")) for c in details.get("causes") or [] if isinstance(c, dict)]
-            if retry_after is None and details.get("retryAfterSeconds"):
-                retry_after = float(details["retryAfterSeconds"])
-    else:
-        message = payload[:512].decode("utf-8", "replace").strip()
-    if not reason:
-        with contextlib.suppress(ValueError):
-            reason = HTTPStatus(status).phrase.replace(" ", "")
-    return error_for(status, reason, message, retry_after, causes)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date); None if absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _transport_error(method: str, path: str, exc: BaseException) -> KubeTransportError:
-    text = f"{method} {path}: {type(exc).__name__}: {exc}"
-    if isinstance(exc, aiohttp.SocketTimeoutError):
-        return ReadTimeout(text)
-    return KubeTransportError(text)
 
 
 class _Counted:

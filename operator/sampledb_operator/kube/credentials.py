@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.kube import kubeconfig as kc
+from sampledb_operator.kube import tls
 from sampledb_operator.kube.errors import KubeTransportError
 from sampledb_operator.observability.logging import get_logger
 
@@ -63,7 +64,7 @@ async def in_cluster_endpoint() -> Endpoint:
     if not await asyncio.to_thread(_nonempty, ca_file):
         raise kc.KubeconfigError(f"in-cluster configuration: {ca_file} is missing or empty")
     ca = kc.Material(f"in-cluster configuration: {ca_file}", path=ca_file)
-    context = await asyncio.to_thread(kc.tls_context, ca, None, None)
+    context = await asyncio.to_thread(tls.tls_context, ca, None, None)
     return Endpoint(host, context, authorization)
 
 
@@ -96,7 +97,7 @@ async def kubeconfig_endpoint(
     ssl_context = None
     if cluster.server.startswith("https"):
         ssl_context = await asyncio.to_thread(
-            kc.tls_context, cluster.certificate_authority, user.client_certificate, user.client_key,
+            tls.tls_context, cluster.certificate_authority, user.client_certificate, user.client_key,
             insecure=cluster.insecure_skip_tls_verify,
         )
     return Endpoint(cluster.server, ssl_context, authorization, cluster.tls_server_name, cluster.proxy_url)

@@ -1,7 +1,10 @@
 """The kube layer's error tree: every non-2xx answer of the API server becomes one of these.
 
 Invariant: callers never see kubernetes_asyncio or aiohttp exceptions; a transport failure
-(connection refused, timeout) is KubeTransportError, an HTTP answer is ApiError or a subclass.
+(connection refused, timeout) is KubeTransportError, an HTTP answer is ApiError or a subclass. A
+stream that goes quiet for its read timeout is ReadTimeout; one that breaks after it opened is
+StreamInterrupted (StreamWentQuiet when it went quiet), so a watcher can tell a dropped connection
+from one that could not be made.
 A 403 because the namespace is being deleted is NamespaceTerminating (a Forbidden): expected while
 a namespace goes away, so callers may treat it apart from a real refusal.
 """
@@ -19,6 +22,18 @@ class KubeError(Exception):
 
 class KubeTransportError(KubeError):
     """The request did not get an HTTP answer (connect error, reset, timeout)."""
+
+
+class ReadTimeout(KubeTransportError):
+    """A streaming response sent nothing for read_timeout seconds (silent connection)."""
+
+
+class StreamInterrupted(KubeTransportError):
+    """A stream that had opened (a 2xx answer) broke while it was read: a reset, a dropped connection."""
+
+
+class StreamWentQuiet(StreamInterrupted, ReadTimeout):
+    """A stream that had opened sent nothing for read_timeout seconds and was dropped."""
 
 
 class ApiError(KubeError):

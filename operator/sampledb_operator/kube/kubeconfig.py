@@ -1,12 +1,12 @@
-"""Kubeconfig and in-cluster settings read without kubernetes_asyncio: files, merge, context, TLS.
+"""Kubeconfig and in-cluster settings read without kubernetes_asyncio: files, merge, context.
 
 Role: turn kubeconfig files (or the pod's service-account environment) into what KubeClient needs
 (server, TLS material, the user's credential settings), importing neither kubernetes_asyncio nor its
-generated client (issue #18: that import alone is ~33 MiB resident).
+generated client (issue #18: that import alone is ~33 MiB resident). kube.tls turns the TLS material
+into an ssl.SSLContext.
 
 Pure (no I/O): kubeconfig_paths, merge, select, context_namespace, parse_cluster, parse_user,
-parse_exec, in_cluster_host, parse_expiry. I/O: read_kubeconfigs and load (files), tls_context
-(CA and client certificate into an ssl.SSLContext).
+parse_exec, in_cluster_host, parse_expiry. I/O: read_kubeconfigs and load (files).
 
 Invariants:
 - several files are merged as kubectl merges them: for clusters, users and contexts the first file
@@ -18,9 +18,7 @@ Invariants:
   the entry, as kubectl resolves them;
 - `*-data` fields are base64 (strict, whitespace ignored) and win over the matching file field;
 - every problem is a KubeError whose message names the file(s), the context, cluster or user, and
-  the field;
-- client certificate/key bytes reach ssl.SSLContext.load_cert_chain through files in a private
-  temporary directory (mode 0700, files 0600) that is removed before tls_context returns;
+  the field (a Material's label carries them on to kube.tls);
 - a user with an `auth-provider` is parsed (auth_provider is its name) but not interpreted here:
   the caller hands such users to kubernetes_asyncio.
 """
@@ -29,12 +27,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import os
-import shutil
-import ssl
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -334,7 +328,7 @@ def _resolve(origin: str, path: str) -> str:
     return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(origin)), path))
 
 
-# --- I/O: files and TLS ---------------------------------------------------------------------------------
+# --- I/O: files -----------------------------------------------------------------------------------------
 
 def read_kubeconfigs(paths: Sequence[str]) -> list[tuple[str, Any]]:
     """(path, parsed YAML) of each listed file that exists (~ expanded); KubeconfigError if none does."""
@@ -367,58 +361,3 @@ def load(kubeconfig: str | None, context: str | None, environ: Mapping[str, str]
     """Read, merge and select: the context `context` (else the current one) of the kubeconfig files."""
     return select(merge(read_kubeconfigs(default_paths(kubeconfig, environ))), context)
 
-
-def tls_context(
-    ca: Material | None, certificate: Material | None, key: Material | None, *, insecure: bool = False
-) -> ssl.SSLContext:
-    """An ssl.SSLContext trusting `ca` (else the system's CAs) and presenting the client certificate, if any.
-
-    Inline certificate/key bytes are written to a private temporary directory for load_cert_chain
-    and removed right after; `insecure` turns verification off.
-    """
-    try:
-        if ca is None:
-            context = ssl.create_default_context()
-        elif ca.data is not None:  # PEM text, or DER bytes
-            context = ssl.create_default_context(cadata=ca.data.decode("ascii") if b"-----BEGIN" in ca.data
-                                                 else ca.data)
-        else:
-            context = ssl.create_default_context(cafile=ca.path)
-    except (ssl.SSLError, OSError, ValueError) as exc:
-        raise KubeconfigError(f"{ca.label if ca else 'system CA certificates'}: {exc}") from exc
-    if certificate is not None:
-        try:
-            with _files(certificate, key) as (cert_path, key_path):
-                context.load_cert_chain(cert_path, keyfile=key_path)
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            labels = certificate.label + (f", {key.label}" if key else "")
-            raise KubeconfigError(f"{labels}: cannot load the client certificate: {exc}") from exc
-    if insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-@contextlib.contextmanager
-def _files(certificate: Material, key: Material | None) -> Iterator[tuple[str, str | None]]:
-    """Paths for the certificate and key: their own files, or private copies of inline data."""
-    if certificate.data is None and (key is None or key.data is None):
-        yield str(certificate.path), key.path if key else None
-        return
-    directory = tempfile.mkdtemp(prefix="sampledb-kube-")  # mode 0700
-    try:
-        os.chmod(directory, 0o700)
-        cert_path = _private_copy(directory, "client.crt", certificate)
-        yield cert_path, _private_copy(directory, "client.key", key) if key else None
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _private_copy(directory: str, name: str, material: Material) -> str:
-    if material.data is None:
-        return str(material.path)
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(material.data)
-    return path

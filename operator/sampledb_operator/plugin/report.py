@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from sampledb_operator.decide.desired import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sampledb_operator.decide import archive as arc
 from sampledb_operator.decide import archive_verify as verify
-from sampledb_operator.decide.desired import COMPONENT_LABEL
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

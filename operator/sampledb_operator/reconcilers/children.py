@@ -19,11 +19,12 @@ import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sampledb_operator.decide import binding, plan
+from sampledb_operator.decide import binding, plan, stuck
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import events as ev
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.events import EventType
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
@@ -89,7 +90,7 @@ def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
     ns, name = db.metadata.namespace or "", db.metadata.name
     out = []
     for kind in ("StatefulSet", "PersistentVolumeClaim"):
-        for child in ctx.caches.for_kind(kind).list(ns, {d.DATABASE_LABEL: name}):
+        for child in ctx.caches.for_kind(kind).list(ns, {DATABASE_LABEL: name}):
             labels = child["metadata"].get("labels") or {}
             if labels.get(names.INSTANCE_LABEL, "0") != "0":
                 out.append((kind, str(child["metadata"]["name"])))
@@ -102,13 +103,13 @@ def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
     out: dict[plan.Key, Obj] = {}
     for kind, name in unowned_children(db):
         found = ctx.cached(kind, db.metadata.namespace, name)
-        if found is not None and (found["metadata"].get("labels") or {}).get(d.DATABASE_LABEL) == db.metadata.name:
+        if found is not None and (found["metadata"].get("labels") or {}).get(DATABASE_LABEL) == db.metadata.name:
             out[(kind, name)] = found
     shared = ctx.cached("ConfigMap", db.metadata.namespace, d.SCRIPTS_CONFIGMAP)  # the namespace's, no database label
     if shared is not None and d.is_shared_scripts(shared):
         out[("ConfigMap", d.SCRIPTS_CONFIGMAP)] = shared
     for kind in ("StatefulSet", "PersistentVolumeClaim"):  # every instance's
-        for child in ctx.caches.for_kind(kind).list(db.metadata.namespace, {d.DATABASE_LABEL: db.metadata.name}):
+        for child in ctx.caches.for_kind(kind).list(db.metadata.namespace, {DATABASE_LABEL: db.metadata.name}):
             out[plan.key_of(child)] = child
     for child in ctx.caches.jobs.by_owner(db.metadata.uid or ""):
         out[plan.key_of(child)] = child
@@ -151,6 +152,7 @@ APPLY_CONCURRENCY = 8  # children applied at once within a pass
 # remembered mode gone out of date, so never sooner than that memory's TTL.
 BINDING_RECHECK_SECONDS = TTL_SECONDS
 BINDING_RECHECK_MAX_SECONDS = 3600.0
+REFUSED_RECHECK_SECONDS = 15.0  # a child the API server refused is applied again this soon
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,7 @@ class _Outcome:
     created: bool = False
     written: bool = False
     problem: Problem | None = None
+    refused: bool = False  # the API server refused the write (the problem says why)
 
 
 async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs,
@@ -216,6 +219,8 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
     announce = ev.created_children_event(created, waiting, provisioning=not db.status.has_run)
     if announce is not None:
         await _event(ctx, db, announce.type, announce.reason, announce.message)
+    if any(o.refused for o in outcomes):  # a quota, policy or role nothing here watches: try again soon
+        recheck = min(recheck or REFUSED_RECHECK_SECONDS, REFUSED_RECHECK_SECONDS)
     return Applied(frozenset(live), tuple(problems), recheck_after=recheck)
 
 
@@ -249,14 +254,16 @@ async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj 
     try:
         await ctx.apis[kind].apply(action.obj, field_manager=ctx.field_manager)
     except ApiError as exc:
-        terminating = isinstance(exc, NamespaceTerminating)  # for the controller: not a volume problem
-        if kind == "PersistentVolumeClaim" and exc.status in (403, 422) and not terminating:
+        if isinstance(exc, NamespaceTerminating) or exc.status not in (403, 422):
+            raise  # for the controller: not the child's problem
+        if kind == "PersistentVolumeClaim" and have is not None:
             volume, field = vol.what(db, name)
             return _Outcome(action.key, problem=Problem("StorageExpansionFailed", f"{volume}: {exc.message}", field))
-        if exc.status == 422:  # the API server refuses what this spec asks for: say so in the status
-            return _Outcome(action.key, problem=Problem("ChildRejected", f"{kind} {name} refused: {exc.message}",
-                                                        "spec"))
-        raise
+        # the API server refuses what this spec asks for (invalid), or a quota, an admission webhook or policy, or
+        # the operator's own RBAC refuses the write: say which in the status (the recheck period tries again)
+        reason = stuck.refusal_reason(exc.message)
+        return _Outcome(action.key, problem=Problem("ChildRejected" if reason == "CreateRefused" else reason,
+                                                    f"{kind} {name} refused: {exc.message}", "spec"), refused=True)
     log.info("applied child", kind=kind, child=name, reason=action.reason)
     if have is not None:
         await _event(ctx, db, "Normal", f"Updated{kind}", action.reason)

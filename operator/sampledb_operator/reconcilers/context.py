@@ -21,6 +21,7 @@ from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
+    EVENT,
     JOB,
     NAMESPACE,
     POD,
@@ -41,7 +42,7 @@ from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
 API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
-             POD)
+             POD, EVENT)
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,14 @@ from datetime import timedelta
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import replication as rep
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
-from sampledb_operator.model.sampledb import DeletionPolicy, InstanceStatus, Problem, SampleDB
+from sampledb_operator.model.sampledb import DeletionPolicy, Problem, SampleDB
+from sampledb_operator.model.sampledb_status import InstanceStatus
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
@@ -63,7 +65,7 @@ def instance_index(sts: Obj, db: str) -> int | None:
 
 def instance_statefulsets(ctx: Context, db: SampleDB) -> dict[int, Obj]:
     """The database's instance StatefulSets in the cache, by index."""
-    selector = {d.DATABASE_LABEL: db.metadata.name, d.COMPONENT_LABEL: "database"}
+    selector = {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: "database"}
     out: dict[int, Obj] = {}
     for sts in ctx.caches.statefulsets.list(db.metadata.namespace, selector):
         index = instance_index(sts, db.metadata.name)
@@ -105,7 +107,7 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
             return False
     except NotFound:
         pass
-    pods = await ctx.apis["Pod"].list(ns, label_selector=f"{d.DATABASE_LABEL}={name},{d.COMPONENT_LABEL}=database")
+    pods = await ctx.apis["Pod"].list(ns, label_selector=f"{DATABASE_LABEL}={name},{COMPONENT_LABEL}=database")
     return not any(p["metadata"].get("name") == names.instance_pod_name(name, index) for p in pods.items)
 
 
@@ -124,7 +126,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcom
     """One pass: decide the instances and the primary, and do the steps that cannot wait for the children."""
     ns, name = db.metadata.namespace or "", db.metadata.name
     sets = instance_statefulsets(ctx, db)
-    selector = {d.DATABASE_LABEL: name, d.COMPONENT_LABEL: "database"}
+    selector = {DATABASE_LABEL: name, COMPONENT_LABEL: "database"}
     pods = {str(p["metadata"]["name"]): p for p in ctx.caches.pods.list(ns, selector)}
     # more than one instance now, or before (a removed standby's pod may still stream and hold its slot)
     probing = db.spec.replicas > 1 or len(sets) > 1 or len(db.status.instances) > 1 or len(pods) > 1

@@ -20,6 +20,7 @@ from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.events import EventType
+from sampledb_operator.decide.labels import COMPONENT_LABEL, MANAGED_SELECTOR
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
@@ -37,7 +38,8 @@ from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result, combine
-from sampledb_operator.model.sampledb import Phase, Problem, SampleDB, SampleDBStatus
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.sampledb_status import Phase, SampleDBStatus
 from sampledb_operator.model.schema import API_VERSION, dump
 from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
@@ -140,8 +142,9 @@ class SampleDBReconciler:
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
+        stuck_now = await stuck.stuck_problems(self.ctx, db)
         degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
-                    *migration.degraded, *reloaded.degraded, *await stuck.stuck_problems(self.ctx, db))
+                    *migration.degraded, *reloaded.degraded, *stuck_now.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -183,8 +186,9 @@ class SampleDBReconciler:
                    if written.changed and written.status is not None
                    and st.steps_may_read_the_change(db.status, written.status) else None)
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
-        return combine(recheck, binding, initialized.result, migration.result, verified.result, backups.result,
-                       instances.result, archived.plan.result)
+        podless = Result(requeue_after=stuck_now.recheck_after) if stuck_now.recheck_after is not None else None
+        return combine(recheck, binding, podless, initialized.result, migration.result, verified.result,
+                       backups.result, instances.result, archived.plan.result)
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
         """Why the object stores' access keys cannot be used (decide/archive_config.credentials_problems), from
@@ -290,13 +294,13 @@ def watched_resources() -> list[tuple[Resource, str | None]]:
     return [
         (SAMPLEDB, None),
         (SAMPLEDBBACKUP, None),
-        (STATEFULSET, d.MANAGED_SELECTOR),
-        (PVC, d.MANAGED_SELECTOR),
-        (JOB, d.MANAGED_SELECTOR),
-        (SERVICE, d.MANAGED_SELECTOR),
-        (CONFIGMAP, d.MANAGED_SELECTOR),
-        (SECRET, d.MANAGED_SELECTOR),
-        (POD, f"{d.MANAGED_SELECTOR},{d.COMPONENT_LABEL}=database"),  # the database pods, not the Jobs'
+        (STATEFULSET, MANAGED_SELECTOR),
+        (PVC, MANAGED_SELECTOR),
+        (JOB, MANAGED_SELECTOR),
+        (SERVICE, MANAGED_SELECTOR),
+        (CONFIGMAP, MANAGED_SELECTOR),
+        (SECRET, MANAGED_SELECTOR),
+        (POD, f"{MANAGED_SELECTOR},{COMPONENT_LABEL}=database"),  # the database pods, not the Jobs'
     ]
 
 

@@ -18,7 +18,8 @@ from sampledb_operator.decide import schedule as sch
 from sampledb_operator.decide import schedule_plan
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.result import Result
-from sampledb_operator.model.sampledb import BackupRecord, SampleDB
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb_status import BackupRecord
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import apply_plan, subject_of

@@ -1,9 +1,9 @@
 """The bucket label of the children, for a sharded replica's filtered caches (runtime/shard_caches.py).
 
-Every child the operator makes carries sampledb.io/bucket (decide/desired.labels), and so do the database
+Every child the operator makes carries sampledb.io/bucket (decide/labels.labels), and so do the database
 pods of a StatefulSet made with it in its template; a child made by a version before the label has none,
 and a cache that selects on the label would not see it. The labelling pass gives each managed child
-without the label its bucket (decide.desired.bucket_of_child), but not the pods: a pod of a template
+without the label its bucket (decide.labels.bucket_of_child), but not the pods: a pod of a template
 without the label is cached by every replica through the watch of unlabelled pods (unlabelled_selector),
 since a pod the StatefulSet controller makes again would come back without it. The selectors name exactly
 the children of a set of shards (decide.sharding.bucket_selector on each kind's own selector).
@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Collection, Coroutine, Iterable, Sequence
 from typing import Any
 
-from sampledb_operator.decide.desired import MANAGED_SELECTOR, bucket_of_child
+from sampledb_operator.decide.labels import MANAGED_SELECTOR, bucket_of_child
 from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_selector, buckets_of
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import NotFound
@@ -63,7 +63,7 @@ def _target(obj: dict[str, Any]) -> tuple[str, str, str]:
 async def label_children(apis: Sequence[ResourceApi], namespaces: Sequence[str | None], *, field_manager: str,
                          buckets: Collection[str] | None = None) -> int:
     """Give every managed child of `apis`' kinds in `namespaces` (None: all) that lacks the bucket label its
-    bucket (decide.desired.bucket_of_child), only those of `buckets` when given (a replica labels its own
+    bucket (decide.labels.bucket_of_child), only those of `buckets` when given (a replica labels its own
     shards' children: after an upgrade the replicas do not all patch every child); the number labelled.
     Objects deleted meanwhile are skipped."""
     patches = asyncio.Semaphore(LABEL_CONCURRENCY)

@@ -2,16 +2,19 @@
 
 Reads the instance pods and data claims from the caches, the claims' StorageClasses through the context's
 BindingModes (remembered for a while; an absent class is asked for again within seconds), and whether there is
-a default class only when a claim without a class has been Pending beyond the grace. Writes nothing: the
-Problems go to the Degraded condition with the others.
+a default class only when a claim without a class has been Pending beyond the grace. Live, and only for a
+StatefulSet without its pod past the grace or a Job without any pod, that controller's Events (why the API
+server refused the pod: quota, Pod Security, admission). Writes nothing: the Problems go to the Degraded
+condition with the others.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import stuck
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.objects import Obj
@@ -20,10 +23,19 @@ from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.reconcilers.context import Context
 
 
-async def stuck_problems(ctx: Context, db: SampleDB) -> tuple[Problem, ...]:
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """The instances' problems, and when to look again (a StatefulSet without its pod, not past the grace yet:
+    nothing else would bring the database back when its controller is refused the pod)."""
+
+    problems: tuple[Problem, ...] = ()
+    recheck_after: float | None = None
+
+
+async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     """The instances' problems (see decide/stuck.py)."""
     ns, name = db.metadata.namespace or "", db.metadata.name
-    pods = sorted(ctx.caches.pods.list(ns, {d.DATABASE_LABEL: name, d.COMPONENT_LABEL: "database"}),
+    pods = sorted(ctx.caches.pods.list(ns, {DATABASE_LABEL: name, COMPONENT_LABEL: "database"}),
                   key=lambda p: str(p["metadata"].get("name")))
     claims = [c for i in range(db.spec.replicas)
               if (c := ctx.cached("PersistentVolumeClaim", ns, names.instance_data_pvc_name(name, i))) is not None]
@@ -40,22 +52,44 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> tuple[Problem, ...]:
                        > stuck.CLAIM_PENDING_GRACE for c in pending)
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
     await _recreate_stale(ctx, db, pods)
-    return (*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
-            *stuck.pod_problems(pods), *await _job_problems(ctx, db, now))
+    statefulsets = [s for i in range(db.spec.replicas)
+                    if (s := ctx.cached("StatefulSet", ns, names.instance_statefulset_name(name, i))) is not None]
+    refused = [p for sts in stuck.podless_statefulsets(statefulsets, pods, now)
+               if (p := await _refused(ctx, ns, "StatefulSet", sts, now)) is not None]
+    return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
+                  *stuck.pod_problems(pods), *refused, *await _job_problems(ctx, db, now)),
+                 stuck.podless_recheck(statefulsets, pods, now))
+
+
+async def _refused(ctx: Context, namespace: str, kind: str, name: str, now: datetime) -> Problem | None:
+    """Why the controller of `kind` `name` is refused its pod, from its FailedCreate Events (read live)."""
+    try:
+        events = await ctx.apis["Event"].list(namespace, field_selector=(
+            f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"))
+    except ApiError:
+        return None
+    return stuck.create_refused(kind, name, events.items, now)
 
 
 async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> list[Problem]:
     """The database's own Jobs running without a ready pod past the grace: their pods read live (one list each)."""
     out: list[Problem] = []
-    for job in ctx.caches.jobs.by_owner(db.metadata.uid or ""):
+    ns = db.metadata.namespace or ""
+    owned = {str(j["metadata"].get("name")): j for j in ctx.caches.jobs.by_owner(db.metadata.uid or "")}
+    # a backup's Job belongs to its SampleDBBackup, and carries the database's label
+    labelled = ctx.caches.jobs.list(ns, {DATABASE_LABEL: db.metadata.name})
+    owned.update({str(j["metadata"].get("name")): j for j in labelled})
+    for job_name, job in sorted(owned.items()):
         if not stuck.job_waiting(job, now):
             continue
         try:
-            pods = await ctx.apis["Pod"].list(db.metadata.namespace,
-                                              label_selector=f"job-name={job['metadata']['name']}")
+            pods = await ctx.apis["Pod"].list(ns, label_selector=f"job-name={job_name}")
         except ApiError:
             continue
         out.extend(stuck.job_problems(job, pods.items))
+        if not pods.items:
+            refused = await _refused(ctx, ns, "Job", job_name, now)
+            out.extend([refused] if refused is not None else [])
     return out
 
 

@@ -18,12 +18,12 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from sampledb_operator.kube.client import ReadTimeout
 from sampledb_operator.kube.errors import (
     Forbidden,
     Gone,
     KubeError,
     KubeTransportError,
+    ReadTimeout,
     TooManyRequests,
     Unauthorized,
 )

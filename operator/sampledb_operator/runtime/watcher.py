@@ -22,7 +22,7 @@ Invariants:
   2 minutes of healthy streaming reset the backoff; a stream that ends within a second without any
   event counts as a failure (as in client-go);
 - ending a watch is not a failure: a clean server-side timeout, or an opened stream that went quiet
-  for the read timeout or dropped (kube.client.StreamInterrupted), is resumed at once without
+  for the read timeout or dropped (kube.errors.StreamInterrupted), is resumed at once without
   growing the backoff (only one that breaks within a second without events counts as a failure), and
   a stream that stayed open for the healthy period resets the backoff, events or not;
 - the store is updated before handlers see an event, but for a store's first listing: while a store has never
@@ -54,8 +54,7 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import Counter
 
 from sampledb_operator.kube.api import ListResult, WatchEvent, initial_events_end
-from sampledb_operator.kube.client import StreamInterrupted, StreamWentQuiet
-from sampledb_operator.kube.errors import ApiError, BadRequest, Invalid, KubeError
+from sampledb_operator.kube.errors import ApiError, BadRequest, Invalid, KubeError, StreamInterrupted, StreamWentQuiet
 from sampledb_operator.kube.resources import Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability import metrics

@@ -12,7 +12,8 @@ Invariants:
 - An item handed out by get() is "processing" until done(item); an add meanwhile marks it dirty and
   it is queued again at done(), so no item is ever processed concurrently with itself.
 - add_after(item, d) fires add(item) d seconds of clock time later (the earliest pending deadline of
-  an item wins); one internal task, owned by the queue and cancelled at shutdown, runs the delays.
+  an item wins); one internal task (runtime.delayed_adds), owned by the queue and cancelled at shutdown,
+  runs the delays.
   A fired add of an item already waiting is a no-op (dedup). add_soon(item, d) is add_after unless
   the item is already dirty. A delayed add is urgent when any of the item's pending delayed adds was.
 - After shutdown() every add is ignored. drain=True: get() keeps handing out waiting items (and items
@@ -30,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import weakref
 from collections import deque
@@ -38,7 +38,8 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from sampledb_operator.observability import metrics
-from sampledb_operator.runtime.clock import Clock, sleep_until, wait_all
+from sampledb_operator.runtime.clock import Clock, wait_all
+from sampledb_operator.runtime.delayed_adds import DelayedAdds
 from sampledb_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 K = TypeVar("K", bound=Hashable)
@@ -104,12 +105,8 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._stopped = False  # get() raises at once
         self._drained = asyncio.Event()
-        # delayed adds: heap of (ready_at, seq, item); _delayed maps item -> its live (ready_at, seq, urgent)
-        self._heap: list[tuple[float, int, K]] = []
-        self._delayed: dict[K, tuple[float, int, bool]] = {}
-        self._seq = itertools.count()
-        self._delay_task: asyncio.Task[None] | None = None
-        self._delay_wakeup = asyncio.Event()
+        self._delays: DelayedAdds[K] = DelayedAdds(
+            clock, lambda item, urgent: self.add(item, urgent=urgent), task_name=f"workqueue-{name}-delays")
         self._m = _Metrics(name, controller if controller is not None else name)
         _in_progress_gauges(self, self._m)
 
@@ -177,19 +174,7 @@ class WorkQueue(Generic[K]):
         if delay <= 0:
             self.add(item, urgent=urgent)
             return
-        ready_at = self._clock.monotonic() + delay
-        current = self._delayed.get(item)
-        if current is not None and current[0] <= ready_at:
-            if urgent and not current[2]:
-                self._delayed[item] = (current[0], current[1], True)
-            return
-        urgent = urgent or (current is not None and current[2])
-        seq = next(self._seq)
-        self._delayed[item] = (ready_at, seq, urgent)
-        heapq.heappush(self._heap, (ready_at, seq, item))
-        if self._heap[0][1] == seq:  # a new earliest deadline: the delay loop must look again
-            self._delay_wakeup.set()
-        self._ensure_delay_task()
+        self._delays.schedule(item, delay, urgent=urgent)
 
     def add_soon(self, item: K, delay: float, *, urgent: bool = False) -> None:
         """add_after(item, delay), unless `item` is already dirty (waiting, or re-added while processing): the
@@ -274,7 +259,7 @@ class WorkQueue(Generic[K]):
     @property
     def delayed(self) -> int:
         """Items waiting for an add_after deadline."""
-        return len(self._delayed)
+        return len(self._delays)
 
     def unfinished_work_seconds(self) -> float:
         """Sum of the time every in-progress item has been processing. Safe off the loop (a scrape's thread):
@@ -304,8 +289,7 @@ class WorkQueue(Generic[K]):
         """Stop accepting adds; with drain, wait (up to `timeout` clock seconds) for the work to finish."""
         self._begin_shutdown()
         try:
-            if self._delay_task is not None:
-                await asyncio.wait({self._delay_task})
+            await self._delays.wait_closed()
             if drain and not self._stopped:
                 self._check_drained()
                 waiter = asyncio.ensure_future(self._drained.wait())
@@ -320,10 +304,7 @@ class WorkQueue(Generic[K]):
     def _begin_shutdown(self) -> None:
         """Ignore adds from now on; drop delayed adds and cancel the delay task."""
         self._shutting_down = True
-        self._heap.clear()
-        self._delayed.clear()
-        if self._delay_task is not None:
-            self._delay_task.cancel()
+        self._delays.close()
         self._wake_all()
 
     def _stop_getting(self) -> None:
@@ -361,43 +342,3 @@ class WorkQueue(Generic[K]):
             future = self._getters.popleft()
             if not future.done():
                 future.set_result(None)
-
-    # -- delayed adds -----------------------------------------------------------------------
-
-    def _ensure_delay_task(self) -> None:
-        if self._delay_task is None or self._delay_task.done():
-            self._delay_task = asyncio.get_running_loop().create_task(
-                self._delay_loop(), name=f"workqueue-{self.name}-delays"
-            )
-
-    def _fire_due(self) -> float | None:
-        """add() every item whose deadline passed, in deadline order; the next deadline or None."""
-        now = self._clock.monotonic()
-        while self._heap:
-            ready_at, seq, item = self._heap[0]
-            live = self._delayed.get(item)
-            if live is None or live[:2] != (ready_at, seq):
-                heapq.heappop(self._heap)  # superseded by an earlier deadline of the same item
-                continue
-            if ready_at > now:
-                return ready_at
-            heapq.heappop(self._heap)
-            del self._delayed[item]
-            self.add(item, urgent=live[2])
-        return None
-
-    async def _delay_loop(self) -> None:
-        while not self._shutting_down:
-            self._delay_wakeup.clear()
-            next_at = self._fire_due()
-            if next_at is None:
-                await self._delay_wakeup.wait()
-                continue
-            sleeper = asyncio.ensure_future(sleep_until(self._clock, next_at))
-            waker = asyncio.ensure_future(self._delay_wakeup.wait())
-            try:
-                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                waker.cancel()
-                await asyncio.wait({sleeper, waker})

@@ -23,7 +23,7 @@ from sampledb_operator.chaos.inject import FILL_PATH, Injector, NewLeader, OutOf
 from sampledb_operator.chaos.plan import Target
 from sampledb_operator.chaos.recovery import holds
 from sampledb_operator.chaos.report import FAILED, INJECTED, SKIPPED, UNSUPPORTED
-from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.kube.errors import Forbidden, KubeTransportError
 
 ORDERS, BILLING = Target(NS, "orders"), Target(NS, "billing")

@@ -11,6 +11,7 @@ from sampledb_operator.decide import archive_config as cfg
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide.effects import Create
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.archive import ArchiverState
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
@@ -52,7 +53,7 @@ def job(name: str, request: str, *, created: str = "2026-12-05T11:00:00Z", state
         if state else []
     return {"metadata": {"name": name, "creationTimestamp": created,
                          "annotations": {arc.REQUEST_ANNOTATION: request},
-                         "labels": {d.COMPONENT_LABEL: arc.BASE_BACKUP_COMPONENT}},
+                         "labels": {COMPONENT_LABEL: arc.BASE_BACKUP_COMPONENT}},
             "status": {"conditions": conditions, **({"completionTime": "2026-12-05T11:10:00Z"}
                                                     if state == "Complete" else {})}}
 

@@ -14,8 +14,9 @@ from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import job_ttl
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.events import transition_events
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.archive import VERIFY_RECOVERY_ANNOTATION
-from sampledb_operator.model.sampledb import SampleDBStatus
+from sampledb_operator.model.sampledb_status import SampleDBStatus
 from sampledb_operator.model.validation import validate_spec
 
 BASE = {"name": "orders-basebackup-1", "backupId": "20261205T100000", "completedAt": "2026-12-05T10:05:00Z"}
@@ -35,7 +36,7 @@ def vjob(name: str, request: str, *, created: str = "2026-12-05T11:00:00Z", stat
     conditions = [{"type": state, "status": "True", "reason": reason, "message": "the Job failed" if reason else "",
                    "lastTransitionTime": "2026-12-05T11:09:00Z"}] if state else []
     return {"metadata": {"name": name, "creationTimestamp": created, "annotations": {av.REQUEST_ANNOTATION: request},
-                         "labels": {d.COMPONENT_LABEL: av.VERIFY_COMPONENT}},
+                         "labels": {COMPONENT_LABEL: av.VERIFY_COMPONENT}},
             "status": {"conditions": conditions,
                        **({"completionTime": "2026-12-05T11:10:00Z"} if state == "Complete" else {})}}
 
@@ -51,7 +52,7 @@ def verify_condition(passed: arc.ArchivePass) -> tuple[str, str, str] | None:
 
 def verify_jobs(passed: arc.ArchivePass) -> list[dict[str, Any]]:
     return [e.obj for e in passed.plan.effects if isinstance(e, Create)
-            and e.obj["metadata"]["labels"][d.COMPONENT_LABEL] == av.VERIFY_COMPONENT]
+            and e.obj["metadata"]["labels"][COMPONENT_LABEL] == av.VERIFY_COMPONENT]
 
 
 def test_nothing_is_verified_or_reported_while_nobody_asks() -> None:

@@ -14,8 +14,8 @@ from sampledb_operator.decide import init_plan as ip
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.backup_files import FILES_FINALIZER
 from sampledb_operator.decide.backup_run import BackupFacts, plan_backup
-from sampledb_operator.decide.desired import bucket_label
 from sampledb_operator.decide.effects import Create, Patch
+from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model.archive import CREDENTIALS_OPT_IN_LABEL
 from sampledb_operator.model.backup import SampleDBBackup

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sampledb_operator.decide import backups as bk
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB

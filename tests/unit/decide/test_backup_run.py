@@ -13,9 +13,9 @@ from sampledb_operator.decide.backup_run import (
     volume_read_needed,
     with_resource_version,
 )
-from sampledb_operator.decide.desired import bucket_label
 from sampledb_operator.decide.effects import Create, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import SampleDBBackup

@@ -10,6 +10,7 @@ from hypothesis import strategies as hs
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, plan
+from sampledb_operator.decide.labels import DATA_DIR_ANNOTATION, DATABASE_LABEL, INIT_SOURCE_ANNOTATION, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 
@@ -62,9 +63,9 @@ def test_no_long_lived_child_is_owned_and_all_are_labelled_for_the_selector() ->
         assert "ownerReferences" not in meta, plan.key_of(child)
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "sampledb-operator"
         if d.is_shared_scripts(child):  # the namespace's, shared: no one database's label
-            assert d.DATABASE_LABEL not in meta["labels"]
+            assert DATABASE_LABEL not in meta["labels"]
         else:
-            assert meta["labels"][d.DATABASE_LABEL] == "orders"
+            assert meta["labels"][DATABASE_LABEL] == "orders"
     assert "ownerReferences" not in d.secret(db, "pw")["metadata"]
 
 
@@ -79,7 +80,7 @@ def test_the_read_only_service_is_desired_with_standbys_or_once_it_exists() -> N
                                                     names.headless_service_name("orders")])
     assert ro in services(make_db(), replica_service=True)  # made earlier (standbys since removed): kept
     [service] = [c for c in d.children(d.Inputs(make_db(replicas=2), SCRIPTS)) if c["metadata"]["name"] == ro]
-    assert service["spec"]["selector"][names.ROLE_LABEL] == d.REPLICA_ROLE and service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"][names.ROLE_LABEL] == REPLICA_ROLE and service["spec"]["type"] == "ClusterIP"
 
 
 def test_every_database_of_a_namespace_mounts_one_shared_scripts_configmap() -> None:
@@ -114,7 +115,7 @@ def test_data_volume_records_its_data_directory() -> None:
     running = d.Running("17.2", "postgres:17.2", "pgdata-17")
     pvc = next(c for c in d.children(d.Inputs(db, SCRIPTS, running)) if c["kind"] == "PersistentVolumeClaim"
                and c["metadata"]["name"] == "data-orders-0")
-    assert pvc["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata-17"}
+    assert pvc["metadata"]["annotations"] == {DATA_DIR_ANNOTATION: "pgdata-17"}
 
 
 def test_statefulset_runs_the_versions_image_on_the_data_pvc_with_probes_and_non_root() -> None:
@@ -158,7 +159,7 @@ def test_init_job_mounts_the_sql_from_its_configmap_key_and_records_its_source()
     job = jobs.init_job(db)
     assert job is not None
     assert job["metadata"]["name"] == names.init_job_name("orders", "uid-1")
-    assert job["metadata"]["annotations"][d.INIT_SOURCE_ANNOTATION] == "configmap/orders-init/init.sql"
+    assert job["metadata"]["annotations"][INIT_SOURCE_ANNOTATION] == "configmap/orders-init/init.sql"
     vol = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "init-sql")
     assert vol["configMap"] == {"name": "orders-init", "items": [{"key": "init.sql", "path": "init.sql"}]}
     env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -219,10 +220,10 @@ def test_a_hand_expanded_pvc_keeps_its_size_when_another_field_is_applied() -> N
     observed = observed_from([d.data_pvc(db)])
     pvc = observed[("PersistentVolumeClaim", names.data_pvc_name("orders"))]
     pvc["spec"]["resources"]["requests"]["storage"] = "5Gi"  # expanded by hand
-    del pvc["metadata"]["annotations"][d.DATA_DIR_ANNOTATION]  # and a field of ours drifted
+    del pvc["metadata"]["annotations"][DATA_DIR_ANNOTATION]  # and a field of ours drifted
     [action] = plan.plan([d.data_pvc(db)], observed)
     assert action.obj["spec"]["resources"]["requests"]["storage"] == "5Gi"
-    assert action.obj["metadata"]["annotations"] == {d.DATA_DIR_ANNOTATION: "pgdata"}
+    assert action.obj["metadata"]["annotations"] == {DATA_DIR_ANNOTATION: "pgdata"}
     assert d.data_pvc(db)["spec"]["resources"]["requests"]["storage"] == "1Gi"  # the desired object untouched
 
 

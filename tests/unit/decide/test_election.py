@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sampledb_operator.decide.desired import PRIMARY_ROLE, REPLICA_ROLE
+from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.decide.replication import (
     FAILOVER_POLL,
     FENCED,

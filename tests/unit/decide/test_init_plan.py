@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from sampledb_operator.decide import init_plan as ip
-from sampledb_operator.decide.desired import INIT_SOURCE_ANNOTATION
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import INIT_SQL_OPT_IN_LABEL
+from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB

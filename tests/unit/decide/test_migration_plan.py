@@ -12,7 +12,8 @@ from hypothesis import strategies as stb
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide import migrations as mig
-from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb_status import AppliedMigration
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 INIT = b"CREATE TABLE users (id int PRIMARY KEY);"

@@ -9,6 +9,7 @@ import pytest
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import job_ttl, pgconfig
 from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model import names
 from sampledb_operator.model.pg_settings import POSTMASTER_PARAMETERS, needs_restart
@@ -60,7 +61,7 @@ def test_the_configmap_holds_the_file_for_the_running_data_directory() -> None:
     cm = next(c for c in d.children(upgraded) if c["metadata"]["name"] == names.configmap_name("orders"))
     assert "'/var/lib/postgresql/data/pgdata-17/postgresql.conf'" in cm["data"]["postgresql.conf"]
     assert "ownerReferences" not in cm["metadata"]
-    assert cm["metadata"]["labels"][d.DATABASE_LABEL] == "orders"
+    assert cm["metadata"]["labels"][DATABASE_LABEL] == "orders"
 
 
 def template_annotation(parameters: dict[str, str]) -> str:

@@ -143,4 +143,4 @@ def test_only_known_modules_build_pod_specs() -> None:
     operator_root = DECIDE.parent
     building = sorted(str(p.relative_to(operator_root)) for p in operator_root.rglob("*.py")
                       if re.search(r'"containers":\s*\[', p.read_text()))
-    assert building == ["decide/backup_files.py", "decide/desired.py", "decide/jobs.py"]
+    assert building == ["decide/backup_files.py", "decide/desired_statefulset.py", "decide/jobs.py"]

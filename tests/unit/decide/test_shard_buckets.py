@@ -14,6 +14,7 @@ from tests.unit.decide.test_desired_and_plan import make_db
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import plan
+from sampledb_operator.decide.labels import bucket_of_child
 from sampledb_operator.decide.sharding import (
     BUCKET_LABEL,
     BUCKETS,
@@ -63,10 +64,10 @@ def test_every_child_and_the_pod_template_carry_their_databases_bucket() -> None
     for child in (d.secret(db, "pw"), d.configmap(db), d.data_pvc(db), d.backup_pvc(db), d.headless_service(db),
                   d.client_service(db), d.statefulset(db)):
         assert child["metadata"]["labels"][BUCKET_LABEL] == want, child["kind"]
-        assert d.bucket_of_child(child) == want
+        assert bucket_of_child(child) == want
     assert d.statefulset(db)["spec"]["template"]["metadata"]["labels"][BUCKET_LABEL] == want
     scripts = d.scripts_configmap(d.Inputs(db=db, scripts={"a.sh": "x"}))
-    assert scripts["metadata"]["labels"][BUCKET_LABEL] == SHARED_BUCKET == d.bucket_of_child(scripts)
+    assert scripts["metadata"]["labels"][BUCKET_LABEL] == SHARED_BUCKET == bucket_of_child(scripts)
 
 
 def test_a_child_without_the_bucket_label_does_not_drift_for_it() -> None:

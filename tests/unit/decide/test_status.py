@@ -151,7 +151,7 @@ def test_initialized_stays_true_after_its_job_is_removed() -> None:
 
 
 def test_every_phase_has_a_pre_initialised_metric_series() -> None:
-    from sampledb_operator.model.sampledb import Phase
+    from sampledb_operator.model.sampledb_status import Phase
     from sampledb_operator.observability import metrics
 
     assert set(metrics.PHASES) == {p.value for p in Phase}

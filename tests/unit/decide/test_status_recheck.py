@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sampledb_operator.decide.status import steps_may_read_the_change
-from sampledb_operator.model.sampledb import SampleDBStatus
+from sampledb_operator.model.sampledb_status import SampleDBStatus
 
 
 def cond(type_: str, status: str, reason: str, message: str = "m", at: str = "2026-12-01T00:00:00Z") -> dict[str, Any]:

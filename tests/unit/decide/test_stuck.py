@@ -117,3 +117,74 @@ def test_a_job_running_without_a_ready_pod_past_the_grace_is_looked_at_and_named
     [p] = stuck.job_problems(job(timedelta(minutes=3)), [pod("orders-init-1-x", containerStatuses=[
         waiting("ErrImagePull", "pull access denied")])])
     assert p.reason == "ImagePullFailed" and p.message.startswith("Job orders-init-1: pod orders-init-1-x:")
+
+
+QUOTA = ('create Pod orders-0 in StatefulSet orders failed error: pods "orders-0" is forbidden: exceeded quota: q,'
+         " requested: pods=1, used: pods=0, limited: pods=0")
+
+
+def statefulset(name: str = "orders", age: float = 60, replicas: int = 1) -> dict[str, Any]:
+    made = (NOW - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"name": name, "creationTimestamp": made}, "spec": {"replicas": replicas}}
+
+
+def failed_create(message: str, seconds_ago: float = 5, kind: str = "lastTimestamp") -> dict[str, Any]:
+    when = (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "Warning", "reason": "FailedCreate", "message": message, kind: when}
+
+
+def test_the_api_servers_refusals_are_named_by_their_cause() -> None:
+    assert stuck.refusal_reason(QUOTA) == "QuotaExceeded"
+    assert stuck.refusal_reason('pods "x" is forbidden: failed quota: q: must specify limits.cpu') == "QuotaExceeded"
+    assert stuck.refusal_reason('pods "x" is forbidden: violates PodSecurity "restricted:latest": privileged'
+                                ) == "PodSecurityRefused"
+    assert stuck.refusal_reason('admission webhook "deny.example.com" denied the request: no') == "AdmissionRefused"
+    assert stuck.refusal_reason("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed expression"
+                                ) == "AdmissionRefused"
+    assert stuck.refusal_reason('statefulsets.apps is forbidden: User "system:serviceaccount:x:y" cannot create'
+                                ' resource "statefulsets"') == "OperatorForbidden"
+    assert stuck.refusal_reason("spec.template: Invalid value") == "CreateRefused"
+
+
+def test_only_statefulsets_without_their_pod_past_the_grace_are_looked_at() -> None:
+    sets = [statefulset("orders"), statefulset("orders-i1", age=3), statefulset("orders-i2", replicas=0),
+            statefulset("orders-i3")]
+    assert stuck.podless_statefulsets(sets, [pod("orders-i3-0")], NOW) == ["orders"]
+
+
+def test_the_newest_recent_failed_create_event_is_the_problem() -> None:
+    events = [failed_create("old: exceeded quota", seconds_ago=3600),
+              failed_create(QUOTA, seconds_ago=30, kind="eventTime"),
+              failed_create('admission webhook "w" denied the request: no', seconds_ago=90),
+              {**failed_create("normal"), "type": "Normal"}]
+    problem = stuck.create_refused("StatefulSet", "orders", events, NOW)
+    assert problem is not None and problem.reason == "QuotaExceeded"
+    assert problem.message.startswith("StatefulSet orders cannot create its pod: create Pod orders-0")
+    assert stuck.create_refused("StatefulSet", "orders", events[:1], NOW) is None
+    assert stuck.create_refused("Job", "j", [], NOW) is None
+
+
+def test_a_young_statefulset_without_its_pod_is_looked_at_again_once_past_the_grace() -> None:
+    assert stuck.podless_recheck([statefulset(age=4)], [], NOW) == 7.0
+    assert stuck.podless_recheck([statefulset(age=60), statefulset("orders-i1", age=8)], [], NOW) == 3.0
+    assert stuck.podless_recheck([statefulset(age=60)], [], NOW) == stuck.POD_GRACE.total_seconds()
+    assert stuck.podless_recheck([statefulset(age=4)], [pod("orders-0")], NOW) is None
+
+
+def test_a_crash_loop_without_a_message_is_explained_by_its_logs_fatal_lines() -> None:
+    looping = pod(containerStatuses=[{"name": "postgres", "restartCount": 3, **waiting("CrashLoopBackOff"),
+                                      "lastState": {"terminated": {"exitCode": 1}}}])
+    told = pod("orders-1", containerStatuses=[{"name": "postgres", **waiting("CrashLoopBackOff"),
+                                               "lastState": {"terminated": {"exitCode": 1, "message": "said"}}}])
+    assert stuck.crash_logs_needed([looping, told]) == [("orders-0", "postgres")]
+    log = ("2026-12-05 12:00:00 UTC [7] LOG:  starting PostgreSQL 15\n"
+           "2026-12-05 12:00:00 UTC [7] FATAL:  could not map anonymous shared memory: Cannot allocate memory\n"
+           "2026-12-05 12:00:00 UTC [7] HINT:  reduce shared_buffers\n"
+           "2026-12-05 12:00:00 UTC [7] FATAL:  password authentication failed for user x\n"
+           "2026-12-05 12:00:00 UTC [7] LOG:  database system is shut down\n")
+    reason = stuck.log_reason(log)
+    assert reason == "2026-12-05 12:00:00 UTC [7] FATAL:  could not map anonymous shared memory: Cannot allocate memory"
+    [problem] = stuck.pod_problems([looping], {("orders-0", "postgres"): reason})
+    assert problem.message.endswith(f"last exit 1): {reason}")
+    assert "kubectl logs" in stuck.pod_problems([looping])[0].message
+    assert stuck.log_reason("plain\nlines\n") == "plain | lines"

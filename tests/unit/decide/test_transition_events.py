@@ -6,7 +6,7 @@ import pytest
 
 from sampledb_operator.decide.events import EventSpec, transition_events
 from sampledb_operator.model.conditions import Condition
-from sampledb_operator.model.sampledb import SampleDBStatus
+from sampledb_operator.model.sampledb_status import SampleDBStatus
 
 
 def status(*conds: tuple[str, str, str]) -> SampleDBStatus:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATA_COMPONENT
 from sampledb_operator.decide.urgency import urgent
 from sampledb_operator.model.objects import Obj
 
@@ -55,14 +55,14 @@ def test_a_deleted_child_is_always_urgent(kind: str) -> None:
 
 
 def pvc(component: str, phase: str) -> Obj:
-    return {"kind": "PersistentVolumeClaim", "metadata": {"labels": {d.COMPONENT_LABEL: component}},
+    return {"kind": "PersistentVolumeClaim", "metadata": {"labels": {COMPONENT_LABEL: component}},
             "status": {"phase": phase}}
 
 
 @pytest.mark.parametrize(("event_type", "obj", "expected"), [
-    ("MODIFIED", pvc(d.DATA_COMPONENT, "Bound"), True),  # bound: a StatefulSet waiting for it is created
-    ("MODIFIED", pvc(d.DATA_COMPONENT, "Pending"), False),
-    ("ADDED", pvc(d.DATA_COMPONENT, "Bound"), False),  # a listing (a restart), not a binding
+    ("MODIFIED", pvc(DATA_COMPONENT, "Bound"), True),  # bound: a StatefulSet waiting for it is created
+    ("MODIFIED", pvc(DATA_COMPONENT, "Pending"), False),
+    ("ADDED", pvc(DATA_COMPONENT, "Bound"), False),  # a listing (a restart), not a binding
     ("MODIFIED", pvc("backups", "Bound"), False),  # no StatefulSet waits for the backups volume
 ])
 def test_a_data_volume_s_binding_is_urgent(event_type: str, obj: Obj, expected: bool) -> None:

@@ -19,9 +19,11 @@ from tests.support.aio import eventually
 from tests.support.apiserver import json_line, respond, status_body, stream_lines
 
 from sampledb_operator.kube import client as client_module
-from sampledb_operator.kube import errors
-from sampledb_operator.kube.client import KubeClient, StreamWentQuiet, api_error, parse_retry_after
+from sampledb_operator.kube import errors, responses
+from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.credentials import TokenFile
+from sampledb_operator.kube.errors import StreamWentQuiet
+from sampledb_operator.kube.responses import api_error, parse_retry_after
 from sampledb_operator.observability.metrics import REGISTRY
 
 Serve = Callable[..., Awaitable[KubeClient]]
@@ -228,7 +230,7 @@ async def test_stream_reads_long_lines_sent_in_pieces_on_every_aiohttp(
 async def test_stream_line_longer_than_the_limit_is_a_transport_error(
     serve: Serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "MAX_LINE_BYTES", 2**20)
+    monkeypatch.setattr(responses, "MAX_LINE_BYTES", 2**20)
 
     async def watch(request: web.Request) -> web.StreamResponse:
         return await stream_lines(request, [json_line({"n": 1}), b"x" * 2**19] + [b"x" * 2**19] * 3 + [b"\n"])

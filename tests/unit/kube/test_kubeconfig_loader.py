@@ -1,4 +1,4 @@
-"""kube.kubeconfig and the endpoints kube.credentials builds from it, without kubernetes_asyncio.
+"""kube.kubeconfig, kube.tls and the endpoints kube.credentials builds from them, without kubernetes_asyncio.
 
 Pure parts (paths, merge, select, parsing, in-cluster host, expiry) on literal documents; files,
 TLS contexts and credentials on temporary files, with a real CA and client certificate made by the
@@ -28,6 +28,7 @@ from sampledb_operator.kube import credentials
 from sampledb_operator.kube import kubeconfig as kc
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import KubeError
+from sampledb_operator.kube.tls import tls_context
 
 REPO = Path(__file__).resolve().parents[3]
 # --- fixtures and helpers ----------------------------------------------------------------------------
@@ -280,8 +281,8 @@ def test_tls_context_from_ca_data_and_client_certificate_data_leaves_no_files(
         {"client-certificate-data": _b64((pki / "admin.crt").read_bytes()),
          "client-key-data": _b64((pki / "admin.key").read_bytes())},
         **{"certificate-authority-data": _b64((pki / "ca.crt").read_bytes())}))]), None)
-    context = kc.tls_context(chosen.cluster.certificate_authority, chosen.user.client_certificate,
-                             chosen.user.client_key)
+    context = tls_context(chosen.cluster.certificate_authority, chosen.user.client_certificate,
+                          chosen.user.client_key)
     assert seen == [(0o700, 0o600, 0o600, (pki / "admin.crt").read_bytes())]
     assert list(scratch.iterdir()) == []  # the private copies are gone
     assert [c["subject"] for c in context.get_ca_certs()] == [((("commonName", "test-ca"),),)]
@@ -293,22 +294,22 @@ def test_tls_context_from_files_without_copies_and_insecure(pki: Path, tmp_path:
     monkeypatch.setattr(tempfile, "mkdtemp", lambda **_: pytest.fail("files need no private copies"))
     ca = kc.Material("ca", path=str(pki / "ca.crt"))
     cert, key = kc.Material("crt", path=str(pki / "admin.crt")), kc.Material("key", path=str(pki / "admin.key"))
-    context = kc.tls_context(ca, cert, key, insecure=True)
+    context = tls_context(ca, cert, key, insecure=True)
     assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
     der = ssl.PEM_cert_to_DER_cert((pki / "ca.crt").read_text())
-    assert len(kc.tls_context(kc.Material("der", data=der), None, None).get_ca_certs()) == 1
+    assert len(tls_context(kc.Material("der", data=der), None, None).get_ca_certs()) == 1
 
 
 def test_tls_errors_name_the_field(pki: Path, tmp_path: Path) -> None:
     with pytest.raises(KubeError, match=r"cluster 'c': certificate-authority-data"):
-        kc.tls_context(kc.Material("kubeconfig /f: cluster 'c': certificate-authority-data", data=b"junk"),
-                       None, None)
+        tls_context(kc.Material("kubeconfig /f: cluster 'c': certificate-authority-data", data=b"junk"),
+                    None, None)
     with pytest.raises(KubeError, match=r"certificate-authority /nowhere/ca.crt"):
-        kc.tls_context(kc.Material("certificate-authority /nowhere/ca.crt", path="/nowhere/ca.crt"), None, None)
+        tls_context(kc.Material("certificate-authority /nowhere/ca.crt", path="/nowhere/ca.crt"), None, None)
     wrong_key = kc.Material("user 'u': client-key-data", data=(pki / "server.key").read_bytes())
     with pytest.raises(KubeError, match=r"user 'u': client-certificate-data, user 'u': client-key-data: cannot load"):
-        kc.tls_context(None, kc.Material("user 'u': client-certificate-data", data=(pki / "admin.crt").read_bytes()),
-                       wrong_key)
+        tls_context(None, kc.Material("user 'u': client-certificate-data", data=(pki / "admin.crt").read_bytes()),
+                    wrong_key)
 
 
 # --- endpoints: credentials, in-cluster, fallback ------------------------------------------------------
@@ -450,10 +451,10 @@ def test_loading_and_connecting_never_import_kubernetes_asyncio(tmp_path: Path, 
         from sampledb_operator.kube import kubeconfig
         from sampledb_operator.kube.client import KubeClient
         from sampledb_operator.kube.credentials import kubeconfig_namespace
+        from sampledb_operator.kube.tls import tls_context
 
         chosen = kubeconfig.load({path!r}, None)
-        kubeconfig.tls_context(chosen.cluster.certificate_authority, chosen.user.client_certificate,
-                               chosen.user.client_key)
+        tls_context(chosen.cluster.certificate_authority, chosen.user.client_certificate, chosen.user.client_key)
         assert kubeconfig_namespace({path!r}) is None
 
         async def main():

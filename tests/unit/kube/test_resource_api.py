@@ -14,7 +14,7 @@ from tests.support.apiserver import respond, status_body, stream_lines, watch_li
 
 from sampledb_operator.kube import errors
 from sampledb_operator.kube.api import ResourceApi, WatchEvent, decode_watch_line
-from sampledb_operator.kube.client import KubeClient, ReadTimeout
+from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.resources import SAMPLEDB, STATEFULSET
 
 Serve = Callable[..., Awaitable[KubeClient]]
@@ -185,7 +185,7 @@ async def test_watch_on_a_silent_connection_raises_read_timeout(serve: Serve, re
     api = ResourceApi(await serve(app), STATEFULSET)
     received = []
     stream = api.watch("ns", resource_version="10", timeout_seconds=600, read_timeout=0.5)
-    with pytest.raises(ReadTimeout):
+    with pytest.raises(errors.ReadTimeout):
         async with contextlib.aclosing(stream):
             async for event in stream:
                 received.append(event.resource_version)

@@ -7,18 +7,16 @@ from typing import Any
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from sampledb_operator.model.backup_spec import BackupSpec, BackupStorageSpec, RestoreSpec
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import (
     FORBIDDEN_PARAMETERS,
     PARAMETER_NAME_RE,
     SUPPORTED_MAJORS,
-    BackupSpec,
-    BackupStorageSpec,
     DeletionPolicy,
     InitSpec,
     MigrationsSpec,
     ResourceRequirements,
-    RestoreSpec,
     SampleDBSpec,
     StorageSpec,
     UpgradeSpec,

@@ -23,17 +23,14 @@ from sampledb_operator.model.backup import (
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.quantity import PARSED_KEPT, is_quantity, parse_quantity
 from sampledb_operator.model.sampledb import (
-    AppliedMigration,
-    BackupRecord,
     DeletionPolicy,
-    Phase,
     ResourceRequirements,
     SampleDB,
     SampleDBSpec,
-    SampleDBStatus,
     image_for,
     major_of,
 )
+from sampledb_operator.model.sampledb_status import AppliedMigration, BackupRecord, Phase, SampleDBStatus
 from sampledb_operator.model.schema import dump
 from sampledb_operator.model.validation import validate_spec
 

@@ -10,7 +10,7 @@ from tests.support.fake_cluster import FakeCluster, running_database
 
 from sampledb_operator.decide.backup_files import FILES_FINALIZER
 from sampledb_operator.decide.backups import pre_work_backup_name
-from sampledb_operator.decide.desired import bucket_label
+from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder

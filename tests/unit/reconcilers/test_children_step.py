@@ -8,6 +8,7 @@ from tests.support.fake_cluster import NS, FakeCluster, sampledb
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import labels
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.children import (
@@ -190,7 +191,7 @@ async def test_an_earlier_versions_own_scripts_configmap_goes_once_nothing_mount
     cluster = FakeCluster()
     db = new_database(cluster)
     legacy = d.legacy_scripts_configmap_name(db)
-    cluster.put("ConfigMap", {"metadata": {"name": legacy, "labels": d.labels(db, "scripts")}, "data": SCRIPTS})
+    cluster.put("ConfigMap", {"metadata": {"name": legacy, "labels": labels(db, "scripts")}, "data": SCRIPTS})
     await children_step(cluster, db)
     sts = cluster.get("StatefulSet", "orders")
     assert sts is not None

@@ -12,7 +12,8 @@ from typing import Any
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database, sampledb
 
 from sampledb_operator.decide import lifecycle
-from sampledb_operator.decide.desired import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SCRIPTS_CONFIGMAP
+from sampledb_operator.decide.desired_config import SCRIPTS_CONFIGMAP
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result

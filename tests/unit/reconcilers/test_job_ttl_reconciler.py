@@ -11,8 +11,8 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster, condition, running_database, sampledb
 
-from sampledb_operator.decide.desired import MANAGED_BY
 from sampledb_operator.decide.job_ttl import FINISHED_JOB_TTL_SECONDS
+from sampledb_operator.decide.labels import MANAGED_BY
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs

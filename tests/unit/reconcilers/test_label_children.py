@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 from tests.support.aio import eventually
 
-from sampledb_operator.decide.desired import DATABASE_LABEL, bucket_of_child
+from sampledb_operator.decide.labels import DATABASE_LABEL, bucket_of_child
 from sampledb_operator.decide.sharding import BUCKET_LABEL
 from sampledb_operator.kube.api import ListResult, ResourceApi
 from sampledb_operator.kube.errors import NotFound, ServerError

@@ -14,7 +14,8 @@ import pytest
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database
 
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.sampledb import AppliedMigration, SampleDB
+from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb_status import AppliedMigration
 from sampledb_operator.reconcilers import migrations
 
 INIT, INDEX = "CREATE TABLE t (id int);", "CREATE INDEX t_id ON t (id);"

@@ -15,7 +15,7 @@ import pytest
 from tests.support.fake_cluster import FakeCluster, Obj, condition, sampledb
 
 from sampledb_operator.decide import replication as rep
-from sampledb_operator.decide.desired import PRIMARY_ROLE, REPLICA_ROLE
+from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.pg import client as pg

@@ -14,11 +14,11 @@ import pytest
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.kube.client import KubeClient
-from sampledb_operator.kube.errors import Invalid, ServerError
+from sampledb_operator.kube.errors import Forbidden, Invalid, ServerError
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
-from sampledb_operator.reconcilers.children import apply_children
+from sampledb_operator.reconcilers.children import REFUSED_RECHECK_SECONDS, apply_children
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.runtime.clock import FakeClock
 from sampledb_operator.runtime.store import Store
@@ -68,6 +68,18 @@ async def test_a_refused_statefulset_is_a_degraded_problem_and_the_other_childre
     outcome = await apply_children(ctx, DB, {}, INPUTS)
     assert outcome.problems == (Problem("ChildRejected", f"StatefulSet db refused: {MESSAGE}", "spec"),)
     assert "StatefulSet" not in applied and {"Service", "ConfigMap", "PersistentVolumeClaim"} <= set(applied)
+
+
+async def test_a_child_refused_by_a_quota_or_admission_names_the_cause() -> None:
+    quota = 'persistentvolumeclaims "data-db-0" is forbidden: exceeded quota: q, requested: requests.storage=1Gi'
+    ctx, applied = _context({"PersistentVolumeClaim": Forbidden(403, "Forbidden", quota),
+                             "StatefulSet": Invalid(422, "Invalid", "ValidatingAdmissionPolicy 'p' with binding 'b'"
+                                                                    " denied request: no")})
+    outcome = await apply_children(ctx, DB, {}, INPUTS)
+    assert sorted({p.reason for p in outcome.problems}) == ["AdmissionRefused", "QuotaExceeded"]
+    assert any(p.message == f"PersistentVolumeClaim data-db-0 refused: {quota}" for p in outcome.problems)
+    assert outcome.recheck_after == REFUSED_RECHECK_SECONDS  # nothing watched says when the refusal is lifted
+    assert {"Service", "ConfigMap"} <= set(applied)
 
 
 async def test_other_api_errors_still_raise_for_a_retry() -> None:

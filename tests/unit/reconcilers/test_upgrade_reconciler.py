@@ -12,6 +12,7 @@ from tests.support.fake_cluster import FakeCluster, condition, running_database
 
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import upgrade as up
+from sampledb_operator.decide.labels import VERSION_ANNOTATION
 from sampledb_operator.model import names
 from sampledb_operator.observability.metrics import REGISTRY
 
@@ -84,7 +85,7 @@ async def test_a_new_minor_with_a_pinned_image_of_the_old_one_is_refused_not_rep
     assert condition(db, "Upgrading") == {}
     assert cluster.of_kind(BACKUP) == []
     sts = cluster.get("StatefulSet", "orders")
-    assert sts is not None and sts["metadata"]["annotations"][d.VERSION_ANNOTATION] == "16.4"
+    assert sts is not None and sts["metadata"]["annotations"][VERSION_ANNOTATION] == "16.4"
 
 
 def upgrade_events(cluster: FakeCluster) -> list[tuple[str, str, str]]:

@@ -6,8 +6,15 @@ import random
 
 import pytest
 
-from sampledb_operator.kube.client import ReadTimeout, StreamWentQuiet
-from sampledb_operator.kube.errors import Forbidden, Gone, ServerError, TooManyRequests, Unauthorized
+from sampledb_operator.kube.errors import (
+    Forbidden,
+    Gone,
+    ReadTimeout,
+    ServerError,
+    StreamWentQuiet,
+    TooManyRequests,
+    Unauthorized,
+)
 from sampledb_operator.runtime.watch_retry import Backoff, IncompleteList, ShortWatch, after_failure
 
 

@@ -17,8 +17,15 @@ from structlog.testing import capture_logs
 from tests.support.aio import eventually
 
 from sampledb_operator.kube.api import ListResult, WatchEvent
-from sampledb_operator.kube.client import StreamInterrupted, StreamWentQuiet
-from sampledb_operator.kube.errors import Forbidden, Gone, KubeTransportError, ServerError, TooManyRequests
+from sampledb_operator.kube.errors import (
+    Forbidden,
+    Gone,
+    KubeTransportError,
+    ServerError,
+    StreamInterrupted,
+    StreamWentQuiet,
+    TooManyRequests,
+)
 from sampledb_operator.kube.resources import STATEFULSET, Resource
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY

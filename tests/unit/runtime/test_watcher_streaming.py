@@ -16,8 +16,7 @@ from structlog.testing import capture_logs
 from tests.unit.runtime.test_watcher import Harness, bookmark, event, listing, metric, sts
 
 from sampledb_operator.kube.api import WatchEvent, initial_events_end
-from sampledb_operator.kube.client import StreamInterrupted
-from sampledb_operator.kube.errors import BadRequest, Gone, Invalid, KubeTransportError
+from sampledb_operator.kube.errors import BadRequest, Gone, Invalid, KubeTransportError, StreamInterrupted
 from sampledb_operator.model.refs import ObjectRef
 
 

@@ -13,7 +13,7 @@ from tests.support.aio import eventually
 from tests.support.fake_cluster import NS, FakeCluster, sampledb
 
 from sampledb_operator.app import _handlers_for
-from sampledb_operator.decide.desired import DATABASE_LABEL
+from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.observability.metrics import REGISTRY
 from sampledb_operator.runtime.clock import FakeClock
