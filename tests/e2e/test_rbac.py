@@ -98,6 +98,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "pods", "patch"): "replication: role labels on the instances' pods",
     ("", "pods", "delete"): "replication: failover",
     ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
+    ("", "pods/log", "get"): "why a container keeps crashing (the end of its last run's log)",
     ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
     ("sampledb.io", "sampledbs/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("sampledb.io", "sampledbbackups/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
@@ -113,6 +114,7 @@ EXEMPT: dict[tuple[str, str, str], str] = {
     **{("", "pods", verb): "replication" for verb in ("get", "list", "watch", "patch", "delete")},
     # read only when a database's StatefulSet or Job lacks its pod (tests/e2e/test_stuck_databases.py)
     ("", "events", "list"): "a pod refused to a StatefulSet or Job",
+    ("", "pods/log", "get"): "a container in CrashLoopBackOff (tests/e2e/test_stuck_databases.py)",
     # the sampledb.io/chaos annotation (reconcilers/chaos.py, issue #14): a fault a user asks for
     ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
     ("batch", "jobs", "delete"): "the chaos annotation: delete-job",

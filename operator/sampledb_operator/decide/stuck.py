@@ -99,11 +99,13 @@ def crash_logs_needed(pods: Sequence[Obj]) -> list[tuple[str, str]]:
 
 
 def log_reason(text: str) -> str:
-    """The lines of a container's log that say why it stopped: PostgreSQL's FATAL, PANIC and ERROR lines (else the
-    last lines), the last LOG_LINES of them, one line, bounded; a line that speaks of a password is left out."""
+    """The lines of a container's log that say why it stopped: around its last FATAL, PANIC or ERROR line (the two
+    before it, where PostgreSQL names the bad setting, and the one after, its DETAIL or HINT), else the last
+    LOG_LINES lines; one line, bounded. A line that speaks of a password is left out."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and "password" not in line.lower()]
-    severe = [line for line in lines if any(f"{level}:" in line for level in ("FATAL", "PANIC", "ERROR"))]
-    value = " | ".join((severe or lines)[-LOG_LINES:])
+    severe = [i for i, line in enumerate(lines) if any(f"{level}:" in line for level in ("FATAL", "PANIC", "ERROR"))]
+    chosen = lines[max(severe[-1] - 2, 0):severe[-1] + 2] if severe else lines[-LOG_LINES:]
+    value = " | ".join(chosen)
     return value if len(value) <= MESSAGE_MAX else "..." + value[-(MESSAGE_MAX - 3):]
 
 

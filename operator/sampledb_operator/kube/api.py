@@ -60,6 +60,17 @@ class ResourceApi:
         """One object; NotFound if absent."""
         return await self._call("GET", self.resource.path(namespace, name))
 
+    async def log(self, name: str, namespace: str, *, container: str, previous: bool = False, tail_lines: int = 50,
+                  limit_bytes: int = 16384) -> str:
+        """The end of a pod's container log (the pods/log subresource), bounded in lines and bytes; `previous`: its
+        last run's (a restarted container's)."""
+        query: dict[str, QueryValue] = {"container": container, "tailLines": tail_lines, "limitBytes": limit_bytes}
+        if previous:
+            query["previous"] = True
+        answer = await self.client.request("GET", self.resource.path(namespace, name, "log"), query=query,
+                                           timeout=self.timeout, text=True)
+        return str(answer)
+
     async def list(
         self,
         namespace: str | None = None,

@@ -171,8 +171,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 30.0,  # noqa: ASYNC109 - passed to aiohttp as the request's total timeout
+        text: bool = False,
     ) -> Any:
-        """One request; the JSON-decoded answer, or None for an empty body."""
+        """One request; the JSON-decoded answer, or None for an empty body; with `text`, the body as text (a pod's
+        log), undecodable bytes replaced."""
         method = method.upper()
         data = _encode_body(body)
         counted = _Counted(method, path, query, time.monotonic())
@@ -194,7 +196,7 @@ class KubeClient:
         counted.count(str(status))
         if not 200 <= status < 300:
             raise api_error(status, payload, retry_after)
-        return _decode(payload, method, path)
+        return payload.decode("utf-8", "replace") if text else _decode(payload, method, path)
 
     def stream(
         self,

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from sampledb_operator.decide import stuck
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
-from sampledb_operator.kube.errors import ApiError, NotFound
+from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -56,9 +56,21 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
                     if (s := ctx.cached("StatefulSet", ns, names.instance_statefulset_name(name, i))) is not None]
     refused = [p for sts in stuck.podless_statefulsets(statefulsets, pods, now)
                if (p := await _refused(ctx, ns, "StatefulSet", sts, now)) is not None]
+    logs = {key: await _crash_log(ctx, ns, *key) for key in stuck.crash_logs_needed(pods)}
     return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
-                  *stuck.pod_problems(pods), *refused, *await _job_problems(ctx, db, now)),
+                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused,
+                  *await _job_problems(ctx, db, now)),
                  stuck.podless_recheck(statefulsets, pods, now))
+
+
+async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> str:
+    """Why a crash-looping container stopped, from its last run's log (decide/stuck.log_reason); "" when it cannot
+    be read (the pods/log grant missing, the pod gone)."""
+    try:
+        text = await ctx.apis["Pod"].log(pod, namespace, container=container, previous=True)
+    except KubeError:
+        return ""
+    return stuck.log_reason(text)
 
 
 async def _refused(ctx: Context, namespace: str, kind: str, name: str, now: datetime) -> Problem | None:

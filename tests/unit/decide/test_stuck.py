@@ -177,13 +177,15 @@ def test_a_crash_loop_without_a_message_is_explained_by_its_logs_fatal_lines() -
     told = pod("orders-1", containerStatuses=[{"name": "postgres", **waiting("CrashLoopBackOff"),
                                                "lastState": {"terminated": {"exitCode": 1, "message": "said"}}}])
     assert stuck.crash_logs_needed([looping, told]) == [("orders-0", "postgres")]
-    log = ("2026-12-05 12:00:00 UTC [7] LOG:  starting PostgreSQL 15\n"
-           "2026-12-05 12:00:00 UTC [7] FATAL:  could not map anonymous shared memory: Cannot allocate memory\n"
-           "2026-12-05 12:00:00 UTC [7] HINT:  reduce shared_buffers\n"
-           "2026-12-05 12:00:00 UTC [7] FATAL:  password authentication failed for user x\n"
-           "2026-12-05 12:00:00 UTC [7] LOG:  database system is shut down\n")
+    log = ("LOG:  starting PostgreSQL 15\nLOG:  listening on IPv4 address\n"
+           'LOG:  64TB is outside the valid range for parameter "shared_buffers" (16 .. 1073741823)\n'
+           'FATAL:  configuration file "/etc/sampledb/postgresql.conf" contains errors\n'
+           "FATAL:  password authentication failed for user x\n"
+           "LOG:  database system is shut down\n")
     reason = stuck.log_reason(log)
-    assert reason == "2026-12-05 12:00:00 UTC [7] FATAL:  could not map anonymous shared memory: Cannot allocate memory"
+    assert reason == ('LOG:  listening on IPv4 address | LOG:  64TB is outside the valid range for parameter'
+                      ' "shared_buffers" (16 .. 1073741823) | FATAL:  configuration file'
+                      ' "/etc/sampledb/postgresql.conf" contains errors | LOG:  database system is shut down')
     [problem] = stuck.pod_problems([looping], {("orders-0", "postgres"): reason})
     assert problem.message.endswith(f"last exit 1): {reason}")
     assert "kubectl logs" in stuck.pod_problems([looping])[0].message
