@@ -154,3 +154,21 @@ def test_an_admission_policy_that_refuses_a_child_is_said_and_cleared_once_remov
     kubectl("delete", "validatingadmissionpolicybinding", deny_statefulsets)
     cleared("denied", ns, timeout=120)  # the recheck period applies it again
     wait_ready("denied", ns, timeout=180)
+
+
+def test_a_backup_job_refused_its_pod_by_a_quota_is_said_on_the_database(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("jobs", ns))
+    wait_ready("jobs", ns, timeout=180)
+    apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod", "namespace": ns},
+           "spec": {"hard": {"pods": "1"}}})  # the database's own pod
+    wait_until(lambda: (kubectl_json("get", "resourcequota", "one-pod", "-n", ns).get("status") or {}).get("used"),
+               timeout=30, what="the quota counted")
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+           "metadata": {"name": "jobs-refused", "namespace": ns}, "spec": {"database": "jobs"}})
+    cond = degraded("jobs", ns, "QuotaExceeded", timeout=60)
+    assert "cannot create its pod" in cond["message"] and "exceeded quota: one-pod" in cond["message"]
+    assert cond["message"].startswith("Job jobs-backup-")
+    kubectl("delete", "resourcequota", "one-pod", "-n", ns)
+    cleared("jobs", ns, timeout=120)

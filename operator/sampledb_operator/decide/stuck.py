@@ -134,12 +134,27 @@ def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None
 def job_waiting(job: Obj, now: datetime) -> bool:
     """A Job still running with no ready pod for over JOB_GRACE: its pods are worth a look (one live read)."""
     status = job.get("status") or {}
-    conditions = status.get("conditions") or []
-    if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions):
+    if _finished(job):
         return False
     started = timestamps.parse(status.get("startTime")) or timestamps.parse((job.get("metadata") or {}).get(
         "creationTimestamp"))
     return not status.get("ready") and started is not None and now - started > JOB_GRACE
+
+
+def _finished(job: Obj) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def job_podless_for(job: Obj, now: datetime) -> timedelta | None:
+    """How long a Job still running has had no pod (status.active 0) since it started: its controller may be
+    refused the pod (FailedCreate); None for a finished Job or one with a pod."""
+    status = job.get("status") or {}
+    if _finished(job) or status.get("active"):
+        return None
+    started = timestamps.parse(status.get("startTime")) or timestamps.parse((job.get("metadata") or {}).get(
+        "creationTimestamp"))
+    return None if started is None else now - started
 
 
 def job_problems(job: Obj, pods: Sequence[Obj]) -> list[Problem]:
@@ -176,18 +191,19 @@ def podless_statefulsets(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: 
     return out
 
 
-def podless_recheck(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datetime) -> float | None:
-    """Seconds until the youngest StatefulSet without its pod is past POD_GRACE (then podless_statefulsets
-    names it), or None when there is none. One that stays without its pod is looked at again every POD_GRACE
-    (its controller's retries back off; a pod made brings the database back by its own event)."""
+def podless_recheck(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datetime,
+                    jobs: Sequence[Obj] = ()) -> float | None:
+    """Seconds until the youngest StatefulSet or Job without its pod is past POD_GRACE (then podless_statefulsets
+    or job_podless_for names it), or None when there is none. One that stays without its pod is looked at again
+    every POD_GRACE (its controller's retries back off; a pod made brings the database back)."""
     have = {str((p.get("metadata") or {}).get("name")) for p in pods}
-    waits = []
+    ages = []
     for sts in statefulsets:
-        meta = sts.get("metadata") or {}
-        made = timestamps.parse(meta.get("creationTimestamp"))
+        made = timestamps.parse((sts.get("metadata") or {}).get("creationTimestamp"))
         if _podless(sts, have) and made is not None:
-            age = now - made
-            waits.append((POD_GRACE - age).total_seconds() + 1 if age <= POD_GRACE else POD_GRACE.total_seconds())
+            ages.append(now - made)
+    ages += [age for job in jobs if (age := job_podless_for(job, now)) is not None]
+    waits = [(POD_GRACE - age).total_seconds() + 1 if age <= POD_GRACE else POD_GRACE.total_seconds() for age in ages]
     return min(waits) if waits else None
 
 

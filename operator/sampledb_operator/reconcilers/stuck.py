@@ -57,10 +57,10 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     refused = [p for sts in stuck.podless_statefulsets(statefulsets, pods, now)
                if (p := await _refused(ctx, ns, "StatefulSet", sts, now)) is not None]
     logs = {key: await _crash_log(ctx, ns, *key) for key in stuck.crash_logs_needed(pods)}
+    job_problems, jobs = await _job_problems(ctx, db, now)
     return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
-                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused,
-                  *await _job_problems(ctx, db, now)),
-                 stuck.podless_recheck(statefulsets, pods, now))
+                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems),
+                 stuck.podless_recheck(statefulsets, pods, now, jobs))
 
 
 async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> str:
@@ -83,8 +83,9 @@ async def _refused(ctx: Context, namespace: str, kind: str, name: str, now: date
     return stuck.create_refused(kind, name, events.items, now)
 
 
-async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> list[Problem]:
-    """The database's own Jobs running without a ready pod past the grace: their pods read live (one list each)."""
+async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> tuple[list[Problem], list[Obj]]:
+    """The database's own Jobs without any pod past POD_GRACE (their Events read live), or running without a ready
+    pod past JOB_GRACE (their pods read live): their problems, and the Jobs looked at."""
     out: list[Problem] = []
     ns = db.metadata.namespace or ""
     owned = {str(j["metadata"].get("name")): j for j in ctx.caches.jobs.by_owner(db.metadata.uid or "")}
@@ -92,6 +93,11 @@ async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> list[Probl
     labelled = ctx.caches.jobs.list(ns, {DATABASE_LABEL: db.metadata.name})
     owned.update({str(j["metadata"].get("name")): j for j in labelled})
     for job_name, job in sorted(owned.items()):
+        podless = stuck.job_podless_for(job, now)
+        if podless is not None and podless > stuck.POD_GRACE:
+            refused = await _refused(ctx, ns, "Job", job_name, now)
+            out.extend([refused] if refused is not None else [])
+            continue
         if not stuck.job_waiting(job, now):
             continue
         try:
@@ -99,10 +105,7 @@ async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> list[Probl
         except ApiError:
             continue
         out.extend(stuck.job_problems(job, pods.items))
-        if not pods.items:
-            refused = await _refused(ctx, ns, "Job", job_name, now)
-            out.extend([refused] if refused is not None else [])
-    return out
+    return out, list(owned.values())
 
 
 async def _recreate_stale(ctx: Context, db: SampleDB, pods: list[Obj]) -> None:

@@ -190,3 +190,15 @@ def test_a_crash_loop_without_a_message_is_explained_by_its_logs_fatal_lines() -
     assert problem.message.endswith(f"last exit 1): {reason}")
     assert "kubectl logs" in stuck.pod_problems([looping])[0].message
     assert stuck.log_reason("plain\nlines\n") == "plain | lines"
+
+
+def test_a_job_without_any_pod_is_timed_from_its_start_and_looked_at_after_the_grace() -> None:
+    def job(**status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "j", "creationTimestamp": "2026-12-05T11:59:00Z"}, "status": status}
+    started = (NOW - timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert stuck.job_podless_for(job(), NOW) == timedelta(seconds=60)
+    assert stuck.job_podless_for(job(startTime=started), NOW) == timedelta(seconds=4)
+    assert stuck.job_podless_for(job(active=1), NOW) is None
+    assert stuck.job_podless_for(job(conditions=[{"type": "Failed", "status": "True"}]), NOW) is None
+    assert stuck.podless_recheck([], [], NOW, [job(startTime=started)]) == 7.0
+    assert stuck.podless_recheck([], [], NOW, [job(active=1)]) is None
