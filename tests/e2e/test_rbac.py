@@ -403,6 +403,9 @@ def init_job_refused(op: OperatorProcess, ns: str) -> None:
     apply([configmap(ns, "init", {"init.sql": "SELECT 1;"}),
            sampledb("db", ns, init={"configMapKeyRef": {"name": "init", "key": "init.sql"}})])
     wait_until(lambda: refused_requests(op, "create", "jobs") > 0, timeout=90, what="the init Job refused")
+    said = wait_until(lambda: (c := condition("db", ns, "Degraded")).get("reason") == "OperatorForbidden" and c,
+                      timeout=60, what="Degraded=OperatorForbidden")  # the status says whose grant is missing
+    assert 'cannot create resource "jobs"' in said["message"]
     assert kubectl_json("get", "jobs", "-n", ns)["items"] == []
     assert condition("db", ns, "Ready").get("status") != "True"
     assert condition("db", ns, "Initialized").get("status") != "True"

@@ -341,14 +341,14 @@ def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int 
     })
 
 
-def with_reconcile_error(db: SampleDB, message: str, now: datetime) -> SampleDBStatus:
+def with_reconcile_error(db: SampleDB, message: str, now: datetime, reason: str = "ReconcileError") -> SampleDBStatus:
     """The status after passes that keep failing before they could compute it: the last status with
-    Degraded=True and Progressing=False, reason ReconcileError, and phase Degraded. The next pass that
-    gets through computes the whole status again, which clears them."""
+    Degraded=True and Progressing=False, reason `reason` (ReconcileError, or the API server's refusal named:
+    decide/stuck.refusal_reason), and phase Degraded. The next pass that gets through computes the whole status
+    again, which clears them."""
     gen = db.metadata.generation
-    conds = set_condition(db.status.conditions, _cond(ConditionType.DEGRADED, True, "ReconcileError", message, gen),
-                          now)
-    conds = set_condition(conds, _cond(ConditionType.PROGRESSING, False, "ReconcileError", message, gen), now)
+    conds = set_condition(db.status.conditions, _cond(ConditionType.DEGRADED, True, reason, message, gen), now)
+    conds = set_condition(conds, _cond(ConditionType.PROGRESSING, False, reason, message, gen), now)
     return db.status.model_copy(update={"phase": Phase.DEGRADED.value, "conditions": conds})
 
 

@@ -1,7 +1,8 @@
 """Reconcile errors that keep coming back, shown where users look: the SampleDB's status and Events.
 
 The controller calls `report_reconcile_error` once a SampleDB's pass has failed a few times in a row
-(runtime/controller.py, on_error). It writes Degraded=True/ReconcileError with the error's text (the
+(runtime/controller.py, on_error). It writes Degraded=True/ReconcileError (or, for the API server's refusal, its
+cause: OperatorForbidden, QuotaExceeded, PodSecurityRefused, AdmissionRefused) with the error's text (the
 API server's answer, or the exception's type and text, with credentials redacted and cut to a few
 hundred characters) and a Warning Event, once per distinct message: the same error again writes
 nothing. The write carries the resourceVersion read from the cache, like every status write.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from sampledb_operator.decide import status as st
+from sampledb_operator.decide import stuck
 from sampledb_operator.kube.errors import ApiError, Conflict, KubeError, NotFound
 from sampledb_operator.model.conditions import get_condition
 from sampledb_operator.model.refs import ObjectRef
@@ -36,6 +38,16 @@ def error_text(err: BaseException) -> str:
     return text if len(text) <= ERROR_TEXT_LIMIT else text[:ERROR_TEXT_LIMIT - 3] + "..."
 
 
+def reason_of(err: BaseException) -> str:
+    """The Degraded reason of a pass that keeps failing: the API server's refusal named (OperatorForbidden for the
+    operator's own RBAC, QuotaExceeded, PodSecurityRefused, AdmissionRefused), else ReconcileError."""
+    if isinstance(err, ApiError) and err.status in (403, 422):
+        reason = stuck.refusal_reason(err.message)
+        if reason != "CreateRefused":
+            return reason
+    return "ReconcileError"
+
+
 async def report_reconcile_error(ctx: Context, ref: ObjectRef, err: Exception, failures: int) -> None:
     """Degraded=True/ReconcileError and a Warning Event for a SampleDB whose passes keep failing."""
     obj = ctx.caches.sampledbs.get(ref)
@@ -47,11 +59,12 @@ async def report_reconcile_error(ctx: Context, ref: ObjectRef, err: Exception, f
         return  # an unreadable object has its own status (UnreadableSpec)
     message = (f"reconciling failed {failures} times in a row; the operator keeps retrying with backoff."
                f" Last error: {error_text(err)}")
+    reason = reason_of(err)
     old = get_condition(db.status.conditions, "Degraded")
-    if old is not None and old.reason == "ReconcileError" and old.status == "True" \
+    if old is not None and old.reason == reason and old.status == "True" \
             and old.message.split(" Last error: ", 1)[-1] == message.split(" Last error: ", 1)[-1]:
         return  # said already; the count in the message is not worth a write per retry
-    new = st.with_reconcile_error(db, message, ctx.clock.now())
+    new = st.with_reconcile_error(db, message, ctx.clock.now(), reason)
     body = {"metadata": {"resourceVersion": db.metadata.resource_version}, "status": dump(new)}
     try:
         await ctx.apis["SampleDB"].patch(db.metadata.name, body, namespace=db.metadata.namespace,
@@ -62,4 +75,4 @@ async def report_reconcile_error(ctx: Context, ref: ObjectRef, err: Exception, f
         log.warning("could not report the reconcile error in the status", namespace=ref.namespace, name=ref.name,
                     error=str(write_err))
         return
-    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "ReconcileError", message)
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", reason, message)
