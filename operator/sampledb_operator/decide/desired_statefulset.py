@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive_config, pgconfig
+from sampledb_operator.decide import archive_config, pgconfig, scheduling
 from sampledb_operator.decide.desired_config import (
     DATA_MOUNT,
     DEFAULT_DATABASE,
@@ -144,6 +144,8 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
     sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)
     sts_meta["labels"][names.INSTANCE_LABEL] = str(index)
     sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
+    template_labels = scheduling.pod_labels(db, {**pod_labels(db), names.INSTANCE_LABEL: str(index)})
+    template_annotations = scheduling.pod_annotations(db, {pgconfig.RESTART_ANNOTATION: restart_hash})
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -155,9 +157,9 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
             "podManagementPolicy": "OrderedReady",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": {**pod_labels(db), names.INSTANCE_LABEL: str(index)},
-                             "annotations": {pgconfig.RESTART_ANNOTATION: restart_hash}},
+                "metadata": {"labels": template_labels, "annotations": template_annotations},
                 "spec": {
+                    **scheduling.pod_fields(db, index),
                     "securityContext": pod_security(),
                     "automountServiceAccountToken": False,
                     "terminationGracePeriodSeconds": 60,

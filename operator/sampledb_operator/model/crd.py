@@ -184,6 +184,8 @@ def _base_schema(tp: Any, where: str) -> dict[str, Any]:
         key, value = get_args(tp)
         if key is not str:
             raise SchemaError(f"{where}: map keys must be strings")
+        if value is Any:  # a Kubernetes object passed through as given (its own API checks it)
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         return {"type": "object", "additionalProperties": schema_for_type(value, where=f"{where}{{}}")}
     simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
     if tp in simple:

@@ -19,6 +19,7 @@ from sampledb_operator.model.archive import RecoverySpec
 from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.sampledb_status import SampleDBStatus
+from sampledb_operator.model.scheduling import SchedulingSpec
 from sampledb_operator.model.schema import (
     API_VERSION,
     DNS1035_LABEL_RE,
@@ -241,6 +242,12 @@ class SampleDBSpec(SpecModel):
         default_factory=ReplicationSpec, description="Replication mode and failover timing (with replicas > 1)."
     )
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
+    scheduling: SchedulingSpec | None = Field(
+        default=None,
+        description="Where the instances run: nodeSelector, tolerations, affinity, topologySpreadConstraints,"
+        " priorityClassName, pod labels and annotations for every instance's pod, and how the instances spread over"
+        " nodes (by default on different nodes when the scheduler can).",
+    )
 
 
 class SampleDB(BaseModel):
