@@ -172,3 +172,31 @@ def test_a_backup_job_refused_its_pod_by_a_quota_is_said_on_the_database(
     assert cond["message"].startswith("Job jobs-backup-")
     kubectl("delete", "resourcequota", "one-pod", "-n", ns)
     cleared("jobs", ns, timeout=120)
+
+
+@pytest.fixture
+def unresizable_class(namespace: str) -> Iterator[str]:
+    """A StorageClass that allows expansion but whose resizer never acts, and a volume made for the first
+    instance's claim of the database `grow` in the test's namespace (nothing provisions this class)."""
+    name = f"t-noresize-{secrets.token_hex(3)}"
+    apply([{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": "example.com/no-resizer", "allowVolumeExpansion": True, "volumeBindingMode": "Immediate"},
+           {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": name,
+                     "hostPath": {"path": f"/tmp/{name}"}, "persistentVolumeReclaimPolicy": "Retain",
+                     "claimRef": {"namespace": namespace, "name": "data-grow-0"}}}])
+    yield name
+    kubectl("delete", "persistentvolume", name, "--ignore-not-found", "--wait=false", check=False)
+    kubectl("delete", "storageclass", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_a_volume_expansion_that_never_happens_is_said_after_the_grace(
+        namespace: str, operator: OperatorProcess, unresizable_class: str) -> None:
+    ns = namespace
+    apply(sampledb("grow", ns, storage={"size": "1Gi", "storageClassName": unresizable_class},
+                   backup={"storage": {"size": "1Gi", "storageClassName": "standard"}}))
+    wait_ready("grow", ns, timeout=180)
+    kubectl("patch", "sampledb", "grow", "-n", ns, "--type", "merge", "-p", '{"spec": {"storage": {"size": "2Gi"}}}')
+    cond = degraded("grow", ns, "StorageExpansionStuck", timeout=200)  # the grace is 120 s
+    assert cond["message"].startswith("the data volume data-grow-0 asked for 2Gi ")
+    assert "still has 1Gi" in cond["message"]

@@ -14,6 +14,7 @@ the operator would otherwise keep to itself:
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 | (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
+| StorageExpansionStuck | a claim asked to grow has not past EXPANSION_GRACE, or cannot | its Events, status |
 
 (1) `refusal_reason` of the API server's words: QuotaExceeded (a ResourceQuota), PodSecurityRefused (Pod Security
 admission), AdmissionRefused (a webhook or policy), OperatorForbidden (RBAC), else CreateRefused.
@@ -42,11 +43,15 @@ from datetime import datetime, timedelta
 from sampledb_operator.decide.status import REVISION_LABEL
 from sampledb_operator.model import timestamps
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import Problem
 
 CLAIM_PENDING_GRACE = timedelta(seconds=120)
 JOB_GRACE = timedelta(seconds=120)  # a Job's pod not ready after this long is looked at (a live list each pass)
 POD_GRACE = timedelta(seconds=10)  # an instance's StatefulSet older than this without its pod: its Events are read
+EXPANSION_GRACE = timedelta(seconds=120)  # a claim still smaller than asked after this long is stuck
+RESIZE_WAIT_REASONS = ("ExternalExpanding", "Resizing", "FileSystemResizeRequired")  # the resize was asked then
+RESIZE_INFEASIBLE = ("ControllerResizeInfeasible", "NodeResizeInfeasible")
 REFUSAL_FRESH = timedelta(minutes=20)  # a FailedCreate Event older than this is history (the controller's
 # retries back off to minutes, and each one renews the Event)
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -205,6 +210,43 @@ def podless_recheck(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datet
     ages += [age for job in jobs if (age := job_podless_for(job, now)) is not None]
     waits = [(POD_GRACE - age).total_seconds() + 1 if age <= POD_GRACE else POD_GRACE.total_seconds() for age in ages]
     return min(waits) if waits else None
+
+
+def expanding(claim: Obj) -> bool:
+    """A bound claim that asks for more storage than it has (an expansion under way, or stuck)."""
+    spec, status = claim.get("spec") or {}, claim.get("status") or {}
+    want = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    have = (status.get("capacity") or {}).get("storage")
+    if status.get("phase") != "Bound" or want is None or have is None:
+        return False
+    try:
+        return parse_quantity(want) > parse_quantity(have)
+    except ValueError:
+        return False
+
+
+def expansion_problem(claim: Obj, events: Sequence[Obj], now: datetime, *, volume: str, field: str
+                      ) -> tuple[Problem | None, datetime | None]:
+    """Why an expanding claim has not grown: its resize refused as infeasible or a Warning Event about it (at
+    once), or no growth EXPANSION_GRACE after it was asked (the first resize Event's time); and when it was asked
+    (None: unknown). `volume` names it in the message."""
+    want = claim["spec"]["resources"]["requests"]["storage"]
+    have = claim["status"]["capacity"]["storage"]
+    state = ((claim.get("status") or {}).get("allocatedResourceStatuses") or {}).get("storage")
+    warnings = sorted((t, str(e.get("message") or "")) for e in events if e.get("type") == "Warning"
+                      and (t := _event_time(e)) is not None and now - t <= REFUSAL_FRESH)
+    asked = min((t for e in events if e.get("reason") in RESIZE_WAIT_REASONS
+                 and (t := timestamps.parse(e.get("firstTimestamp")) or _event_time(e)) is not None), default=None)
+    if state in RESIZE_INFEASIBLE or warnings:
+        said = warnings[-1][1] if warnings else str(state)
+        return Problem("StorageExpansionStuck", f"{volume} cannot grow from {have} to {want}: {_short(said)}",
+                       field), asked
+    if asked is not None and now - asked > EXPANSION_GRACE:
+        waiting = next((str(e.get("message")) for e in events if e.get("reason") in RESIZE_WAIT_REASONS), "")
+        message = (f"{volume} asked for {want} {int((now - asked).total_seconds())} s ago and still has {have}"
+                   f"{': ' + _short(waiting) if waiting else ''} (its StorageClass's resizer does not act on it)")
+        return Problem("StorageExpansionStuck", message, field), asked
+    return None, asked
 
 
 def _podless(sts: Obj, pods: set[str]) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sampledb_operator.decide import stuck
+from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names, timestamps
@@ -58,9 +59,39 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
                if (p := await _refused(ctx, ns, "StatefulSet", sts, now)) is not None]
     logs = {key: await _crash_log(ctx, ns, *key) for key in stuck.crash_logs_needed(pods)}
     job_problems, jobs = await _job_problems(ctx, db, now)
+    expansion, expansion_recheck = await _expansion_problems(ctx, db, claims, now)
+    recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), expansion_recheck) if t is not None]
     return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
-                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems),
-                 stuck.podless_recheck(statefulsets, pods, now, jobs))
+                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems,
+                  *expansion), min(recheck) if recheck else None)
+
+
+async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now: datetime
+                              ) -> tuple[list[Problem], float | None]:
+    """The database's claims asked to grow that have not (their Events read live, only for such claims), and when
+    to look again (the grace's end of one not stuck yet)."""
+    ns = db.metadata.namespace or ""
+    backup = ctx.cached("PersistentVolumeClaim", ns, names.backup_pvc_name(db.metadata.name))
+    out: list[Problem] = []
+    waits: list[float] = []
+    for claim in [*claims, *([backup] if backup is not None else [])]:
+        if not stuck.expanding(claim):
+            continue
+        name = str(claim["metadata"].get("name"))
+        try:
+            events = (await ctx.apis["Event"].list(ns, field_selector=(
+                f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={name}"))).items
+        except ApiError:
+            continue
+        volume, field = vol.what(db, name)
+        problem, asked = stuck.expansion_problem(claim, events, now, volume=volume, field=field)
+        if problem is not None:
+            out.append(problem)
+        elif asked is not None:
+            waits.append(max((stuck.EXPANSION_GRACE - (now - asked)).total_seconds(), 0.0) + 1)
+        else:
+            waits.append(stuck.EXPANSION_GRACE.total_seconds())
+    return out, min(waits) if waits else None
 
 
 async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> str:

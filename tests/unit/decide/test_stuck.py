@@ -202,3 +202,28 @@ def test_a_job_without_any_pod_is_timed_from_its_start_and_looked_at_after_the_g
     assert stuck.job_podless_for(job(conditions=[{"type": "Failed", "status": "True"}]), NOW) is None
     assert stuck.podless_recheck([], [], NOW, [job(startTime=started)]) == 7.0
     assert stuck.podless_recheck([], [], NOW, [job(active=1)]) is None
+
+
+def expanding_claim(want: str = "2Gi", have: str = "1Gi", **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "data-orders-0"}, "spec": {"resources": {"requests": {"storage": want}}},
+            "status": {"phase": "Bound", "capacity": {"storage": have}, **status}}
+
+
+def test_a_claim_that_does_not_grow_is_stuck_after_the_grace_or_at_once_when_refused() -> None:
+    assert stuck.expanding(expanding_claim()) and not stuck.expanding(expanding_claim("1Gi"))
+    assert not stuck.expanding({**expanding_claim(), "status": {"phase": "Pending"}})
+    asked = (NOW - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    waiting = {"type": "Normal", "reason": "ExternalExpanding", "firstTimestamp": asked, "lastTimestamp": asked,
+               "message": "waiting for an external controller to expand this PVC"}
+    where = {"volume": "the data volume data-orders-0", "field": "spec.storage.size"}
+    problem, when = stuck.expansion_problem(expanding_claim(), [waiting], NOW, **where)
+    assert problem is None and when == NOW - timedelta(seconds=30)
+    problem, _ = stuck.expansion_problem(expanding_claim(), [waiting], NOW + timedelta(seconds=100), **where)
+    assert problem is not None and problem.reason == "StorageExpansionStuck" and problem.field == "spec.storage.size"
+    assert problem.message.startswith("the data volume data-orders-0 asked for 2Gi 130 s ago and still has 1Gi:")
+    failed = {"type": "Warning", "reason": "VolumeResizeFailed", "lastTimestamp": asked, "message": "quota: no"}
+    problem, _ = stuck.expansion_problem(expanding_claim(), [failed], NOW, **where)
+    assert problem is not None and problem.message.endswith("cannot grow from 1Gi to 2Gi: quota: no")
+    infeasible = expanding_claim(allocatedResourceStatuses={"storage": "ControllerResizeInfeasible"})
+    problem, _ = stuck.expansion_problem(infeasible, [], NOW, **where)
+    assert problem is not None and "ControllerResizeInfeasible" in problem.message
