@@ -254,7 +254,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         recorder = EventRecorder(client, background=True)  # a pass never waits for an Event round trip
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period,
-                      label_buckets=sharding is not None)
+                      label_buckets=sharding is not None, chaos_annotation=settings.chaos_annotation)
 
         async def on_terminal(ref: ObjectRef, err: TerminalError) -> None:
             obj = caches.sampledbs.get(ref)
@@ -300,7 +300,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         _install_signal_handlers(stop)
         log.info("operator starting", identity=settings.identity, namespaces=settings.namespaces or "all",
                  leader_election=settings.leader_elect and sharding is None, shards=settings.shards,
-                 workers=settings.workers,
+                 workers=settings.workers, chaos_annotation=settings.chaos_annotation,
                  metrics_port=health.metrics_port, health_port=health.health_port)
         rc = await manager.run(stop)
         log.info("operator stopped", exit_code=rc)

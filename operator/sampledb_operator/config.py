@@ -89,6 +89,7 @@ class Settings(BaseModel):
     exec_plugin_timeout: float = Field(default=30.0, gt=0)
     streaming_lists: bool = True
     api_connections: int = Field(default=32, ge=1, le=1024)  # = kube.client.DEFAULT_CONNECTIONS (not imported: aiohttp)
+    chaos_annotation: bool = False  # off: the sampledb.io/chaos annotation injects nothing (reconcilers/chaos.py)
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -208,6 +209,9 @@ OPTIONS: tuple[Option, ...] = (
            "true or false", "bool"),
     Option("api_connections", "most connections to the API server that requests use at once (each watch has "
            "its own besides); each TLS connection holds a 256 KiB buffer", "an integer from 1 to 1024", "int"),
+    Option("chaos_annotation", "inject the one-off fault a SampleDB's sampledb.io/chaos annotation asks for (needs the "
+           "grants of manifests/components/chaos: pods/exec get and create, jobs delete); off: the annotation is "
+           "removed with a Warning Event ChaosDisabled and nothing is injected", "true or false", "bool"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

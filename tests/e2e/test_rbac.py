@@ -9,7 +9,10 @@ deleting the namespace. Every API request is counted by (verb, group, resource, 
 in sampledb_api_requests_total; the test fails on any refused request, and unless the set of
 (group, resource, verb) the API server authorized equals what the roles grant (apart from NEEDED_BY's
 entries the lifecycle cannot show, each with its reason): the role can only shrink. Removal tests
-take single grants away and show the behaviour that needs them fail.
+take single grants away and show the behaviour that needs them fail. The opt-in grants of the
+sampledb.io/chaos annotation (manifests/components/chaos, CHAOS_NEEDED_BY) are not in the default
+install; a test of its own shows the overlay adding exactly them and the annotation's faults using
+them, and the default install refusing those faults.
 """
 
 from __future__ import annotations
@@ -97,9 +100,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "pods", "watch"): "replication",
     ("", "pods", "patch"): "replication: role labels on the instances' pods",
     ("", "pods", "delete"): "replication: failover",
-    ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
     ("", "pods/log", "get"): "why a container keeps crashing (the end of its last run's log)",
-    ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
     ("sampledb.io", "sampledbs/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("sampledb.io", "sampledbbackups/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("storage.k8s.io", "storageclasses", "get"): "storage growth: can the class expand",
@@ -115,13 +116,20 @@ EXEMPT: dict[tuple[str, str, str], str] = {
     # read only when a database's StatefulSet or Job lacks its pod (tests/e2e/test_stuck_databases.py)
     ("", "events", "list"): "a pod refused to a StatefulSet or Job",
     ("", "pods/log", "get"): "a container in CrashLoopBackOff (tests/e2e/test_stuck_databases.py)",
-    # the sampledb.io/chaos annotation (reconcilers/chaos.py, issue #14): a fault a user asks for
-    ("", "pods/exec", "create"): "the chaos annotation: kill-postgres, fill-volume",
-    ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
     # the OwnerReferencesPermissionEnforcement admission plugin (off here, on in OpenShift) requires
     # update on the owner's finalizers to set blockOwnerDeletion, which the operator's children carry
     ("sampledb.io", "sampledbs/finalizers", "update"): "OwnerReferencesPermissionEnforcement",
     ("sampledb.io", "sampledbbackups/finalizers", "update"): "OwnerReferencesPermissionEnforcement",
+}
+# What manifests/components/chaos (in manifests/overlays/chaos) adds to the ClusterRole sampledb-operator, and
+# the fault of the sampledb.io/chaos annotation (reconcilers/chaos.py, with --chaos-annotation) that needs it.
+# test_the_chaos_overlay_adds_exactly_the_grants_the_annotations_faults_use shows them used: jobs delete
+# by the request counter, pods/exec (a WebSocket, not counted there) by the fault's Event. The exec is a
+# GET upgrade, authorized as `get` and, since Kubernetes 1.35, as `create` as well: each alone is refused.
+CHAOS_NEEDED_BY: dict[tuple[str, str, str], str] = {
+    ("", "pods/exec", "get"): "the chaos annotation: kill-postgres (the exec's WebSocket upgrade)",
+    ("", "pods/exec", "create"): "the chaos annotation: kill-postgres (the exec's WebSocket upgrade, Kubernetes 1.35+)",
+    ("batch", "jobs", "delete"): "the chaos annotation: delete-job",
 }
 
 
@@ -159,12 +167,13 @@ def install(layout: str, spaces: dict[str, str], *, edit: Any = None) -> list[di
     return objs
 
 
-def operator_as_sa(spaces: dict[str, str], tmp_path: Path) -> OperatorProcess:
+def operator_as_sa(spaces: dict[str, str], tmp_path: Path, *args: str) -> OperatorProcess:
+    """The operator with the relocated ServiceAccount's token, watching the test's namespace; `args` more flags."""
     config = token_kubeconfig(tmp_path / "operator.kubeconfig", spaces["operator"])
     return OperatorProcess(config, "--namespaces", spaces["watched"], "--leader-elect", "--lease-namespace",
                            spaces["operator"], "--identity", "rbac-test", "--lease-duration", "4",
                            "--renew-deadline", "3", "--retry-period", "1", "--workers", "2",
-                           "--recheck-period", "2")
+                           "--recheck-period", "2", *args)
 
 
 def configmap(ns: str, name: str, data: dict[str, str]) -> dict[str, Any]:
@@ -443,6 +452,102 @@ def test_removing_a_grant_breaks_the_behaviour_that_needs_it(removal: str, space
             print(op.log_text()[-5000:])
             raise
         assert RBAC_DENIAL in op.log_text()
+
+
+# -- the opt-in chaos annotation: the overlay's grants used by its faults, refused without them -----
+
+CHAOS = "sampledb.io/chaos"
+
+
+def stand_in_job(ns: str, database: str) -> dict[str, Any]:
+    """A suspended Job labelled as the database's: one that stays running on kwok (where Jobs' pods
+    succeed at once), for delete-job to find."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "stand-in", "namespace": ns, "labels": {"sampledb.io/database": database}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "postgres:16.4", "command": ["true"]}]}}}}
+
+
+def chaos_answer(ns: str, name: str, fault: str) -> dict[str, Any]:
+    """Annotate the SampleDB with `fault`; the Event that answers it (ChaosInjected, ChaosFailed, ...)."""
+    kubectl("annotate", "sampledb", name, "-n", ns, f"{CHAOS}={fault}", "--overwrite")
+
+    def answer() -> dict[str, Any] | None:
+        return next((e for e in kubectl_json("get", "events", "-n", ns)["items"]
+                     if str(e.get("reason", "")).startswith("Chaos") and fault in str(e.get("message", ""))
+                     and e["involvedObject"].get("name") == name), None)
+    event: dict[str, Any] = wait_until(answer, timeout=60, what=f"the answer to {CHAOS}={fault}")
+    return event
+
+
+def database_with_a_running_job(ns: str) -> None:
+    apply(sampledb("db", ns))
+    wait_ready("db", ns)
+    apply(stand_in_job(ns, "db"))
+
+
+def test_the_chaos_overlay_adds_exactly_the_grants_the_annotations_faults_use(spaces: dict[str, str],
+                                                                             tmp_path: Path) -> None:
+    [deployment] = [o for o in render(MANIFESTS / "overlays" / "chaos") if o["kind"] == "Deployment"]
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "SAMPLEDB_CHAOS_ANNOTATION", "value": "true"} in env, "the overlay turns the setting on"
+    objs = install("overlays/chaos", spaces)
+    assert not set(NEEDED_BY) & set(CHAOS_NEEDED_BY)
+    assert granted(objs) == set(NEEDED_BY) | set(CHAOS_NEEDED_BY), "the overlay adds CHAOS_NEEDED_BY, nothing else"
+    ns = spaces["watched"]
+    with operator_as_sa(spaces, tmp_path, "--chaos-annotation") as op:
+        try:
+            database_with_a_running_job(ns)
+            deleted = chaos_answer(ns, "db", "delete-job")
+            assert (deleted["type"], deleted["reason"]) == ("Normal", "ChaosInjected"), deleted["message"]
+            assert "Job stand-in" in deleted["message"]
+            wait_until(lambda: gone("job", "stand-in", ns), timeout=30, what="the running Job deleted")
+            # kwok's pods have no kubelet to exec into: RBAC authorizes the exec, then the API server
+            # cannot reach the node (ChaosFailed); what matters here is that nothing forbids it
+            killed = chaos_answer(ns, "db", "kill-postgres")
+            assert killed["reason"] in {"ChaosInjected", "ChaosFailed"}, killed["message"]
+            assert "forbidden" not in killed["message"].lower(), killed["message"]
+        except AssertionError:
+            print(op.log_text()[-5000:])
+            raise
+        reqs = requests(op.metrics_text())
+        log = op.log_text()
+    assert refused(reqs) == {}
+    assert denials(log) == []
+    assert ("batch", "jobs", "delete") in used(reqs)
+
+
+CHAOS_REMOVALS = {
+    "default-install": ("default", None, ("delete-job", "kill-postgres")),
+    "pods-exec-get": ("overlays/chaos", without("sampledb-operator", "", "pods/exec", "get"), ("kill-postgres",)),
+    "pods-exec-create": ("overlays/chaos", without("sampledb-operator", "", "pods/exec", "create"), ("kill-postgres",)),
+}
+
+
+@pytest.mark.parametrize("removal", sorted(CHAOS_REMOVALS))
+def test_without_the_chaos_grants_the_annotations_faults_are_refused(removal: str, spaces: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    """The setting on without the grants its faults need: the default install (none of them), or the
+    overlay with one verb of pods/exec taken away (the exec's upgrade needs both)."""
+    layout, edit, refused_faults = CHAOS_REMOVALS[removal]
+    install(layout, spaces, edit=edit)
+    ns = spaces["watched"]
+    with operator_as_sa(spaces, tmp_path, "--chaos-annotation") as op:
+        try:
+            database_with_a_running_job(ns)
+            if "delete-job" in refused_faults:
+                deleted = chaos_answer(ns, "db", "delete-job")
+                assert (deleted["type"], deleted["reason"]) == ("Warning", "ChaosFailed"), deleted["message"]
+                assert 'cannot delete resource "jobs"' in deleted["message"]
+                assert get_or_none("job", "stand-in", ns) is not None
+                assert refused_requests(op, "delete", "jobs") > 0
+            killed = chaos_answer(ns, "db", "kill-postgres")
+            # the WebSocket handshake refused: 403 without the API server's Status body
+            assert (killed["type"], killed["reason"]) == ("Warning", "ChaosFailed"), killed["message"]
+            assert "pods/exec failed: 403" in killed["message"]
+        except AssertionError:
+            print(op.log_text()[-5000:])
+            raise
 
 
 # -- namespaced installs: deleting a watched namespace never wedges -------------------------------

@@ -31,6 +31,14 @@ def test_defaults_match_controller_runtime_conventions() -> None:
     assert s.field_manager == "sampledb-operator"
     assert s.log_level == "info" and s.log_format == "auto"
     assert s.kubeconfig is None and s.context is None and s.in_cluster is None
+    assert s.chaos_annotation is False  # the sampledb.io/chaos annotation is opt-in
+
+
+def test_the_chaos_annotation_setting_is_a_flag_and_a_variable() -> None:
+    option = OPTIONS_BY_NAME["chaos_annotation"]
+    assert (option.flag, option.env, option.kind) == ("--chaos-annotation", "SAMPLEDB_CHAOS_ANNOTATION", "bool")
+    assert load_settings({}, {"SAMPLEDB_CHAOS_ANNOTATION": "true"}).chaos_annotation is True
+    assert load_settings({"chaos_annotation": False}, {"SAMPLEDB_CHAOS_ANNOTATION": "true"}).chaos_annotation is False
 
 
 def test_every_setting_has_exactly_one_option_with_derived_flag_and_env() -> None:

@@ -6,8 +6,9 @@ Status says how the command ended: Success, or Failure with reason NonZeroExitCo
 details.causes[ExitCode]); the server closes the socket when the command has ended.
 
 Invariants: the whole exchange has a deadline (`timeout`, connect included); stdin is never
-opened; a refused upgrade is error_for(status) (403 without pods/exec create, 404 no such pod,
-400 container not running), a connection that fails is KubeTransportError, and a command that ends
+opened; a refused upgrade is error_for(status) (403 without both `get` and `create` on pods/exec:
+the upgrade is a GET, and Kubernetes 1.35+ checks `create` too; 404 no such pod, 400 container not
+running), a connection that fails is KubeTransportError, and a command that ends
 without a Status (the container died under it, e.g. it killed its own PID 1) reports exit_code None.
 The socket goes through the KubeClient's connection pool, credentials and proxy.
 """

@@ -1,13 +1,16 @@
 """The one-off fault of a `sampledb.io/chaos: <fault>` annotation (chaos/faults.py says which faults):
 read the request, plan (decide/chaos.py), apply, inject, report.
 
-Invariants: the annotation is removed before the fault is injected, by a merge patch conditional
-on the SampleDB's resourceVersion, so a fault runs at most once per annotation even across
-operator restarts (a stale pass's removal is refused and injects nothing); the fault touches only
-the annotated database's objects, and the operator's children are read from the informer caches
-(no get on Services, ConfigMaps, StatefulSets); the outcome is an Event on the SampleDB (ChaosInjected,
-ChaosSkipped, or a Warning ChaosRefused/ChaosFailed); nothing waits for recovery. What to do, the
-removal and the Events are the plans of decide/chaos.py; the fault's own I/O is done here.
+Invariants: nothing is injected unless the operator was started with `--chaos-annotation`
+(ctx.chaos_annotation, off by default; manifests/components/chaos turns it on with the grants the
+faults need); while it is off an annotation is removed and answered by a Warning ChaosDisabled.
+The annotation is removed before the fault is injected, by a merge patch conditional on the
+SampleDB's resourceVersion, so a fault runs at most once per annotation even across operator
+restarts (a stale pass's removal is refused and injects nothing); the fault touches only the
+annotated database's objects, and the operator's children are read from the informer caches (no
+get on Services, ConfigMaps, StatefulSets); the outcome is an Event on the SampleDB (ChaosInjected,
+ChaosSkipped, or a Warning ChaosDisabled/ChaosRefused/ChaosFailed); nothing waits for recovery. What
+to do, the removal and the Events are the plans of decide/chaos.py; the fault's own I/O is done here.
 """
 
 from __future__ import annotations
@@ -53,18 +56,19 @@ class _CachedGet:
                                      grace_period_seconds=grace_period_seconds)
 
 
-def read_facts(db: SampleDB) -> dc.ChaosFacts:
-    """What the pass reads: the request of the SampleDB's chaos annotation (None: there is none)."""
+def read_facts(db: SampleDB, *, enabled: bool) -> dc.ChaosFacts:
+    """What the pass reads: the request of the SampleDB's chaos annotation (None: there is none), and
+    whether the operator acts on it (`enabled`: its --chaos-annotation setting)."""
     request = annotation_request(db.metadata.annotations)
     if request is None:
-        return dc.ChaosFacts(db=db, request=None)
+        return dc.ChaosFacts(db=db, request=None, enabled=enabled)
     fault = request.fault.value if request.fault is not None else None
-    return dc.ChaosFacts(db=db, request=dc.ChaosRequest(request.value, fault, request.refusal))
+    return dc.ChaosFacts(db=db, request=dc.ChaosRequest(request.value, fault, request.refusal), enabled=enabled)
 
 
 async def reconcile_chaos(ctx: Context, db: SampleDB, *, executor: Executor | None = None) -> None:
-    """Inject the fault the annotation asks for, once; record it as an Event."""
-    planned = dc.plan_chaos(read_facts(db))
+    """Inject the fault the annotation asks for, once, when the setting is on; record it as an Event."""
+    planned = dc.plan_chaos(read_facts(db, enabled=ctx.chaos_annotation))
     subject = subject_of(db)
     applied = await apply_plan(ctx, subject, planned.plan)
     if planned.inject is None or ("SampleDB", db.metadata.name) not in applied.patched:

@@ -122,6 +122,7 @@ class Context:
     field_manager: str = "sampledb-operator"
     recheck_period: float = 60.0  # seconds between looks at unwatched references (migrations ConfigMap)
     label_buckets: bool = False  # sharded replicas: a SampleDB's first pass gives it its bucket label
+    chaos_annotation: bool = False  # --chaos-annotation: act on sampledb.io/chaos (reconcilers/chaos.py)
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
 

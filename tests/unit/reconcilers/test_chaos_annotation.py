@@ -1,5 +1,7 @@
-"""The `sampledb.io/chaos` annotation on the fake cluster: the fault runs once, the annotation is
-removed, an Event says what happened; an unknown fault is refused; a stale pass does nothing."""
+"""The `sampledb.io/chaos` annotation on the fake cluster. With the operator's --chaos-annotation
+setting on (ctx.chaos_annotation): the fault runs once, the annotation is removed, an Event says what
+happened; an unknown fault is refused; a stale pass does nothing. With it off (the default): nothing
+is injected, the annotation is removed and a Warning ChaosDisabled names the flag, once."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.chaos import reconcile_chaos
 
 
-async def _annotated(value: str) -> tuple[FakeCluster, FakeExec, SampleDB]:
+async def _annotated(value: str, *, enabled: bool = True) -> tuple[FakeCluster, FakeExec, SampleDB]:
+    """Two databases, `orders` annotated with `value`; the operator's setting as `enabled`."""
     cluster = FakeCluster()
+    cluster.ctx.chaos_annotation = enabled
     unique_uids(cluster)
     await databases(cluster, "orders", "billing")
     cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {ANNOTATION: value}}})
@@ -68,6 +72,7 @@ async def test_an_unknown_or_unavailable_fault_is_refused_and_touches_nothing() 
 
 async def test_without_the_annotation_nothing_happens() -> None:
     cluster = FakeCluster()
+    cluster.ctx.chaos_annotation = True
     await databases(cluster, "orders")
     cluster.recorder.events.clear()
     writes = len(cluster.writes)
@@ -99,3 +104,46 @@ async def test_a_database_gone_before_the_removal_gets_no_fault_and_no_event() -
     await reconcile_chaos(cluster.ctx, db, executor=executor)
     assert cluster.written("patch", "SampleDB")[-1] == ("patch", "SampleDB", "orders")
     assert cluster.get("Service", "orders") is not None and cluster.recorder.events == []
+
+
+def test_the_setting_is_off_by_default() -> None:
+    assert FakeCluster().ctx.chaos_annotation is False
+
+
+async def test_with_the_setting_off_nothing_is_injected_and_a_warning_names_the_flag_once() -> None:
+    for value in ("kill-postgres", "delete-pod", "delete-job", "delete-service", "kill-primary"):
+        cluster, executor, db = await _annotated(value, enabled=False)
+        before = {kind: len(cluster.written("delete", kind)) for kind in ("Pod", "Service", "Job", "StatefulSet")}
+        writes = len(cluster.writes)
+        await reconcile_chaos(cluster.ctx, db, executor=executor)
+        assert not executor.calls, "no exec into any pod"
+        assert cluster.writes[writes:] == [("patch", "SampleDB", "orders")], "only the annotation's removal"
+        assert {kind: len(cluster.written("delete", kind)) for kind in before} == before
+        assert cluster.get("Pod", "orders-0") is not None and cluster.get("Service", "orders") is not None
+        [(type_, reason, message)] = cluster.recorder.events
+        assert (type_, reason) == ("Warning", "ChaosDisabled")
+        assert f"{ANNOTATION}={value}" in message and "--chaos-annotation" in message
+        assert "SAMPLEDB_CHAOS_ANNOTATION" in message and "manifests/overlays/chaos" in message
+        assert ANNOTATION not in _annotations(cluster)
+        # the same pass again (a stale copy that still carries the annotation): no second Event, no fault
+        await reconcile_chaos(cluster.ctx, db, executor=executor)
+        fresh = SampleDB.model_validate(cluster.get("SampleDB", "orders"))
+        await reconcile_chaos(cluster.ctx, fresh, executor=executor)
+        assert len(cluster.recorder.events) == 1 and not executor.calls
+
+
+async def test_an_annotation_answered_while_off_is_not_injected_once_the_setting_is_on() -> None:
+    cluster, executor, db = await _annotated("delete-pod", enabled=False)
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    cluster.ctx.chaos_annotation = True  # the operator restarted with the setting on
+    await reconcile_chaos(cluster.ctx, SampleDB.model_validate(cluster.get("SampleDB", "orders")), executor=executor)
+    assert cluster.get("Pod", "orders-0") is not None and cluster.recorder.reasons() == ["ChaosDisabled"]
+
+
+async def test_a_new_annotation_value_while_off_gets_its_own_warning() -> None:
+    cluster, executor, db = await _annotated("delete-pod", enabled=False)
+    await reconcile_chaos(cluster.ctx, db, executor=executor)
+    cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {ANNOTATION: "kill-postgres"}}})
+    await reconcile_chaos(cluster.ctx, SampleDB.model_validate(cluster.get("SampleDB", "orders")), executor=executor)
+    assert cluster.recorder.reasons() == ["ChaosDisabled", "ChaosDisabled"]
+    assert "kill-postgres" in cluster.recorder.events[1][2] and not executor.calls
