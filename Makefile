@@ -59,7 +59,8 @@ cluster-down:
 cluster-env:
 	@hack/cluster env
 
-## crd: regenerate manifests/crd and docs/reference.md from the models.
+## crd: regenerate manifests/crd (and the chart's copies in charts/sampledb-operator/crds) and
+## docs/reference.md from the models.
 crd: bootstrap
 	$(PY) hack/gen-crd.py
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate manifests/crd/*.yaml and docs/reference.md from the models (--check: only compare)."""
+"""Regenerate manifests/crd/*.yaml, the Helm chart's copies of them (charts/sampledb-operator/crds) and
+docs/reference.md from the models (--check: only compare)."""
 
 from __future__ import annotations
 

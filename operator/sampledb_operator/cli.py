@@ -1,4 +1,5 @@
-"""Command line of sampledb-operator: `run`, `crd` (print the CRD manifests), `chaos` (chaos/command.py), `version`.
+"""Command line of sampledb-operator: `run`, `crd` (print the CRD manifests), `chaos` (chaos/command.py), `version`
+(or `--version`).
 
 Invariants: importing this module is cheap (the app, the CRD renderer and everything that pulls
 in kubernetes_asyncio are imported inside the command that needs them); `main` never raises for a
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Runs PostgreSQL databases declared as SampleDB resources."
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     run = sub.add_parser(

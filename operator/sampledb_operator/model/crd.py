@@ -349,9 +349,13 @@ def to_yaml(obj: Any) -> str:
     return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=110, allow_unicode=True)
 
 
+# Where the CRD manifests go: the kustomize base, and the Helm chart's crds/ (the same files).
+CRD_DIRS = ("manifests/crd", "charts/sampledb-operator/crds")
+
+
 def crd_files() -> dict[str, str]:
     """Path (relative to the repository) -> content, for every generated CRD manifest."""
-    return {f"manifests/crd/{info.file_name}": HEADER + to_yaml(crd_manifest(info)) for info in KINDS}
+    return {f"{folder}/{info.file_name}": HEADER + to_yaml(crd_manifest(info)) for folder in CRD_DIRS for info in KINDS}
 
 
 def render_crds() -> str:
