@@ -90,6 +90,7 @@ LAYOUTS: dict[str, dict[str, str]] = {
                             "monitoring.dashboard.enabled": "true"},
     "overlays/sharding": {"sharding.enabled": "true"},
     "overlays/admission": {"finalizerPolicy.enabled": "true"},
+    "overlays/chaos": {"chaosAnnotation.enabled": "true"},
 }
 # Helm's release labels, which the kustomize install does not have; everything else must be equal.
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version")

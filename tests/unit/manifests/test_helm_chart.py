@@ -30,6 +30,7 @@ EVERYTHING_ON = {
     "monitoring.dashboard.enabled": "true", "monitoring.prometheusRule.labels": '{"release":"prometheus"}',
     "extraArgs": '["--workers=8"]', "extraEnv": '[{"name":"SAMPLEDB_LOG_LEVEL","value":"debug"}]',
     "imagePullSecrets": '[{"name":"registry"}]', "nodeSelector": '{"kubernetes.io/os":"linux"}',
+    "chaosAnnotation.enabled": "true",
 }
 
 
