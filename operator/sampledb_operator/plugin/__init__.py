@@ -1,6 +1,7 @@
 """`kubectl sampledb`: a kubectl plugin (the console script `kubectl-sampledb`) for SampleDB users.
 
-Commands: status, backup, restore, psql, upgrade, pause, resume (plugin/cli.py).
+Commands: status, backup, restore, recover, verify-recovery, psql, upgrade, pause, resume, switchover
+(alias promote), logs, report (plugin/cli.py).
 
 How it talks to the API server: with the package's own kube client (kube/client.py, kube/api.py),
 not by running kubectl for every read and write. The reasons: the plugin then reads and writes the
@@ -17,8 +18,11 @@ Layout: cli.py (arguments, dispatch, exit codes), commands.py (each command's re
 output), session.py (connection, namespace, the API verbs the commands use), report.py (reads
 everything `status` shows), render.py (pure: text of a status screen), actions.py (pure: the
 objects and patches backup/restore/upgrade/pause/resume send), psql.py (the port-forward and psql
-command lines; runs them).
+command lines; runs them), instances.py (pure: the standby a switchover promotes, the pod `logs`
+reads), podlog.py (pods/log, read or followed), support.py (pure: the support archive of `report`,
+its redaction), support_read.py (the reads behind it).
 
 Invariant: a database password is only ever put into psql's environment (PGPASSWORD): never into
-an argv, the plugin's output, or its logs.
+an argv, the plugin's output, its logs, or a report's archive (which holds Secrets by name and key
+names only).
 """

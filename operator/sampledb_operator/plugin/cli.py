@@ -3,7 +3,8 @@
 Invariants: exit 0 on success, 1 when the command ran but failed (the object does not exist, the
 API server refused, a backup or restore failed), 2 for a usage error; an error is one line on
 stderr, never a traceback; --namespace/--context/--kubeconfig are accepted before or after the
-command, as kubectl's own flags; arguments after `--` go to psql and to nothing else.
+command, as kubectl's own flags; arguments after `--` go to psql and to nothing else; Ctrl-C
+ends `logs -f` with exit 0 (it is how a followed log ends) and any other command with exit 1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from sampledb_operator import __version__
@@ -117,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=lambda a, t: _run(commands.upgrade(t, a.db, a.version, image=a.image,
                                                              default_image=a.default_image, dry_run=a.dry_run)))
 
+    _operating_commands(sub, common)
+
     for name, paused, text in (("pause", True, "stop reconciling a database (spec.paused: true)"),
                                ("resume", False, "reconcile a paused database again (spec.paused: false)")):
         p = sub.add_parser(name, parents=[common], help=text)
@@ -161,6 +164,71 @@ def _object_store_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     _wait_flags(p, 3600)
     p.set_defaults(handler=lambda a, t: _run(commands.verify_recovery(t, a.db, dry_run=a.dry_run, wait=a.wait,
                                                                      wait_seconds=a.timeout)))
+
+
+def _operating_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """switchover (alias promote), logs and report: moving the primary, reading PostgreSQL's log, a support
+    archive."""
+    p = sub.add_parser("switchover", aliases=["promote"], parents=[common], help="move the primary to a ready"
+                       " standby (the annotation sampledb.io/switchover)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--to", metavar="INSTANCE", help="the standby to promote, by pod name (e.g. DB-i1-0; default:"
+                   " the ready standby with the least lag)")
+    p.add_argument("--wait", action="store_true", help="wait until it is the primary, showing the progress")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="how long --wait waits (default: 300)")
+    p.add_argument("--dry-run", action="store_true", help="print the patch instead of sending it")
+    p.set_defaults(handler=lambda a, t: _run(commands.switchover(t, a.db, to=a.to, dry_run=a.dry_run, wait=a.wait,
+                                                                wait_seconds=a.timeout)))
+
+    p = sub.add_parser("logs", parents=[common], help="the PostgreSQL container's log of the primary or of an"
+                       " instance")
+    p.add_argument("db", metavar="DB")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--instance", metavar="NAME", help="an instance, by pod name (e.g. DB-i1-0)")
+    which.add_argument("--primary", action="store_true", help="the primary's log (the default)")
+    p.add_argument("-p", "--previous", action="store_true", help="the log of the container's previous run")
+    p.add_argument("--tail", type=_count(-1), default=-1, metavar="N", help="the last N lines (default: all)")
+    p.add_argument("-f", "--follow", action="store_true", help="go on printing the log as it grows, until Ctrl-C")
+    p.set_defaults(handler=_logs)
+
+    p = sub.add_parser("report", parents=[common], help="write a support archive (.tar.gz) about a database,"
+                       " Secrets by name and key names only, credentials redacted")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("-o", "--output", metavar="FILE", help="the archive's file (default:"
+                   " sampledb-report-<namespace>-DB-<UTC time>.tar.gz in the current directory)")
+    p.add_argument("--log-lines", type=_count(1), default=500, metavar="N",
+                   help="the last N lines of each instance's log (default: 500)")
+    p.set_defaults(handler=lambda a, t: _run(commands.support_report(t, a.db, output=a.output,
+                                                                    log_lines=a.log_lines)))
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `minimum`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        return value
+    return parse
+
+
+def _logs(args: argparse.Namespace, target: Target) -> int:
+    """logs: Ctrl-C is how a followed log ends (exit 0, no message); a closed stdout (`| head`) ends it too."""
+    try:
+        return _run(commands.logs(target, args.db, instance=args.instance, previous=args.previous,
+                                  tail=args.tail, follow=args.follow))
+    except KeyboardInterrupt:
+        if not args.follow:
+            raise
+        return 0
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)   # the interpreter's last flush of stdout must not fail
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 def _wait_flags(parser: argparse.ArgumentParser, timeout: int) -> None:

@@ -3,13 +3,17 @@
 Invariants: each command reads what it needs, then makes at most one write (a create or a merge
 patch, both with the field manager `kubectl-sampledb`), except the optional --wait polls, which
 only read; --dry-run makes no write and prints what would be sent; output lines about an object
-name it as kubectl does (`sampledbbackup.sampledb.io/<name> created`).
+name it as kubectl does (`sampledbbackup.sampledb.io/<name> created`). `switchover` makes its one
+write conditional on the resourceVersion its choice was made on, and chooses again (at most
+SWITCHOVER_ATTEMPTS times) when the SampleDB changed in between; `logs` and `report` only read, and
+`report`'s one write is its archive file (mode 0600: it describes the database's setup).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,15 +22,19 @@ from typing import TextIO
 
 import yaml
 
-from sampledb_operator.kube.errors import NotFound
+from sampledb_operator import __version__
+from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION
+from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
 from sampledb_operator.model.names import client_service_name, secret_name
-from sampledb_operator.plugin import actions, psql, render
+from sampledb_operator.plugin import actions, instances, podlog, psql, render, support
 from sampledb_operator.plugin.report import gather
 from sampledb_operator.plugin.session import Session, Target, open_session
+from sampledb_operator.plugin.support_read import gather_support
 
 DB_REF, BACKUP_REF = "sampledb.sampledb.io", "sampledbbackup.sampledb.io"
 POLL_SECONDS = 2.0
+SWITCHOVER_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 
 
@@ -236,3 +244,94 @@ async def psql_plan(target: Target, db: str, *, kubectl: list[str], psql_path: s
         namespace = session.namespace
     return psql.plan(kubectl, target, namespace, service, creds, local_port=local_port, psql=psql_path,
                      extra=extra), secret
+
+
+async def switchover(target: Target, db: str, *, to: str | None = None, dry_run: bool = False, wait: bool = False,
+                     wait_seconds: float = 300.0, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Ask the operator to promote a standby of `db` (the annotation sampledb.io/switchover): `to`, else the
+    ready standby with the least lag; with --wait, follow it until status.primary is that standby."""
+    async with open_session(target) as session:
+        for attempt in range(SWITCHOVER_ATTEMPTS):
+            obj = await session.get(SAMPLEDB, db)
+            choice = instances.choose_switchover(obj, to)
+            if dry_run:
+                err.write(f"{choice.describe()}\n" + (f"note: {choice.note}\n" if choice.note else ""))
+                out.write(json.dumps(instances.switchover_patch(choice.target)) + "\n")
+                return 0
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
+            try:
+                await session.merge_patch(SAMPLEDB, db, instances.switchover_patch(choice.target, version))
+                break
+            except Conflict:
+                if attempt == SWITCHOVER_ATTEMPTS - 1:
+                    raise
+        out.write(f"{DB_REF}/{db} annotated {SWITCHOVER_ANNOTATION}={choice.target}: {choice.describe()}\n")
+        if choice.note:
+            out.write(f"note: {choice.note}\n")
+        if not wait:
+            out.write(f"Follow it with: kubectl sampledb status {db} -n {session.namespace}\n")
+            return 0
+        return await _wait_switchover(session, db, choice.target, wait_seconds, out)
+
+
+async def _wait_switchover(session: Session, db: str, to: str, wait_seconds: float, out: TextIO) -> int:
+    shown = None
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        progress = instances.switchover_progress(await session.get(SAMPLEDB, db), to)
+        if progress.line != shown:
+            out.write(f"{DB_REF}/{db} {progress.line}\n")
+            out.flush()
+            shown = progress.line
+        if progress.done:
+            out.write(f"{DB_REF}/{db} switched over: {to} is the primary\n")
+            return 0
+        if progress.withdrawn:
+            out.write(f"the request {SWITCHOVER_ANNOTATION}={to} was withdrawn or replaced before {to} became the"
+                      " primary\n")
+            return 1
+        if time.monotonic() >= deadline:
+            out.write(f"{to} is not the primary after {wait_seconds:g}s; the switchover goes on without waiting\n")
+            return 1
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def logs(target: Target, db: str, *, instance: str | None = None, previous: bool = False,
+               tail: int | None = None, follow: bool = False, out: TextIO = sys.stdout) -> int:
+    """The PostgreSQL container's log of `db`'s primary (or of `instance`); with `follow`, until the stream ends
+    or the command is interrupted."""
+    async with open_session(target) as session:
+        pod = instances.log_pod(await session.get(SAMPLEDB, db), instance)
+        if follow:
+            await podlog.follow_log(session, pod, out, previous=previous, tail=tail)
+            return 0
+        text = await podlog.read_log(session, pod, previous=previous, tail=tail)
+    out.write(text)
+    out.flush()
+    return 0
+
+
+async def support_report(target: Target, db: str, *, output: str | None = None, log_lines: int = 500,
+                         out: TextIO = sys.stdout, now: Clock = utcnow) -> int:
+    """Write a support archive (.tar.gz) about `db` and print what is in it."""
+    taken_at = now()
+    async with open_session(target) as session:
+        data, masks = await gather_support(session, db, taken_at=taken_at, log_lines=log_lines,
+                                           plugin_version=__version__)
+    root = support.archive_root(data.namespace, db, taken_at)
+    files = support.members(data, masks)
+    blob = support.archive_bytes(root, files, taken_at)
+    path = output or f"{root}.tar.gz"
+    write_private(path, blob)
+    out.write(support.summary(path, root, files, len(blob), problems=data.problems, masks=masks))
+    return 0
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Write `data` to `path`, readable by its owner only (an existing file is replaced)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise actions.ActionError(f"cannot write {path}: {exc.strerror or exc}") from None
