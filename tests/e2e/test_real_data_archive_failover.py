@@ -54,6 +54,9 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
         name, src_ns).get("targetPrimary") and p, timeout=180, what="a new primary")
     wait_until(lambda: pod_sql(src_ns, str(new), "SELECT pg_is_in_recovery()") == "f", timeout=60,
                what="the new primary writable")
+    # synchronous: a commit waits for a standby, i.e. for the old primary back as one (rewound)
+    wait_until(lambda: status(name, src_ns).get("readyInstances") == "2/2", timeout=300,
+               what="the old primary back as a standby")
     pod_sql(src_ns, str(new), "INSERT INTO ledger SELECT g, 'timeline-2', g FROM generate_series(1001, 2000) g")
     timeline = int(pod_sql(src_ns, str(new), "SELECT timeline_id FROM pg_control_checkpoint()"))
     assert timeline >= 2
