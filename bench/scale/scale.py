@@ -107,6 +107,7 @@ from sampledb_operator.kube.resources import (  # noqa: E402
     CONFIGMAP,
     EVENT,
     JOB,
+    PDB,
     POD,
     PVC,
     SAMPLEDB,
@@ -210,7 +211,7 @@ class Floor:
 
     def __init__(self, client: KubeClient, namespace: str, concurrency: int) -> None:
         self.apis = {r.kind: ResourceApi(client, r) for r in (SAMPLEDB, SECRET, CONFIGMAP, PVC, SERVICE,
-                                                              STATEFULSET, JOB)}
+                                                              STATEFULSET, JOB, PDB)}
         self.namespace = namespace
         self.scripts = dataplane.all_scripts()
         self.limit = asyncio.Semaphore(concurrency)
@@ -382,7 +383,7 @@ class OperatorWritesFloor(Floor):
 
         kinds = {"SampleDB": self.on_sampledb, "SampleDBBackup": seen, "StatefulSet": self.on_statefulset,
                  "PersistentVolumeClaim": self.on_pvc, "Job": self.on_job, "Service": seen, "ConfigMap": seen,
-                 "Secret": seen, "Pod": self.on_pod}
+                 "Secret": seen, "PodDisruptionBudget": seen, "Pod": self.on_pod}
         await asyncio.gather(*(watch_forever(self.apis[r.kind], self.namespace, kinds[r.kind], label_selector=sel)
                                for r, sel in watched_resources()))
 

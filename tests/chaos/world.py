@@ -38,6 +38,7 @@ from sampledb_operator.kube.resources import (
     JOB,
     LEASE,
     NAMESPACE,
+    PDB,
     POD,
     PVC,
     SAMPLEDB,
@@ -49,8 +50,9 @@ from sampledb_operator.kube.resources import (
 from sampledb_operator.model import names
 
 Obj = dict[str, Any]
-KINDS = (SAMPLEDB, SAMPLEDBBACKUP, POD, SERVICE, CONFIGMAP, STATEFULSET, JOB, PVC, SECRET, LEASE, NAMESPACE)
-CHILD_KINDS = ("StatefulSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Job", "Pod")
+KINDS = (SAMPLEDB, SAMPLEDBBACKUP, POD, SERVICE, CONFIGMAP, STATEFULSET, JOB, PVC, SECRET, PDB, LEASE, NAMESPACE)
+CHILD_KINDS = ("StatefulSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Job", "Pod",
+               "PodDisruptionBudget")
 MANAGED = "app.kubernetes.io/managed-by=sampledb-operator"
 LEASE_NAME = "sampledb-operator"
 INIT_SQL = "CREATE TABLE IF NOT EXISTS t (id int);\n"

@@ -2,14 +2,14 @@
 
 The operator runs as its ServiceAccount (a TokenRequest token) with the shipped roles, bindings and
 ValidatingAdmissionPolicy (tests/support/rbac.py moves them to test namespaces), through the whole
-lifecycle on kwok: create, Ready, edits, storage growth, parameters reload, init from a ConfigMap and
-from an opted-in Secret, migrations, scheduled backups with retention and verification, a manual
-backup, a restore, a minor and a major upgrade, deleting a backup, deletion with each policy, and
-deleting the namespace. Every API request is counted by (verb, group, resource, subresource, code)
-in sampledb_api_requests_total; the test fails on any refused request, and unless the set of
-(group, resource, verb) the API server authorized equals what the roles grant (apart from NEEDED_BY's
-entries the lifecycle cannot show, each with its reason): the role can only shrink. Removal tests
-take single grants away and show the behaviour that needs them fail. The opt-in grants of the
+lifecycle on kwok: create, Ready, edits, storage growth, parameters reload, a second instance and back
+(the disruption budget made and deleted), init from a ConfigMap and from an opted-in Secret, migrations,
+scheduled backups with retention and verification, a manual backup, a restore, a minor and a major upgrade,
+deleting a backup, deletion with each policy, and deleting the namespace. Every API request is counted by
+(verb, group, resource, subresource, code) in sampledb_api_requests_total; the test fails on any refused
+request, and unless the set of (group, resource, verb) the API server authorized equals what the roles grant
+(apart from NEEDED_BY's entries the lifecycle cannot show, each with its reason): the role can only shrink.
+Removal tests take single grants away and show the behaviour that needs them fail. The opt-in grants of the
 sampledb.io/chaos annotation (manifests/components/chaos, CHAOS_NEEDED_BY) are not in the default
 install; a test of its own shows the overlay adding exactly them and the annotation's faults using
 them, and the default install refusing those faults.
@@ -80,6 +80,11 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "services", "create"): "server-side apply of the Services",
     ("", "services", "patch"): "server-side apply of the Services",
     ("", "services", "delete"): "deletion steps",
+    ("policy", "poddisruptionbudgets", "list"): "cache of children",
+    ("policy", "poddisruptionbudgets", "watch"): "cache of children",
+    ("policy", "poddisruptionbudgets", "create"): "server-side apply of a new PodDisruptionBudget (a second instance)",
+    ("policy", "poddisruptionbudgets", "patch"): "server-side apply of the PodDisruptionBudget",
+    ("policy", "poddisruptionbudgets", "delete"): "scaled down to one instance: the PodDisruptionBudget goes",
     ("", "configmaps", "get"): "init SQL and migrations ConfigMaps the user names",
     ("", "configmaps", "list"): "cache of children",
     ("", "configmaps", "watch"): "cache of children",
@@ -224,6 +229,15 @@ def run_lifecycle(op: OperatorProcess, ns: str) -> None:
     wait_until(lambda: any(e.get("reason") == "Paused" and (e.get("count") or 0) >= 2
                            for e in kubectl_json("get", "events", "-n", ns)["items"]),
                timeout=60, what="the repeated Paused Event counted")
+
+    # a second instance and back: the disruption budget made, then deleted at one instance
+    patch_spec("del", ns, {"replicas": 2})
+    wait_until(lambda: ((get_or_none("poddisruptionbudget", "del", ns) or {}).get("status") or {}).get(
+        "currentHealthy") == 2, timeout=180, what="the disruption budget over two ready instances")
+    patch_spec("del", ns, {"replicas": 1})
+    wait_until(lambda: gone("poddisruptionbudget", "del", ns) and gone("statefulset", "del-i1", ns), timeout=120,
+               what="the disruption budget and the second instance gone")
+    wait_ready("del", ns)
 
     # edits: a reloadable parameter, storage growth, a minor upgrade (pre-upgrade backup, rolled StatefulSet)
     patch_spec("life", ns, {"version": "16.6", "parameters": {"work_mem": "8MB"}, "storage": {"size": "2Gi"}})

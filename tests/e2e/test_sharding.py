@@ -44,7 +44,7 @@ LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 1.0
 # period: lease_duration + 2 periods, plus API time.
 TAKEOVER_BOUND = LEASE_DURATION + 3 * RETRY_PERIOD + 2.0
 IDENTITIES = ("r1", "r2", "r3")
-CHILD_KINDS = "statefulsets,persistentvolumeclaims,jobs,services,configmaps,secrets"  # the filtered caches
+CHILD_KINDS = "statefulsets,persistentvolumeclaims,jobs,services,configmaps,secrets,poddisruptionbudgets"  # filtered
 MANAGED = "app.kubernetes.io/managed-by=sampledb-operator"
 DATABASE_PODS = f"{MANAGED},app.kubernetes.io/component=database"
 RECONCILE_EVENTS = ("reconcile done", "reconcile done, requeue after", "reconcile done, rate-limited requeue",

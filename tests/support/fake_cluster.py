@@ -186,7 +186,8 @@ class FakeCluster:
         caches = Caches(sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
                         pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
                         configmaps=sets["ConfigMap"], secrets=sets["Secret"],
-                        **({"pods": sets["Pod"]} if "Pod" in sets else {}))
+                        **({"pods": sets["Pod"]} if "Pod" in sets else {}),
+                        **({"pdbs": sets["PodDisruptionBudget"]} if "PodDisruptionBudget" in sets else {}))
         self.clock = FakeClock(wall_start=now)
         self.ctx = Context(client=cast(KubeClient, None), caches=caches,
                            recorder=cast(EventRecorder, self.recorder), clock=self.clock)

@@ -8,13 +8,14 @@ set: server-side apply leaves every other field to its manager.
 The database's long-lived objects (StatefulSet, volumes, Secret, ConfigMaps, Services) carry NO
 ownerReference: the garbage collector must never remove what the final snapshot needs, not even on
 a foreground deletion, so the deletion steps (reconcilers/deletion.py) remove them explicitly,
-after the policy's work. Only Jobs and other transient objects are owned by the SampleDB.
+after the policy's work. Only Jobs, other transient objects and the PodDisruptionBudget (which no
+deletion step needs: the garbage collector may remove it first) are owned by the SampleDB.
 
-This module assembles the children (children()) and builds the volumes and Services itself; the bigger
-kinds have a module each: decide/desired_config.py the Secret and ConfigMaps, decide/desired_statefulset.py
-the instances' StatefulSets; decide/desired_inputs.py holds what they read besides the SampleDB. The
-builders and their inputs are re-exported here (__all__), so callers name every builder desired.X; the
-labels are not: they come from decide/labels.py.
+This module assembles the children (children()) and builds the volumes, Services and the PodDisruptionBudget
+itself; the bigger kinds have a module each: decide/desired_config.py the Secret and ConfigMaps,
+decide/desired_statefulset.py the instances' StatefulSets; decide/desired_inputs.py holds what they read
+besides the SampleDB. The builders and their inputs are re-exported here (__all__), so callers name every
+builder desired.X; the labels are not: they come from decide/labels.py.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ from sampledb_operator.model.sampledb import SampleDB
 __all__ = ["DATA_MOUNT", "DEFAULT_DATABASE", "DEFAULT_USER", "PODINFO_DIR", "POSTGRES_UID", "SCRIPTS_CONFIGMAP",
            "SCRIPTS_MOUNT", "SECRET_PASSWORD_KEY", "SECRET_USERNAME_KEY", "Inputs", "Instance", "Running",
            "backup_pvc", "children", "client_service", "configmap", "container_security", "data_pvc",
-           "headless_service", "is_shared_scripts", "legacy_scripts_configmap_name", "pod_security",
-           "replica_service", "scripts_configmap", "scripts_configmap_name", "secret", "statefulset", "synchronous"]
+           "disruption_budget", "headless_service", "is_shared_scripts", "legacy_scripts_configmap_name",
+           "pod_security", "replica_service", "scripts_configmap", "scripts_configmap_name", "secret", "statefulset",
+           "synchronous"]
 
 
 def _pvc(db: SampleDB, name: str, component: str, *, size: int | str, storage_class: str | None,
@@ -125,9 +127,37 @@ def replica_service(db: SampleDB) -> Obj:
     return _service(db, names.replica_service_name(db_name(db)), REPLICA_ROLE, type="ClusterIP")
 
 
+UNAVAILABLE_INSTANCES = 1  # the instances a voluntary disruption may take at once (the disruption budget)
+
+
+def disruption_budget(db: SampleDB) -> Obj:
+    """The PodDisruptionBudget of a database of more than one instance (spec.replicas > 1): it selects every
+    instance's pod (selector_labels: the labels all of them carry, instance 0's and the others') and lets a
+    voluntary disruption through the eviction API (a node drain) take at most one of them at a time, so a drain
+    never takes the primary and its last ready standby together.
+
+    The budget is `minAvailable: spec.replicas - 1`, a count, not `maxUnavailable: 1`: the disruption controller
+    measures maxUnavailable (and percentages) against the scale of the controllers it finds through the pods that
+    exist, and each instance is a StatefulSet of its own, so an instance without a pod (fenced during a failover:
+    0 replicas; evicted and not made again yet) would drop out of the count and let another instance go (two
+    instances, the primary fenced: the standby being promoted could be evicted). A count of healthy pods holds
+    whatever the pods' owners. Owned by the SampleDB: no deletion step needs it, so the garbage collector
+    removes it with the database. A single instance gets none (children()): a budget that kept it up would
+    block every drain of its node for good. Only the eviction API heeds it: the operator's own pod deletions (a
+    fence, a rollout) go through."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(db, names.disruption_budget_name(db_name(db)), "database"),
+        "spec": {"minAvailable": db.spec.replicas - UNAVAILABLE_INSTANCES,
+                 "selector": {"matchLabels": selector_labels(db)}},
+    }
+
+
 def children(inputs: Inputs) -> list[Obj]:
     """Every long-lived child the operator keeps in shape (the Secret and Jobs are handled apart): per
-    instance a data volume and a StatefulSet (decide/replication.py chooses the instances)."""
+    instance a data volume and a StatefulSet (decide/replication.py chooses the instances), and with more than
+    one instance the PodDisruptionBudget (gone again once spec.replicas is 1: decide/plan.removals)."""
     db = inputs.db
     run = inputs.run()
     out = [
@@ -139,6 +169,8 @@ def children(inputs: Inputs) -> list[Obj]:
     ]
     if db.spec.replicas > 1 or inputs.replica_service:
         out.append(replica_service(db))
+    if db.spec.replicas > 1:
+        out.append(disruption_budget(db))
     for inst in inputs.instances:
         if inst.index not in inputs.skip_volumes:
             out.append(data_pvc(db, run.data_dir, inst.index))

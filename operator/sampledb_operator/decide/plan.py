@@ -7,7 +7,9 @@ decide/cache.py, compares by that digest). A matching child needs no write: stea
 Invariant (tested with Hypothesis): planning against the result of applying a plan yields no action.
 A PVC's applied size is never below the size it has (`never_shrink`). A StatefulSet whose pod template was
 made without the bucket label keeps it without (`template_as_made`: adding a label to a template restarts
-the pods).
+the pods). Only the kinds of PRUNED_KINDS are ever deleted for not being desired (`removals`: the
+PodDisruptionBudget of a database scaled down to one instance); every other child leaves only by the deletion
+and replication steps.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ IMMUTABLE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
     "PersistentVolumeClaim": (("spec", "accessModes"), ("spec", "storageClassName")),
     "Job": (("spec",),),
 }
+
+
+# The kinds a pass deletes when it no longer desires them, each with why it stops desiring one
+# (decide/desired.children drops the PodDisruptionBudget at one instance). Never a kind holding data or one a
+# deletion step needs: those leave only by their steps.
+PRUNED_KINDS: dict[str, str] = {"PodDisruptionBudget": "the database has one instance"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +197,25 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozense
         if reason is not None:
             actions.append(Action(never_shrink(obj, have), f"{key[0]} {key[1]}: {reason}"))
     return actions
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One delete: an observed child of PRUNED_KINDS that is no longer desired, and why."""
+
+    key: Key
+    reason: str
+
+
+def removals(desired: list[Obj], observed: Mapping[Key, Obj]) -> list[Removal]:
+    """The deletes that make `observed` match `desired`: each observed child of PRUNED_KINDS that `desired`
+    does not hold and that is not being deleted already, in (kind, name) order. Planning against the result
+    (the child gone) yields none."""
+    wanted = {key_of(obj) for obj in desired}
+    return [Removal(key, f"{key[0]} {key[1]} is no longer needed: {PRUNED_KINDS[key[0]]}")
+            for key in sorted(observed)
+            if key[0] in PRUNED_KINDS and key not in wanted
+            and not (observed[key].get("metadata") or {}).get("deletionTimestamp")]
 
 
 def _template_labels(sts: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -11,11 +11,13 @@ that pass goes before the keys waiting for other reasons (first passes of new da
 | data volume      | bound (a MODIFIED event: the claim's binding, not a listing)              | its StatefulSet   |
 | any child        | deleted                                                                   | re-create it      |
 
-Everything else only changes what the status reports as progress (the backups volume bound, a pod scheduled, a Job
-started, the StatefulSet's counters): those events still wake the database, but plain, so a database
-waiting in the queue takes them all in one pass. Making every child event urgent was measured at
-N=1,000 (docs/benchmarks.md, "Decisions"): the first database Ready after 6 s instead of 267 s, but 20 %
-more passes and status writes, because a database was passed again for each burst of progress.
+A PodDisruptionBudget is urgent only when deleted: no step reads its status, which follows the pods'
+readiness (the pods' own events bring that). Everything else only changes what the status reports as progress
+(the backups volume bound, a pod scheduled, a Job started, the StatefulSet's counters): those events still
+wake the database, but plain, so a database waiting in the queue takes them all in one pass. Making every
+child event urgent was measured at N=1,000 (docs/benchmarks.md, "Decisions"): the first database Ready after
+6 s instead of 267 s, but 20 % more passes and status writes, because a database was passed again for each
+burst of progress.
 """
 
 from __future__ import annotations

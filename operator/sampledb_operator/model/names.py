@@ -133,6 +133,11 @@ def client_service_name(db: str) -> str:
     return db
 
 
+def disruption_budget_name(db: str) -> str:
+    """The PodDisruptionBudget over the instances' pods (a database of more than one instance)."""
+    return db
+
+
 def service_host(db: str, namespace: str) -> str:
     return f"{client_service_name(db)}.{namespace}.svc"
 

@@ -18,7 +18,8 @@ from sampledb_operator.plugin.report import StatusReport, event_time
 
 NONE = "-"
 MESSAGE_WIDTH = 90
-KIND_ORDER = ("StatefulSet", "Pod", "PersistentVolumeClaim", "Service", "Secret", "ConfigMap", "Job")
+KIND_ORDER = ("StatefulSet", "Pod", "PersistentVolumeClaim", "Service", "Secret", "ConfigMap", "PodDisruptionBudget",
+              "Job")
 
 
 
@@ -248,6 +249,11 @@ def child_state(obj: Obj) -> str:
         return f"headless, port {ports}" if ip == "None" else f"{spec.get('type', 'ClusterIP')} {ip or NONE}:{ports}"
     if kind == "ConfigMap":
         return f"{len(obj.get('data') or {})} keys"
+    if kind == "PodDisruptionBudget":
+        bound = (f"min available {spec['minAvailable']}" if "minAvailable" in spec
+                 else f"max unavailable {spec.get('maxUnavailable', NONE)}")
+        return (f"{bound}, {status.get('disruptionsAllowed', 0)} evictions allowed,"
+                f" {status.get('currentHealthy', 0)}/{status.get('expectedPods', 0)} healthy")
     if kind == "Job":
         return job_state(obj)
     return NONE

@@ -19,6 +19,7 @@ from sampledb_operator.kube.resources import (
     CONFIGMAP,
     EVENT,
     JOB,
+    PDB,
     POD,
     PVC,
     SAMPLEDB,
@@ -32,7 +33,7 @@ from sampledb_operator.model.names import secret_name
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.session import Session
 
-CHILD_KINDS: tuple[Resource, ...] = (STATEFULSET, POD, PVC, SERVICE, CONFIGMAP, JOB)
+CHILD_KINDS: tuple[Resource, ...] = (STATEFULSET, POD, PVC, SERVICE, CONFIGMAP, PDB, JOB)
 MAX_EVENTS = 5
 
 

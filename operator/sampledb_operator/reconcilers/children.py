@@ -7,8 +7,10 @@ only the database label, so the garbage collector never deletes them: only the d
 (decide/desired.scripts_configmap): every pass keeps it as desired, the deletion of the namespace's last
 database removes it, and a database's own scripts ConfigMap of earlier versions is deleted once nothing
 of it mounts it. The Secret is created once and never overwritten, and its value never
-reaches a log, an event or the status. Every function returns the problems it found (for Degraded);
-none collects them into a list it was given.
+reaches a log, an event or the status. The PodDisruptionBudget of a database of more than one instance is
+the one long-lived child owned by the SampleDB (the garbage collector removes it with the database) and the
+one a pass deletes when it is no longer desired (decide/plan.removals: scaled down to one instance). Every
+function returns the problems it found (for Degraded); none collects them into a list it was given.
 """
 
 from __future__ import annotations
@@ -97,11 +99,17 @@ def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
     return out
 
 
+def owned_children(db: SampleDB) -> list[tuple[str, str]]:
+    """The database's long-lived children (kind, name) owned by the SampleDB: its PodDisruptionBudget (no
+    deletion step needs it, so the garbage collector removes it with the database; disown leaves it)."""
+    return [("PodDisruptionBudget", names.disruption_budget_name(db.metadata.name))]
+
+
 def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
-    """This database's children in the caches: the long-lived ones by name (they carry no
-    ownerReference, only the database label), its Jobs by owner."""
+    """This database's children in the caches: the long-lived ones by name and the database label (the
+    PodDisruptionBudget is owned, the others carry no ownerReference), its Jobs by owner."""
     out: dict[plan.Key, Obj] = {}
-    for kind, name in unowned_children(db):
+    for kind, name in [*unowned_children(db), *owned_children(db)]:
         found = ctx.cached(kind, db.metadata.namespace, name)
         if found is not None and (found["metadata"].get("labels") or {}).get(DATABASE_LABEL) == db.metadata.name:
             out[(kind, name)] = found
@@ -173,14 +181,17 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
     them, a new one only once its claim is bound when its class binds immediately (decide/binding.py). One
     Event names every child created in the pass (`created_before`: those the pass made before, the Secret) and
     the StatefulSets waiting for their claims, except a provisioning pass that made only those
-    (events.created_children_event); an update has an Event of its own (its reason)."""
+    (events.created_children_event); an update has an Event of its own (its reason). Then the children the plan
+    no longer desires are deleted (plan.removals: the PodDisruptionBudget of a database scaled down to one
+    instance), each with an Event."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
     problems = [v.problem for v in verdicts.values() if v.problem is not None]
     live = {volume_states[key].role for key, v in verdicts.items()
             if v.write and volume_states[key].present and not volume_states[key].terminating}
-    actions = [a for a in plan.plan(d.children(inputs), observed, keep_size=vol.sizes_kept(db))
+    desired = d.children(inputs)
+    actions = [a for a in plan.plan(desired, observed, keep_size=vol.sizes_kept(db))
                if (verdicts.get(a.key) is None or verdicts[a.key].write)]  # a lost volume is never written
     limit = asyncio.Semaphore(APPLY_CONCURRENCY)
 
@@ -216,6 +227,11 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                 await _event(ctx, db, "Warning", "EmptyVolumeCreated",
                              f"created an empty {volume_states[outcome.key].role} volume {outcome.key[1]} in place"
                              f" of the lost one, as the {vol.ACCEPT_EMPTY_ANNOTATION} annotation accepts")
+    for removal in plan.removals(desired, observed):  # a PodDisruptionBudget at one instance
+        removed = await _remove(ctx, db, removal)
+        outcomes.append(removed)
+        if removed.problem is not None:
+            problems.append(removed.problem)
     announce = ev.created_children_event(created, waiting, provisioning=not db.status.has_run)
     if announce is not None:
         await _event(ctx, db, announce.type, announce.reason, announce.message)
@@ -268,6 +284,27 @@ async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj 
     if have is not None:
         await _event(ctx, db, "Normal", f"Updated{kind}", action.reason)
     return _Outcome(action.key, created=have is None, written=True)
+
+
+async def _remove(ctx: Context, db: SampleDB, removal: plan.Removal) -> _Outcome:
+    """Delete a child the plan no longer desires (gone already: done), with an Event giving the reason. A delete
+    the API server refuses (the operator's RBAC, an admission policy) is a problem of the status, looked at again
+    soon, as a refused apply is: the rest of the pass goes on."""
+    kind, name = removal.key
+    try:
+        await ctx.apis[kind].delete(name, namespace=db.metadata.namespace)
+    except NotFound:
+        return _Outcome(removal.key)
+    except ApiError as exc:
+        if isinstance(exc, NamespaceTerminating) or exc.status not in (403, 422):
+            raise  # for the controller: not the child's problem
+        reason = stuck.refusal_reason(exc.message)
+        return _Outcome(removal.key, problem=Problem("ChildRejected" if reason == "CreateRefused" else reason,
+                                                     f"{kind} {name} not deleted: {exc.message}", "spec"),
+                        refused=True)
+    log.info("deleted child", kind=kind, child=name, reason=removal.reason)
+    await _event(ctx, db, "Normal", f"Deleted{kind}", removal.reason)
+    return _Outcome(removal.key)
 
 
 async def disown(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> None:

@@ -24,6 +24,7 @@ from sampledb_operator.kube.resources import (
     EVENT,
     JOB,
     NAMESPACE,
+    PDB,
     POD,
     PVC,
     SAMPLEDB,
@@ -41,8 +42,8 @@ from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS, NAMESPACE,
-             POD, EVENT)
+API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, PDB, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS,
+             NAMESPACE, POD, EVENT)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Caches:
     secrets: StoreSet
     # database pods only; with filtered caches a StoreUnion: the shards' pods and those without the bucket label
     pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))
+    # the PodDisruptionBudgets of the databases with more than one instance
+    pdbs: StoreSet = field(default_factory=lambda: StoreSet({None: Store("poddisruptionbudgets")}))
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
@@ -72,6 +75,7 @@ class Caches:
             "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
+            "PodDisruptionBudget": self.pdbs,
         }[kind]
 
 

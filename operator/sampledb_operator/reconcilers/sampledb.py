@@ -25,6 +25,7 @@ from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
     JOB,
+    PDB,
     POD,
     PVC,
     SAMPLEDB,
@@ -300,6 +301,7 @@ def watched_resources() -> list[tuple[Resource, str | None]]:
         (SERVICE, MANAGED_SELECTOR),
         (CONFIGMAP, MANAGED_SELECTOR),
         (SECRET, MANAGED_SELECTOR),
+        (PDB, MANAGED_SELECTOR),
         (POD, f"{MANAGED_SELECTOR},{COMPONENT_LABEL}=database"),  # the database pods, not the Jobs'
     ]
 

@@ -42,6 +42,8 @@ def pod(phase: str | None, *, deleting: bool = False) -> Obj:
     ("Pod", pod("Pending", deleting=True), True),
     ("PersistentVolumeClaim", {"kind": "PersistentVolumeClaim", "status": {"phase": "Bound"}}, False),
     ("Service", {"kind": "Service", "spec": {}}, False),
+    # no step reads a disruption budget's status (it follows the pods, whose own events are urgent)
+    ("PodDisruptionBudget", {"kind": "PodDisruptionBudget", "status": {"disruptionsAllowed": 0}}, False),
 ])
 def test_a_modified_child_is_urgent_when_a_step_acts_on_its_state(kind: str, obj: Obj, expected: bool) -> None:
     assert urgent(kind, "MODIFIED", obj) is expected
@@ -49,7 +51,7 @@ def test_a_modified_child_is_urgent_when_a_step_acts_on_its_state(kind: str, obj
 
 
 @pytest.mark.parametrize("kind", ["StatefulSet", "Job", "Pod", "PersistentVolumeClaim", "Service", "ConfigMap",
-                                  "Secret"])
+                                  "Secret", "PodDisruptionBudget"])
 def test_a_deleted_child_is_always_urgent(kind: str) -> None:
     assert urgent(kind, "DELETED", {"kind": kind, "metadata": {"name": "x"}})
 

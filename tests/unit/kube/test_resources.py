@@ -27,6 +27,7 @@ def test_core_and_group_api_versions() -> None:
         (r.CRD, ("ignored", "sampledbs.sampledb.io"),
          "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sampledbs.sampledb.io"),
         (r.STORAGECLASS, (), "/apis/storage.k8s.io/v1/storageclasses"),
+        (r.PDB, ("ns", "orders"), "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/orders"),
     ],
 )
 def test_paths(resource: r.Resource, args: tuple[str | None, ...], path: str) -> None:

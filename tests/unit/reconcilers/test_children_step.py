@@ -1,6 +1,7 @@
 """reconcilers/children.py on the fake cluster: the children of a new database are made once, a pass over
-children in shape writes nothing, drift is put back, the Secret is never overwritten, and a SampleDB
-ownerReference on a long-lived child is removed."""
+children in shape writes nothing, drift is put back, the Secret is never overwritten, a SampleDB
+ownerReference on a long-lived child is removed (but for the PodDisruptionBudget, owned on purpose), and the
+PodDisruptionBudget comes with a second instance and goes at one."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from tests.support.fake_cluster import NS, FakeCluster, sampledb
 from sampledb_operator import dataplane
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.labels import labels
+from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model import names
-from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.reconcilers.children import (
+    REFUSED_RECHECK_SECONDS,
     SecretOutcome,
     apply_children,
+    deletable_children,
     disown,
     ensure_secret,
     observed_children,
@@ -102,7 +106,8 @@ async def test_the_read_only_service_is_made_with_standbys_and_kept_in_shape_aft
     cluster.patch("Service", ro, {"metadata": {"labels": {NAME_LABEL: "changed"}}})
     cluster.writes.clear()
     await children_step(cluster, db)
-    assert cluster.written() == [("apply", "Service", ro)]  # still there, put back in shape, not deleted
+    # still there, put back in shape, not deleted (the PodDisruptionBudget goes: one instance)
+    assert cluster.written() == [("apply", "Service", ro), ("delete", "PodDisruptionBudget", "orders")]
     service = cluster.get("Service", ro)
     assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
 
@@ -215,3 +220,131 @@ async def test_an_earlier_versions_own_scripts_configmap_goes_once_nothing_mount
     await retire_legacy_scripts(cluster.ctx, db, observed_children(cluster.ctx, db))
     assert cluster.get("ConfigMap", legacy) is None
     assert cluster.written("delete") == [("delete", "ConfigMap", legacy)]
+
+
+PDB = names.disruption_budget_name("orders")
+
+
+def scaled(cluster: FakeCluster, replicas: int) -> SampleDB:
+    """The SampleDB with spec.replicas = `replicas` (its uid kept: the fake server keeps the object's)."""
+    return SampleDB.model_validate(cluster.put("SampleDB", sampledb(replicas=replicas)))
+
+
+async def test_the_disruption_budget_comes_with_a_third_instance_and_goes_at_one() -> None:
+    """1 -> 3 -> 1: no budget for one instance, one (owned, two of three kept available) for three, written once,
+    deleted on the scale-down with an Event saying why, and nothing written after either."""
+    cluster = FakeCluster()
+    await children_step(cluster, new_database(cluster))
+    assert cluster.get("PodDisruptionBudget", PDB) is None
+    assert cluster.written(kind="PodDisruptionBudget") == []
+
+    db = scaled(cluster, 3)
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written(kind="PodDisruptionBudget") == [("apply", "PodDisruptionBudget", PDB)]
+    pdb = cluster.get("PodDisruptionBudget", PDB)
+    assert pdb is not None
+    assert pdb["spec"] == d.disruption_budget(db)["spec"]
+    assert pdb["spec"]["minAvailable"] == 2
+    assert [(r["kind"], r["uid"], r["controller"]) for r in pdb["metadata"]["ownerReferences"]] == [
+        ("SampleDB", db.metadata.uid, True)]
+    assert pdb["metadata"]["labels"] == labels(db, "database")
+    assert ("PodDisruptionBudget", PDB) in observed_children(cluster.ctx, db)  # the cache holds it
+    cluster.writes.clear()
+    await children_step(cluster, db)  # in shape: no write
+    assert cluster.written() == []
+
+    db = scaled(cluster, 1)
+    cluster.writes.clear()
+    events = len(cluster.recorder.events)
+    await children_step(cluster, db)
+    assert cluster.written(kind="PodDisruptionBudget") == [("delete", "PodDisruptionBudget", PDB)]
+    assert cluster.get("PodDisruptionBudget", PDB) is None
+    assert ("PodDisruptionBudget", PDB) not in observed_children(cluster.ctx, db)
+    assert cluster.recorder.events[events:] == [
+        ("Normal", "DeletedPodDisruptionBudget",
+         f"PodDisruptionBudget {PDB} is no longer needed: the database has one instance")]
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == []
+
+
+async def test_the_disruption_budget_follows_a_scale_from_three_to_two() -> None:
+    cluster = FakeCluster()
+    await children_step(cluster, scaled(cluster, 3))
+    db = scaled(cluster, 2)
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written(kind="PodDisruptionBudget") == [("apply", "PodDisruptionBudget", PDB)]
+    pdb = cluster.get("PodDisruptionBudget", PDB)
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 1
+
+
+async def test_a_disruption_budget_edited_or_deleted_by_hand_is_put_back_and_only_it() -> None:
+    cluster = FakeCluster()
+    db = scaled(cluster, 3)
+    await children_step(cluster, db)
+    cluster.patch("PodDisruptionBudget", PDB, {"spec": {"minAvailable": 0}})
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == [("apply", "PodDisruptionBudget", PDB)]
+    assert cluster.recorder.reasons()[-1] == "UpdatedPodDisruptionBudget"
+    assert "spec.minAvailable differs" in cluster.recorder.events[-1][2]
+    pdb = cluster.get("PodDisruptionBudget", PDB)
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 2
+
+    await cluster.ctx.apis["PodDisruptionBudget"].delete(PDB, NS)
+    cluster.writes.clear()
+    await children_step(cluster, db)
+    assert cluster.written() == [("apply", "PodDisruptionBudget", PDB)]
+    assert cluster.get("PodDisruptionBudget", PDB) is not None
+
+
+async def test_the_disruption_budget_keeps_its_owner_and_is_no_deletion_steps_child() -> None:
+    """The garbage collector removes the budget with the SampleDB: disown leaves its ownerReference, and the
+    deletion steps do not list it."""
+    cluster = FakeCluster()
+    db = scaled(cluster, 2)
+    await children_step(cluster, db)
+    cluster.writes.clear()
+    await disown(cluster.ctx, db, observed_children(cluster.ctx, db))
+    assert cluster.written() == []
+    pdb = cluster.get("PodDisruptionBudget", PDB)
+    assert pdb is not None and pdb["metadata"]["ownerReferences"][0]["kind"] == "SampleDB"
+    assert ("PodDisruptionBudget", PDB) not in unowned_children(db)
+    assert ("PodDisruptionBudget", PDB) not in deletable_children(db)
+
+
+async def test_a_refused_deletion_of_the_budget_is_a_problem_and_looked_at_again_soon() -> None:
+    """The operator's role without `delete` on PodDisruptionBudgets: Degraded says so, the pass goes on (its other
+    children are kept in shape) and comes back soon; once allowed, the budget goes."""
+    cluster = FakeCluster()
+    await children_step(cluster, scaled(cluster, 3))
+    db = scaled(cluster, 1)
+    message = ('poddisruptionbudgets.policy "orders" is forbidden: User "system:serviceaccount:sampledb-system:'
+               'sampledb-operator" cannot delete resource "poddisruptionbudgets" in API group "policy"')
+    cluster.fail("PodDisruptionBudget", "delete", Forbidden(403, "Forbidden", message))
+    cluster.patch("Service", names.client_service_name("orders"), {"metadata": {"labels": {NAME_LABEL: "x"}}})
+    observed = observed_children(cluster.ctx, db)
+    applied = await apply_children(cluster.ctx, db, observed, d.Inputs(db=db, scripts=SCRIPTS))
+    assert applied.problems == (Problem("OperatorForbidden", f"PodDisruptionBudget {PDB} not deleted: {message}",
+                                        "spec"),)
+    assert applied.recheck_after is not None and applied.recheck_after <= REFUSED_RECHECK_SECONDS
+    service = cluster.get("Service", names.client_service_name("orders"))
+    assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
+    assert cluster.get("PodDisruptionBudget", PDB) is not None
+
+    cluster.fail("PodDisruptionBudget", "delete", None)
+    await children_step(cluster, db)
+    assert cluster.get("PodDisruptionBudget", PDB) is None
+
+
+async def test_another_objects_budget_of_that_name_is_not_deleted_at_one_instance() -> None:
+    """Only the database's own budget (its label, in the operator's cache) is ever deleted."""
+    cluster = FakeCluster()
+    db = new_database(cluster)
+    cluster.put("PodDisruptionBudget", {"metadata": {"name": PDB, "labels": {"team": "payments"}},
+                                        "spec": {"minAvailable": 1}})
+    await children_step(cluster, db)
+    assert cluster.written(kind="PodDisruptionBudget") == []
+    assert cluster.get("PodDisruptionBudget", PDB) is not None

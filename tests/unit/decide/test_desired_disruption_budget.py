@@ -1,0 +1,153 @@
+"""decide/desired.disruption_budget and decide/plan.removals: a database of more than one instance has a
+PodDisruptionBudget over every instance's pod (at most one of them evicted at a time: all but one kept available),
+owned by its SampleDB; a single instance has none, and a budget left from more instances is planned for
+deletion."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import jobs, plan
+from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, owner_reference
+from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
+
+SCRIPTS = {"lib.sh": "#!/bin/bash\n"}
+PDB_KEY = ("PodDisruptionBudget", "orders")
+
+
+def make_db(name: str = "orders", **spec: Any) -> SampleDB:
+    body: dict[str, Any] = {"version": "16.4", "storage": {"size": "1Gi"}, **spec}
+    return SampleDB.model_validate({
+        "apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": name, "namespace": "shop", "uid": "uid-1", "generation": 1}, "spec": body})
+
+
+def instances(count: int) -> tuple[d.Instance, ...]:
+    return tuple(d.Instance(i) for i in range(count))
+
+
+def children(db: SampleDB) -> list[dict[str, Any]]:
+    return d.children(d.Inputs(db, SCRIPTS, instances=instances(db.spec.replicas)))
+
+
+def budgets(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def test_a_single_instance_has_no_disruption_budget() -> None:
+    assert budgets(children(make_db())) == []
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 9])
+def test_more_than_one_instance_has_one_budget_of_one_unavailable_over_every_instances_pod(replicas: int) -> None:
+    """All but one instance kept available, as a count of healthy pods: each instance is a StatefulSet of its own,
+    and the disruption controller measures maxUnavailable against the controllers of the pods that exist, which an
+    instance without a pod (fenced, or evicted and not made again yet) would leave."""
+    db = make_db(replicas=replicas)
+    made = children(db)
+    [pdb] = budgets(made)
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["metadata"]["name"] == names.disruption_budget_name("orders") == "orders"
+    assert pdb["metadata"]["namespace"] == "shop"
+    assert pdb["spec"] == {"minAvailable": replicas - 1, "selector": {"matchLabels": {
+        "app.kubernetes.io/instance": "orders", DATABASE_LABEL: "orders", "app.kubernetes.io/component": "database"}}}
+    statefulsets = [o for o in made if o["kind"] == "StatefulSet"]
+    assert len(statefulsets) == replicas
+    for sts in statefulsets:  # every instance's pod, instance 0's and the others' (which add their instance label)
+        assert selects(pdb["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
+
+
+def test_the_budget_selects_no_pod_of_a_job_nor_of_another_database() -> None:
+    db = make_db(replicas=3)
+    [pdb] = budgets(children(db))
+    job = jobs.init_job(make_db(replicas=3, init={"configMapKeyRef": {"name": "i", "key": "k"}}))
+    assert job is not None
+    assert not selects(pdb["spec"]["selector"], job["spec"]["template"]["metadata"]["labels"])
+    other = next(o for o in children(make_db("billing", replicas=3)) if o["kind"] == "StatefulSet")
+    assert not selects(pdb["spec"]["selector"], other["spec"]["template"]["metadata"]["labels"])
+
+
+def test_the_budget_is_owned_by_the_sampledb_and_labelled_like_the_other_children() -> None:
+    """The one long-lived child with an owner: no deletion step needs it, the garbage collector removes it."""
+    db = make_db(replicas=2)
+    [pdb] = budgets(children(db))
+    assert pdb["metadata"]["ownerReferences"] == [owner_reference(db)]
+    assert owner_reference(db)["controller"] is True
+    service = next(o for o in children(db) if o["kind"] == "Service")
+    assert pdb["metadata"]["labels"] == service["metadata"]["labels"]
+    assert pdb["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY
+
+
+def server_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the API server holds after applying `obj`: its fields, the server's metadata and the disruption
+    controller's status."""
+    out = copy.deepcopy(obj)
+    out["metadata"].update(uid="pdb-uid", resourceVersion="5", generation=1, creationTimestamp="2026-01-01T00:00:00Z")
+    out["status"] = {"currentHealthy": 3, "desiredHealthy": 2, "disruptionsAllowed": 1, "expectedPods": 3,
+                     "observedGeneration": 1}
+    return out
+
+
+def test_the_budget_is_planned_when_missing_and_not_again_once_made() -> None:
+    want = children(make_db(replicas=3))
+    actions = plan.plan(want, {})
+    assert PDB_KEY in [a.key for a in actions]
+    observed = {plan.key_of(a.obj): server_view(a.obj) for a in actions}
+    assert plan.plan(want, observed) == []
+    assert plan.removals(want, observed) == []
+
+
+def test_the_budget_follows_the_number_of_instances() -> None:
+    [three] = budgets(children(make_db(replicas=3)))
+    [two] = budgets(children(make_db(replicas=2)))
+    reason = plan.drift(two, server_view(three))
+    assert reason == "spec.minAvailable differs"
+
+
+@pytest.mark.parametrize(("edit", "path"), [
+    ({"spec": {"minAvailable": 0}}, "spec.minAvailable"),
+    ({"spec": {"minAvailable": "50%"}}, "spec.minAvailable"),
+    ({"spec": {"selector": {"matchLabels": {"app.kubernetes.io/component": "other"}}}}, "spec.selector"),
+    ({"metadata": {"ownerReferences": []}}, "metadata.ownerReferences"),
+])
+def test_a_budget_edited_by_hand_is_drift(edit: dict[str, Any], path: str) -> None:
+    want = children(make_db(replicas=3))
+    [pdb] = budgets(want)
+    observed = server_view(pdb)
+    for part, fields in edit.items():
+        for key, value in fields.items():
+            if isinstance(value, dict) and isinstance(observed[part].get(key), dict):
+                observed[part][key] = {**observed[part][key], **value}
+            else:
+                observed[part][key] = value
+    reason = plan.drift(pdb, observed)
+    assert reason is not None and reason.startswith(path)
+    [action] = plan.plan([pdb], {PDB_KEY: observed})
+    assert action.obj == pdb
+
+
+def test_a_budget_no_longer_desired_is_removed_and_nothing_else_ever_is() -> None:
+    three = children(make_db(replicas=3))
+    observed = {plan.key_of(o): server_view(o) for o in three}
+    one = children(make_db(replicas=1))  # scaled down: no budget (and fewer StatefulSets, which are not pruned)
+    [removal] = plan.removals(one, observed)
+    assert removal.key == PDB_KEY
+    assert removal.reason == "PodDisruptionBudget orders is no longer needed: the database has one instance"
+    assert {k for k in observed if k not in {plan.key_of(o) for o in one}} > {PDB_KEY}  # other extras stay
+    assert plan.removals(one, {k: v for k, v in observed.items() if k != PDB_KEY}) == []  # gone: done
+
+
+def test_a_budget_being_deleted_is_not_deleted_again() -> None:
+    [pdb] = budgets(children(make_db(replicas=3)))
+    deleting = server_view(pdb)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    assert plan.removals(children(make_db()), {PDB_KEY: deleting}) == []
