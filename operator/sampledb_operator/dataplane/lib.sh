@@ -595,22 +595,25 @@ next_segment() {
     printf '%s%08X%08X' "$tli" "$log" "$seg"
 }
 
-# catalog_python: print the Python interpreter that reads barman's JSON (python3 on PATH, else the
-# interpreter barman-cloud-backup-list itself runs with); false if there is none.
-catalog_python() {
+# barman_python: print the Python interpreter Barman Cloud's commands run with (the shebang of
+# barman-cloud-backup: its virtualenv, with boto3); false if there is none.
+barman_python() {
     local first
+    first=$(head -n1 -- "$(command -v barman-cloud-backup || echo /dev/null)" 2>/dev/null || true)
+    first=${first#\#!}
+    first=${first%% *}
+    [[ $first == /*python* && -x $first ]] || return 1
+    printf '%s' "$first"
+}
+
+# catalog_python: print the Python interpreter that reads barman's JSON (python3 on PATH, else
+# barman_python); false if there is none.
+catalog_python() {
     if command -v python3 >/dev/null 2>&1; then
         printf 'python3'
         return 0
     fi
-    first=$(head -n1 -- "$(command -v barman-cloud-backup-list || echo /dev/null)" 2>/dev/null || true)
-    first=${first#\#!}
-    first=${first%% *}
-    if [[ $first == /*python* && -x $first ]]; then
-        printf '%s' "$first"
-        return 0
-    fi
-    return 1
+    barman_python
 }
 
 # The program of backup_catalog (Python standard library only).

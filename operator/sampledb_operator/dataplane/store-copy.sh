@@ -99,14 +99,7 @@ except (BotoCoreError, ClientError, OSError, RuntimeError) as error:
 # store_python: print the Python interpreter with boto3 (the one Barman Cloud's commands run with, else
 # python3 on PATH when it imports boto3); false if there is none.
 store_python() {
-    local first
-    first=$(head -n1 -- "$(command -v barman-cloud-backup || echo /dev/null)" 2>/dev/null || true)
-    first=${first#\#!}
-    first=${first%% *}
-    if [[ $first == /*python* && -x $first ]]; then
-        printf '%s' "$first"
-        return 0
-    fi
+    barman_python && return 0
     if command -v python3 >/dev/null 2>&1 && python3 -c 'import boto3' >/dev/null 2>&1; then
         printf 'python3'
         return 0
