@@ -42,13 +42,20 @@ def built() -> None:
     assert Path(done.stdout.strip()).is_file()
 
 
+# The one warning the committed bundle has, a false positive: RBAC rules name no API version, so the deprecated-API
+# check cannot tell the policy/v1 PodDisruptionBudgets the operator uses from policy/v1beta1 (docs/olm.md).
+KNOWN_WARNING = re.compile(r"^WARN  Warning: Value sampledb-operator\.v\S+: this bundle is using APIs which were"
+                           r" deprecated and removed in v1\.25\. .* Migrate the API\(s\) for poddisruptionbudgets: ")
+
+
 def test_the_committed_bundle_is_valid(built: None) -> None:
     done = validate()
     assert done.returncode == 0, done.stdout + done.stderr
     assert lines(done.stdout, "ERROR") == []
-    assert re.search(r"bundle \S+/bundle: 0 error\(s\), 0 warning\(s\): valid$", done.stdout.strip()), done.stdout
-    assert lines(done.stdout, "WARN") == []
-    assert validate("-strict").returncode == 0  # no warning either
+    assert re.search(r"bundle \S+/bundle: 0 error\(s\), 1 warning\(s\): valid$", done.stdout.strip()), done.stdout
+    assert [w for w in lines(done.stdout, "WARN") if not KNOWN_WARNING.search(w)] == []
+    strict = validate("-strict")  # that warning only: -strict fails on it and on nothing else
+    assert strict.returncode == 1 and [w for w in lines(strict.stdout, "WARN") if not KNOWN_WARNING.search(w)] == []
 
 
 # -- broken copies ----------------------------------------------------------------------------------
