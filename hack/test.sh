@@ -5,17 +5,25 @@
 #      PostgreSQL), integration and end to end (real control plane; each test has its own namespace
 #      and its own operator process, so they do not see each other);
 #   3. the `disruptive` tests (they restart kube-apiserver), alone.
-# The cluster: $KUBECONFIG's if set (never stopped), else the local control plane, started here
+# The cluster: $KUBECONFIG's if set and SAMPLEDB_TEST_USE_KUBECONFIG=1 (never stopped; without the opt-in a
+# $KUBECONFIG is ignored, with a note), else the local control plane, started here
 # once for both phases and stopped at the end unless it was already running or
 # SAMPLEDB_KEEP_CLUSTER=1. pytest's exit code 5 ("no tests collected") is a failure: a suite that
 # runs nothing must not look green. SAMPLEDB_TEST_WORKERS sets the parallelism (default 4: most tests wait on the cluster, not on a core).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 start=$(date +%s)
 .venv/bin/ruff check operator tests bench hack || exit 1
 .venv/bin/mypy || exit 1
 
 stop_cluster=0
+local_kubeconfig=${SAMPLEDB_CLUSTER_DIR:-$(pwd)/.cluster}/kubeconfig
+if [[ -n ${KUBECONFIG:-} && ${SAMPLEDB_TEST_USE_KUBECONFIG:-} != 1 && $KUBECONFIG != "$local_kubeconfig" ]]; then
+  # the tests create namespaces and apply CRDs: a cluster the user chose only when they say so
+  echo "test: not using \$KUBECONFIG ($KUBECONFIG): set SAMPLEDB_TEST_USE_KUBECONFIG=1 to run the tests against" \
+    "that cluster; using the local control plane" >&2
+  unset KUBECONFIG
+fi
 if [[ -z ${KUBECONFIG:-} ]]; then
   hack/cluster status 2>/dev/null | grep -q "apiserver: ready" || stop_cluster=1
   [[ ${SAMPLEDB_KEEP_CLUSTER:-} == 1 ]] && stop_cluster=0

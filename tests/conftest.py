@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from tests.support import kube
 from tests.support.cluster import (
+    OPT_IN,
     Cluster,
     external_cluster,
     install_crds,
@@ -46,6 +47,7 @@ def cluster() -> Iterator[Cluster]:
     else:
         was_running = local_cluster_running()
         c = start_local_cluster()
+        os.environ["KUBECONFIG"] = c.kubeconfig  # a $KUBECONFIG not opted in is never what a tool reads
         started_here = not was_running and os.environ.get("SAMPLEDB_KEEP_CLUSTER") != "1"
     kube.configure(c.kubeconfig, c.kubectl)
     install_crds()
@@ -94,7 +96,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests marked `local_only` check the local cluster's own host (hack/cluster, hack/real-node);
     against $KUBECONFIG's cluster they do not apply and are deselected (reported, never skipped)."""
     ext = os.environ.get("KUBECONFIG")
-    if not ext or Path(ext).resolve() == (local_state_dir() / "kubeconfig").resolve():
+    if not ext or Path(ext).resolve() == (local_state_dir() / "kubeconfig").resolve() \
+            or os.environ.get(OPT_IN) != "1":  # a $KUBECONFIG not opted in is ignored: the local cluster
         return
     keep = [i for i in items if i.get_closest_marker("local_only") is None]
     dropped = [i for i in items if i.get_closest_marker("local_only") is not None]

@@ -158,15 +158,23 @@ def install_crds() -> None:
         kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(f))
 
 
+OPT_IN = "SAMPLEDB_TEST_USE_KUBECONFIG"  # =1: the tests may use the cluster $KUBECONFIG names (the user's own)
+
+
 def external_cluster() -> Cluster | None:
-    """The cluster $KUBECONFIG names, if set: the user's own, or hack/cluster's when hack/test.sh
-    started it for a parallel run (then it counts as local: tests may restart its components)."""
+    """The cluster $KUBECONFIG names, if set: hack/cluster's when hack/test.sh started it for a parallel run
+    (then it counts as local: tests may restart its components), or the user's own, only when they opted in
+    with SAMPLEDB_TEST_USE_KUBECONFIG=1: the tests create namespaces and apply CRDs, so a $KUBECONFIG left
+    pointing at a cluster the user cares about is never touched by surprise (None: the local cluster)."""
     path = os.environ.get("KUBECONFIG")
     if not path:
         return None
     local_kubeconfig = local_state_dir() / "kubeconfig"
     bin_dir = local_state_dir() / "bin-dir"
-    if Path(path).resolve() == local_kubeconfig.resolve() and bin_dir.exists():
+    is_local = Path(path).resolve() == local_kubeconfig.resolve()
+    if not is_local and os.environ.get(OPT_IN) != "1":
+        return None
+    if is_local and bin_dir.exists():
         # The store's variables from the environment (`eval "$(hack/cluster env)"`), else asked for.
         store = object_store_from_env(os.environ) or object_store_from_env(local_cluster_env())
         return Cluster(kubeconfig=path, local=True,
