@@ -72,7 +72,10 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
     wait_ready(copy, timeout=600, ns=src_ns)
     got = dict(line.split("|") for line in sql(copy, "SELECT right(batch, 1), count(*) FROM ledger GROUP BY 1"
                                                      " ORDER BY 1", ns=src_ns).splitlines())
-    assert got == committed
+    assert got == committed, {  # what the recovery says it did, and what the source's archive held
+        "recovered": condition(copy, "Initialized", src_ns).get("message"),
+        "timeline": sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns),
+        "segment": segment, "archive": status(name, src_ns).get("archive")}
 
 
 def succeeded_backup(ns: str, backup: str) -> dict[str, Any] | None:
