@@ -19,11 +19,11 @@
 # VERIFY_SHARED_BUFFERS (the copy's, default 128MB), RESULT_FILE (lib.sh).
 #
 # Steps:
-# 1. The point. Session A (READ COMMITTED), with lock_timeout and statement_timeout set to
+# 1. The point. Connection A (a READ COMMITTED database connection), with lock_timeout and statement_timeout set to
 #    VERIFY_LOCK_TIMEOUT: one LOCK of every table lib.sh's statistics cover (SDB_STATS_RELATIONS) and of
 #    the large-object catalogs IN SHARE MODE (it waits for writers in flight; new writes to those tables
 #    wait for this window only), then pg_create_restore_point, pg_export_snapshot, clock_timestamp and
-#    pg_walfile_name of the point's LSN in one statement. Session B: REPEATABLE READ, READ ONLY, SET
+#    pg_walfile_name of the point's LSN in one statement. Connection B: REPEATABLE READ, READ ONLY, SET
 #    TRANSACTION SNAPSHOT (the exported one), and ACCESS SHARE locks on the tables it sees (no
 #    TRUNCATE or rewrite, which are not MVCC-safe, until it is done). A commits at once: writers waited
 #    for the locks, the point and the import only. B checks that it sees exactly the tables A locked (a
@@ -137,9 +137,9 @@ coproc SDB_A { PGCLIENTENCODING=UTF8 exec psql -X -w -q -At -v ON_ERROR_STOP=0 2
 { coproc SDB_B { PGCLIENTENCODING=UTF8 exec psql -X -w -q -At -v ON_ERROR_STOP=0 2>>"$SDB_TMP/b.err"; }; } 2>/dev/null
 on_cleanup "session_end SDB_B $SDB_B_PID"
 on_cleanup "session_end SDB_A $SDB_A_PID"
-for session in SDB_A SDB_B; do
-    if ! session_run "$session" "SELECT 'SDB_UP=1';" || ! session_line SDB_UP= >/dev/null; then
-        die "$SDB_EXIT_CONNECT" "cannot open a session to the primary: $(first_error "$SDB_TMP/${session#SDB_}.err")"
+for conn in SDB_A SDB_B; do
+    if ! session_run "$conn" "SELECT 'SDB_UP=1';" || ! session_line SDB_UP= >/dev/null; then
+        die "$SDB_EXIT_CONNECT" "cannot open a session to the primary: $(first_error "$SDB_TMP/${conn#SDB_}.err")"
     fi
 done
 session_run SDB_B "$SDB_STATS_SETTINGS" || die "$SDB_EXIT_CONNECT" "lost the session to the primary: $(first_error "$SDB_TMP/b.err")"
