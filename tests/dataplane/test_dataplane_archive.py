@@ -190,8 +190,14 @@ class Store:
         )  # fmt: skip
 
     def env(self, prefix: str, server: str, bindir: Path, **extra: str) -> dict[str, str]:
-        """What the operator sets for a database archiving to s3://BUCKET/prefix, server ``server``."""
+        """What the operator sets for a database archiving to s3://BUCKET/prefix, server ``server``; and (when
+        barman_tools wraps the commands because the postgres user cannot run the virtualenv's interpreter) the
+        virtualenv's packages for the system's python3, which the scripts' boto3 programs then run with, as in
+        an image."""
+        packages = {} if (self.tools / "barman-cloud-backup").is_symlink() else {
+            "PYTHONPATH": sysconfig.get_paths()["purelib"]}
         return {
+            **packages,
             "PATH": f"{self.tools}:{bindir}:/usr/local/bin:/usr/bin:/bin",
             "SAMPLEDB_S3_DESTINATION": f"s3://{BUCKET}/{prefix}",
             "SAMPLEDB_S3_SERVER": server,

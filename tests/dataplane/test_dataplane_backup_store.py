@@ -8,7 +8,6 @@ what a damaged or missing copy makes restore.sh answer.
 from __future__ import annotations
 
 import json
-import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,8 @@ def target_server(pg_server_factory: Callable[..., PgServer]) -> PgServer:
 
 
 def store_env(store: Store, runner: ScriptRunner, prefix: str, server: str = "orders", **extra: str) -> dict[str, str]:
-    """The store settings, and (when barman_tools wraps the commands because the postgres user cannot run
-    the virtualenv's interpreter) the virtualenv's packages for the system's python3, as in an image."""
-    packages = {} if (store.tools / "barman-cloud-backup").is_symlink() else {
-        "PYTHONPATH": sysconfig.get_paths()["purelib"]}
-    return store.env(prefix, server, runner.bindir, **packages, **extra)
+    """The store settings for a server of the runner's PostgreSQL."""
+    return store.env(prefix, server, runner.bindir, **extra)
 
 
 def backup(runner: ScriptRunner, env: dict[str, str], folder: Path, name: str, **extra: str) -> ScriptRun:

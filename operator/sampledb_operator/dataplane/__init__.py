@@ -1,8 +1,8 @@
 """The data-plane scripts that the operator's Jobs run inside a postgres container image.
 
 The scripts are package data (``*.sh`` next to this module). A Job mounts all of them, unchanged,
-from one ConfigMap at ``MOUNT_DIR`` (every script sources ``lib.sh`` from its own directory, backup.sh
-and restore.sh also ``store-copy.sh``; both are libraries, not entry points) and
+from one ConfigMap at ``MOUNT_DIR`` (every script sources ``lib.sh`` from its own directory, backup.sh,
+restore.sh, archive-wal.sh and recover.sh also ``store-copy.sh``; both are libraries, not entry points) and
 runs ``bash MOUNT_DIR/<name>``. Exit codes are ``EXIT_CODES``; the last line of stdout, or the
 file named by ``$RESULT_FILE``, is one JSON object with at least ``script``, ``ok``, ``code`` and
 ``message``.

@@ -24,11 +24,15 @@
 # later timeline than the cluster's first) checks with --timeline: WAL of the earlier timelines it
 # continues is allowed, of its own or later ones is not. The cluster's first timeline is 1, or the
 # one written to $PGDATA/sampledb-recovered by recover.sh (a recovered copy is always checked in full).
+# Before a new timeline's history file is pushed, the parent timeline's segments a promoted standby
+# holds but the store lacks are queued for archiving (backfill, below): no hole after a failover.
 # Exit codes (lib.sh): 2 bad settings or not run in a data directory, 1 the push or the check failed.
 set -Eeuo pipefail
 SDB_SCRIPT=archive-wal
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
+# shellcheck source=store-copy.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/store-copy.sh"
 SDB_RESULT_DONE=1 # an archive_command prints no result line
 
 RUN_DIR=${SAMPLEDB_RUN_DIR:-/var/run/postgresql}
@@ -75,6 +79,7 @@ archive_on_exit() {
         log "error: archiving ${WAL_NAME:-?} failed: $what"
         record_error "$(scrub "$(one_line "$what")")"
     fi
+    run_cleanups
     exit "$rc"
 }
 trap 'archive_on_exit $?' EXIT
@@ -115,6 +120,49 @@ check_archive() {
     log "first archive into $DEST server $SERVER: its WAL archive $scope; checked"
 }
 
+# backfill: run before the history file of a new timeline is pushed (the first file a promoted standby
+# archives). A standby marks every segment it streams as archived (.done in pg_wal/archive_status)
+# and promotion archives only the history file and the old timeline's last, partial segment, so the
+# complete segments of the parent timeline that the former primary had not archived yet would be a
+# hole in the archive, where a recovery from a base backup of that timeline stops. The parent
+# timeline's complete segments still in pg_wal with a .done marker that the store does not hold are
+# marked .ready instead: the server archives them next (in name order, before the new timeline's
+# segments) and keeps each until it is archived. Nothing to do for a timeline older than the cluster's
+# first (a recovered copy's history file names its source's timeline). A failure to list the store
+# fails this push (retried), so the hole is never left silently.
+backfill() {
+    local line parent status name names=() queued=() listed
+    local -A stored=()
+    line=$(grep -E '^[0-9]+[[:space:]]' -- "$WAL_PATH" | tail -n1 || true)
+    [[ $line =~ ^([0-9]+)[[:space:]] ]] || return 0
+    parent=$(printf '%08X' "${BASH_REMATCH[1]}")
+    ((16#$parent >= $(base_timeline))) || return 0
+    for status in pg_wal/archive_status/"$parent"*.done; do
+        name=${status##*/}
+        name=${name%.done}
+        if [[ $name =~ ^[0-9A-F]{24}$ && -f pg_wal/$name ]]; then
+            names+=("$name")
+        fi
+    done
+    ((${#names[@]} > 0)) || return 0
+    make_temp_dir
+    listed=$(store_wal_names "${names[0]:0:16}/") ||
+        fail 1 "cannot list the WAL archive of $SERVER in $DEST for the segments of timeline $((16#$parent)) it may lack: $(store_failure)"
+    while IFS= read -r line; do
+        line=${line##*/}
+        stored[${line%%.*}]=1
+    done < <(grep -E '^[0-9A-F]{16}/[0-9A-F]{24}(\.(gz|bz2|xz|snappy|zst|lz4))?$' <<<"$listed" || true)
+    for name in "${names[@]}"; do
+        if [[ -z ${stored[$name]:-} ]]; then
+            mv -f -- "pg_wal/archive_status/$name.done" "pg_wal/archive_status/$name.ready"
+            queued+=("$name")
+        fi
+    done
+    if ((${#queued[@]} > 0)); then
+        log "timeline $((16#${WAL_NAME:0:8})) begins: ${#queued[@]} segment(s) of timeline $((16#$parent)) streamed here but not in $DEST server $SERVER (${queued[0]}..${queued[-1]}) queued for archiving"
+    fi
+}
+
 if [[ -z $WAL_PATH ]]; then
     fail "$SDB_EXIT_CONFIG" "no WAL path: use archive_command = 'bash /sampledb/scripts/archive-wal.sh %p'"
 fi
@@ -138,6 +186,10 @@ if [[ -f $CHECKED ]]; then
 fi
 if [[ $checked != "$IDENTITY" ]]; then
     check_archive
+fi
+
+if [[ $WAL_NAME =~ ^[0-9A-F]{8}\.history$ ]]; then
+    backfill
 fi
 
 rc=0

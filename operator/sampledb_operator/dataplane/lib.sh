@@ -94,12 +94,19 @@ _sdb_on_err() {
     SDB_FAILED_CMD=$2
 }
 
-_sdb_on_exit() {
-    local rc=$? i
-    set +e
+# run_cleanups: the on_cleanup commands, last first (each once; failures ignored).
+run_cleanups() {
+    local i
     for ((i = ${#SDB_CLEANUPS[@]} - 1; i >= 0; i--)); do
-        eval "${SDB_CLEANUPS[$i]}" >/dev/null 2>&1
+        eval "${SDB_CLEANUPS[$i]}" >/dev/null 2>&1 || true
     done
+    SDB_CLEANUPS=()
+}
+
+_sdb_on_exit() {
+    local rc=$?
+    set +e
+    run_cleanups
     if [[ $SDB_RESULT_DONE -eq 0 ]]; then
         if [[ $rc -eq 0 ]]; then
             emit_result true 0 "done"
@@ -580,19 +587,6 @@ wal_in_store() {
     barman-cloud-wal-restore "${SDB_STORE_OPTS[@]}" "$1" "$2" "$3" "$4/probe" >/dev/null 2>"$4/probe.err" || rc=$?
     rm -f -- "$4/probe"
     return "$rc"
-}
-
-# next_segment NAME: the WAL segment after NAME (same timeline), for SDB_SEGMENT_SIZE (bytes,
-# default 16 MiB).
-next_segment() {
-    local tli=${1:0:8} log=$((16#${1:8:8})) seg=$((16#${1:16:8})) per
-    per=$((0x100000000 / ${SDB_SEGMENT_SIZE:-16777216}))
-    seg=$((seg + 1))
-    if ((seg >= per)); then
-        seg=0
-        log=$((log + 1))
-    fi
-    printf '%s%08X%08X' "$tli" "$log" "$seg"
 }
 
 # barman_python: print the Python interpreter Barman Cloud's commands run with (the shebang of

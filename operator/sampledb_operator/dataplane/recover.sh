@@ -52,6 +52,8 @@ set -Eeuo pipefail
 SDB_SCRIPT=recover
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
+# shellcheck source=store-copy.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/store-copy.sh"
 
 RUN_DIR=${SAMPLEDB_RUN_DIR:-/var/run/postgresql}
 RECOVERED_FILE=sampledb-recovered
@@ -188,10 +190,6 @@ BACKUP_ID=${SDB_CATALOG[id]}
 BACKUP_NAME=${SDB_CATALOG[name]}
 BACKUP_END=${SDB_CATALOG[end_time]}
 BACKUP_END_LSN=${SDB_CATALOG[end_lsn]}
-SDB_SEGMENT_SIZE=${SDB_CATALOG[segment_size]:-16777216}
-if [[ ! $SDB_SEGMENT_SIZE =~ ^[0-9]+$ ]] || ((SDB_SEGMENT_SIZE < 1048576)); then
-    SDB_SEGMENT_SIZE=16777216
-fi
 backup_major=$((${SDB_CATALOG[version]:-0} / 10000))
 ident+=",\"backupId\":$(json_str "$BACKUP_ID"),\"backupName\":$(json_str "$BACKUP_NAME")"
 if [[ $backup_major != "$major" ]]; then
@@ -307,17 +305,36 @@ in_archive() {
 }
 
 # check_no_gap: with no target, recovery ends at the first WAL segment the archive does not have.
-# Fail when the archive has the segment after it but still not that one: a gap, not the end of the
-# archive (a live source archives in order, so a segment that arrived meanwhile is no gap).
+# Fail when the archive holds a later segment (of its timeline or a later one, complete or partial)
+# but still not that one: a gap, not the end of the archive (a live source archives in order, so a
+# segment that arrived meanwhile is no gap). A hole in the parent timeline is found too, e.g. the
+# segments a failed primary never archived, which the new timeline's segments follow.
 check_no_gap() {
-    local missing next
+    local missing later
     missing=$(grep -E 'WAL file [0-9A-F]{24} for server .* does not exist' -- "$SERVER_LOG" | tail -n1 |
         sed -E 's/.*WAL file ([0-9A-F]{24}) .*/\1/' || true)
     [[ -n $missing ]] || return 0
-    next=$(next_segment "$missing")
-    if in_archive "$next" && ! in_archive "$missing"; then
-        fail_recovery "the archive of $SERVER in $DEST has a gap: WAL file $missing is missing but $next is there, so replay stopped short of the end of the archive (set a recovery target before $missing to accept that)"
+    later=$(later_segment "$missing")
+    if [[ -n $later ]] && ! in_archive "$missing"; then
+        fail_recovery "the archive of $SERVER in $DEST has a gap: WAL file $missing is missing but $later is there, so replay stopped short of the end of the archive (set a recovery target before $missing to accept that)"
     fi
+}
+
+# later_segment NAME: print the first WAL segment in the archive after NAME (same or later timeline,
+# later position; complete or partial), nothing when there is none. Fails the recovery when the store
+# cannot be listed: the end of the archive is then unknown.
+later_segment() {
+    local name=$1 listed line base
+    listed=$(store_wal_names "${name:0:16}/") ||
+        fail_recovery "cannot list the WAL archive of $SERVER in $DEST to tell its end from a gap after $name: $(store_failure)"
+    while IFS= read -r line; do
+        base=${line##*/}
+        base=${base:0:24}
+        if [[ $base =~ ^[0-9A-F]{24}$ ]] && ((16#${base:0:8} >= 16#${name:0:8})) && [[ ${base:8} > ${name:8} ]]; then
+            printf '%s' "${line##*/}"
+            return 0
+        fi
+    done <<<"$listed"
 }
 
 fail_recovery() {

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # sampledb data plane: copies of logical backups (backup.sh's files) in the object store, sourced by
-# backup.sh and restore.sh after lib.sh.
+# backup.sh and restore.sh after lib.sh; and the names in Barman Cloud's WAL archive (store_wal_names),
+# sourced for that by archive-wal.sh and recover.sh.
 #
 # Layout: <destination>/<server>/logical/<reason>/<name>.{dump,globals.sql,json}, beside Barman
 # Cloud's wals/ and base/ of the same server (the same database), which Barman never reads. The .json
@@ -17,6 +18,8 @@
 #   find BUCKET PREFIX NAME            the SUB (a reason) whose folder holds NAME.json
 #   prune BUCKET PREFIX SUB KEEP       delete all but the KEEP newest copies in PREFIX+SUB/ (by their
 #                                      .json's modification time); print each name deleted
+#   names BUCKET PREFIX AFTER          every key under PREFIX that sorts after PREFIX+AFTER, without
+#                                      PREFIX, in order
 # shellcheck disable=SC2016  # Python text, not shell
 SDB_STORE_PY='
 import os, sys
@@ -84,6 +87,12 @@ def main(argv):
             for suffix in SUFFIXES:
                 s3.delete_object(Bucket=bucket, Key=prefix + name + suffix)
             print("deleted %s" % name)
+    elif command == "names":
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                              StartAfter=prefix + argv[3])
+        for page in pages:
+            for o in page.get("Contents") or []:
+                print(o["Key"][len(prefix):])
     else:
         print("unknown command %s" % command, file=sys.stderr)
         return 2
@@ -111,8 +120,20 @@ store_python() {
 # DEST/SERVER/logical/ (store_check's DEST and SERVER) in front of ARGS.
 # Its stderr goes to $SDB_TMP/store.err.
 store_objects() {
-    local py command=$1 bucket path
-    shift
+    store_program logical "$@"
+}
+
+# store_wal_names AFTER: the names under DEST/SERVER/wals/ that sort after AFTER (e.g.
+# "0000000100000000/000000010000000000000004"), one per line: "<timeline+log>/<segment>[.partial][.gz]",
+# backup labels and "<timeline>.history.gz". Its stderr goes to $SDB_TMP/store.err.
+store_wal_names() {
+    store_program wals names "$1"
+}
+
+# store_program FOLDER COMMAND ARGS...: SDB_STORE_PY's COMMAND under DEST/SERVER/FOLDER/.
+store_program() {
+    local py folder=$1 command=$2 bucket path
+    shift 2
     py=$(store_python) || {
         printf 'no Python with boto3 (Barman Cloud) in the image\n' >"$SDB_TMP/store.err"
         return 1
@@ -121,7 +142,7 @@ store_objects() {
     bucket=${bucket%%/*}
     path=${DEST#"s3://$bucket"}
     path=${path#/}
-    "$py" -c "$SDB_STORE_PY" "$command" "$bucket" "${path:+$path/}$SERVER/logical/" "$@" 2>"$SDB_TMP/store.err"
+    "$py" -c "$SDB_STORE_PY" "$command" "$bucket" "${path:+$path/}$SERVER/$folder/" "$@" 2>"$SDB_TMP/store.err"
 }
 
 # store_failure: the reason in store_objects' stderr, on one line, scrubbed of the keys.
