@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,8 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -35,6 +40,9 @@ import (
 // It follows the external-provisioner protocol: the PV controller marks a claim of a class whose
 // provisioner is ours with volume.kubernetes.io/storage-provisioner; we create a PV named
 // pvc-<claim uid> pre-bound to the claim (so a retry finds it), and the PV controller binds them.
+// A claim it cannot provision (a class with parameters, which it takes none of; block mode; the
+// directory or the PV not made) gets a Warning Event ProvisioningFailed, as external-provisioner
+// records, and is retried with backoff (at most 30 s apart) until it can.
 const (
 	provisionedByAnnotation = "pv.kubernetes.io/provisioned-by"
 	provisionerAnnotation   = "volume.kubernetes.io/storage-provisioner"
@@ -49,6 +57,14 @@ type hostPathProvisioner struct {
 	pvs     cache.Indexer
 	classes cache.Indexer
 	queue   workqueue.TypedRateLimitingInterface[string]
+	events  record.EventRecorder
+}
+
+// failed records why a claim cannot be provisioned and returns it as the error to retry on.
+func (p *hostPathProvisioner) failed(pvc *v1.PersistentVolumeClaim, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	p.events.Event(pvc, v1.EventTypeWarning, "ProvisioningFailed", err.Error())
+	return err
 }
 
 func (p *hostPathProvisioner) className(pvc *v1.PersistentVolumeClaim) string {
@@ -84,8 +100,11 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	if sc.Provisioner != p.name {
 		return nil
 	}
+	for _, key := range slices.Sorted(maps.Keys(sc.Parameters)) {
+		return p.failed(pvc, "storage class %q: unknown parameter %q (the provisioner %s takes none)", sc.Name, key, p.name)
+	}
 	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil // block volumes are not offered: the claim stays Pending
+		return p.failed(pvc, "volume mode Block is not supported by the provisioner %s: only Filesystem", p.name)
 	}
 	pvName := "pvc-" + string(pvc.UID)
 	if _, exists, _ := p.pvs.GetByKey(pvName); exists {
@@ -93,10 +112,10 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	}
 	dir := filepath.Join(p.root, fmt.Sprintf("%s_%s_%s", pvc.Namespace, pvc.Name, pvName))
 	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return err
+		return p.failed(pvc, "cannot make the volume's directory: %v", err)
 	}
 	if err := os.Chmod(dir, 0o777); err != nil { // MkdirAll's mode is filtered by the umask
-		return err
+		return p.failed(pvc, "cannot make the volume's directory writable: %v", err)
 	}
 	reclaim := v1.PersistentVolumeReclaimDelete
 	if sc.ReclaimPolicy != nil {
@@ -122,7 +141,10 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return p.failed(pvc, "cannot create the PersistentVolume %s: %v", pvName, err)
+	}
+	return nil
 }
 
 // resize grows a bound volume of ours to what its claim now requests, as an external resizer
@@ -256,8 +278,12 @@ func runProvisioner(args []string) int {
 	pvcInformer := factory.Core().V1().PersistentVolumeClaims().Informer()
 	pvInformer := factory.Core().V1().PersistentVolumes().Informer()
 	classInformer := factory.Storage().V1().StorageClasses().Informer()
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
 	p := &hostPathProvisioner{
-		name: *name, root: absRoot, client: client,
+		events: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: *name}),
+		name:   *name, root: absRoot, client: client,
 		pvcs: pvcInformer.GetIndexer(), pvs: pvInformer.GetIndexer(), classes: classInformer.GetIndexer(),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](
 			100*time.Millisecond, 30*time.Second)),

@@ -57,6 +57,25 @@ def test_a_missing_storage_class_is_said_and_cleared_once_the_class_exists(
     wait_ready("nosc", ns, timeout=180)
 
 
+def test_a_provisioner_that_cannot_make_the_volume_is_said_in_its_words_and_cleared_once_the_class_is_fixed(
+        namespace: str, operator: OperatorProcess, storage_class: str) -> None:
+    ns = namespace
+    bad = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
+           "provisioner": "sampledb.io/hostpath", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+           "parameters": {"type": "ssd"}}
+    apply(bad)
+    apply(sampledb("noprov", ns, storage={"size": "1Gi", "storageClassName": storage_class}))
+    cond = degraded("noprov", ns, "ProvisioningFailed")
+    assert 'unknown parameter "type"' in cond["message"]
+    assert "data-noprov-0" in cond["message"] and repr(storage_class) in cond["message"]
+    wait_until(lambda: warning("noprov", ns, "ProvisioningFailed"), timeout=30, what="a Warning Event")
+    # a StorageClass's parameters cannot change: it is made again without them, and the provisioner's retry binds
+    kubectl("delete", "storageclass", storage_class)
+    apply({**bad, "parameters": {}})
+    cleared("noprov", ns, timeout=90)
+    wait_ready("noprov", ns, timeout=180)
+
+
 def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleared_after_the_edit(
         namespace: str, operator: OperatorProcess) -> None:
     ns = namespace

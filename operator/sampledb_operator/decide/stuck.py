@@ -8,6 +8,7 @@ the operator would otherwise keep to itself:
 |---|---|---|
 | StorageClassNotFound | a claim names a StorageClass that does not exist | the claim, the class read live |
 | NoDefaultStorageClass | a claim names no class, the cluster has no default one, and it stays Pending | the claim |
+| ProvisioningFailed | a Pending claim's provisioner recorded a recent ProvisioningFailed Warning | its Event |
 | ClaimPending | a claim naming an immediately binding class is Pending for over CLAIM_PENDING_GRACE | the claim |
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
@@ -60,10 +61,35 @@ MESSAGE_MAX = 400
 LOG_LINES = 4
 
 
+def claim_events_needed(claims: Sequence[Obj], now: datetime) -> list[str]:
+    """The Pending claims (not being deleted) older than POD_GRACE: their provisioner's Events say why they are not
+    bound (read live by the caller, only for these)."""
+    out = []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        made = timestamps.parse(meta.get("creationTimestamp"))
+        if ((claim.get("status") or {}).get("phase") == "Pending" and not meta.get("deletionTimestamp")
+                and made is not None and now - made > POD_GRACE):
+            out.append(str(meta.get("name")))
+    return out
+
+
+def claim_recheck(claims: Sequence[Obj], now: datetime) -> float | None:
+    """Seconds until the youngest Pending claim is past POD_GRACE (then claim_events_needed names it), or None."""
+    waits = []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        made = timestamps.parse(meta.get("creationTimestamp"))
+        if (claim.get("status") or {}).get("phase") == "Pending" and made is not None and now - made <= POD_GRACE:
+            waits.append((POD_GRACE - (now - made)).total_seconds() + 1)
+    return min(waits) if waits else None
+
+
 def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, default_class: bool | None,
-                   now: datetime) -> list[Problem]:
+                   now: datetime, events: Mapping[str, Sequence[Obj]] | None = None) -> list[Problem]:
     """The claims' problems. `classes`: each named class's volumeBindingMode, None when it does not exist;
-    `default_class`: whether the cluster has a default StorageClass (None: unknown)."""
+    `default_class`: whether the cluster has a default StorageClass (None: unknown); `events`: the Events of the
+    claims of claim_events_needed, by claim name."""
     out = []
     for claim in claims:
         meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
@@ -74,6 +100,12 @@ def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, 
             out.append(Problem("StorageClassNotFound", (
                 f"claim {name} asks for StorageClass {wanted!r}, which does not exist: set spec.storage."
                 "storageClassName to an existing class (kubectl get storageclass)"), "spec.storage.storageClassName"))
+            continue
+        failed = _newest_warning((events or {}).get(name, ()), "ProvisioningFailed", now)
+        if failed is not None:
+            of = f" (StorageClass {wanted!r})" if wanted else ""
+            out.append(Problem("ProvisioningFailed", f"claim {name} cannot be provisioned{of}: {_short(failed)}",
+                               "spec.storage.storageClassName"))
             continue
         pending = now - (timestamps.parse(meta.get("creationTimestamp")) or now)
         if not wanted and default_class is False and pending > CLAIM_PENDING_GRACE:
@@ -261,16 +293,22 @@ def _podless(sts: Obj, pods: set[str]) -> bool:
 def create_refused(kind: str, name: str, events: Sequence[Obj], now: datetime) -> Problem | None:
     """The newest recent FailedCreate Warning Event of the StatefulSet or Job `name` (its pod refused by the
     API server) as a Problem, or None."""
+    message = _newest_warning(events, "FailedCreate", now)
+    if message is None:
+        return None
+    return Problem(refusal_reason(message), f"{kind} {name} cannot create its pod: {_short(message)}", "spec")
+
+
+def _newest_warning(events: Sequence[Obj], reason: str, now: datetime) -> str | None:
+    """The message of the newest Warning Event of `reason` younger than REFUSAL_FRESH, or None."""
     newest: tuple[datetime, str] | None = None
     for event in events:
-        if event.get("reason") != "FailedCreate" or event.get("type") != "Warning":
+        if event.get("reason") != reason or event.get("type") != "Warning":
             continue
         when = _event_time(event)
         if when is not None and now - when <= REFUSAL_FRESH and (newest is None or when > newest[0]):
             newest = (when, str(event.get("message") or ""))
-    if newest is None:
-        return None
-    return Problem(refusal_reason(newest[1]), f"{kind} {name} cannot create its pod: {_short(newest[1])}", "spec")
+    return None if newest is None else newest[1]
 
 
 def _event_time(event: Obj) -> datetime | None:

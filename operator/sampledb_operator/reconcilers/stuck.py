@@ -4,7 +4,8 @@ Reads the instance pods and data claims from the caches, the claims' StorageClas
 BindingModes (remembered for a while; an absent class is asked for again within seconds), and whether there is
 a default class only when a claim without a class has been Pending beyond the grace. Live, and only for a
 StatefulSet without its pod past the grace or a Job without any pod, that controller's Events (why the API
-server refused the pod: quota, Pod Security, admission). Writes nothing: the Problems go to the Degraded
+server refused the pod: quota, Pod Security, admission); and for a claim Pending past the grace, its
+provisioner's ProvisioningFailed Events. Writes nothing: the Problems go to the Degraded
 condition with the others.
 """
 
@@ -52,6 +53,8 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
                        and now - (timestamps.parse(c["metadata"].get("creationTimestamp")) or now)
                        > stuck.CLAIM_PENDING_GRACE for c in pending)
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
+    claim_events = {c: await _events(ctx, ns, "PersistentVolumeClaim", c, "ProvisioningFailed")
+                    for c in stuck.claim_events_needed(pending, now)}
     await _recreate_stale(ctx, db, pods)
     statefulsets = [s for i in range(db.spec.replicas)
                     if (s := ctx.cached("StatefulSet", ns, names.instance_statefulset_name(name, i))) is not None]
@@ -60,8 +63,9 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     logs = {key: await _crash_log(ctx, ns, *key) for key in stuck.crash_logs_needed(pods)}
     job_problems, jobs = await _job_problems(ctx, db, now)
     expansion, expansion_recheck = await _expansion_problems(ctx, db, claims, now)
-    recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), expansion_recheck) if t is not None]
-    return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now),
+    recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), expansion_recheck,
+                           stuck.claim_recheck(pending, now)) if t is not None]
+    return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now, events=claim_events),
                   *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems,
                   *expansion), min(recheck) if recheck else None)
 
@@ -106,12 +110,17 @@ async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> 
 
 async def _refused(ctx: Context, namespace: str, kind: str, name: str, now: datetime) -> Problem | None:
     """Why the controller of `kind` `name` is refused its pod, from its FailedCreate Events (read live)."""
+    return stuck.create_refused(kind, name, await _events(ctx, namespace, kind, name, "FailedCreate"), now)
+
+
+async def _events(ctx: Context, namespace: str, kind: str, name: str, reason: str) -> list[Obj]:
+    """The Events of `reason` about `kind` `name`, read live; none when they cannot be read."""
     try:
         events = await ctx.apis["Event"].list(namespace, field_selector=(
-            f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"))
+            f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"))
     except ApiError:
-        return None
-    return stuck.create_refused(kind, name, events.items, now)
+        return []
+    return list(events.items)
 
 
 async def _job_problems(ctx: Context, db: SampleDB, now: datetime) -> tuple[list[Problem], list[Obj]]:

@@ -49,6 +49,41 @@ def test_no_default_class_and_a_claim_pending_too_long_are_said_after_the_grace(
                                 now=NOW) == []
 
 
+def provisioning_failed(message: str, age: timedelta = timedelta(seconds=5), kind: str = "Warning",
+                        reason: str = "ProvisioningFailed") -> dict[str, Any]:
+    return {"type": kind, "reason": reason, "message": message,
+            "lastTimestamp": (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def test_a_provisioners_failure_is_said_in_its_words_before_the_pending_grace() -> None:
+    young = claim(cls="local", age=timedelta(seconds=30))
+    events = {"data-orders-0": [provisioning_failed("storage class \"local\": unknown parameter \"type\"")]}
+    [p] = stuck.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW, events=events)
+    assert p.reason == "ProvisioningFailed" and p.field == "spec.storage.storageClassName"
+    assert p.message == ("claim data-orders-0 cannot be provisioned (StorageClass 'local'): storage class \"local\":"
+                         " unknown parameter \"type\"")
+    # stale, Normal or other reasons' Events say nothing; the ClaimPending grace still applies to an old claim
+    for stale in (provisioning_failed("old", age=timedelta(hours=1)), provisioning_failed("ok", kind="Normal"),
+                  provisioning_failed("x", reason="ExternalProvisioning")):
+        assert stuck.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW,
+                                    events={"data-orders-0": [stale]}) == []
+    old = claim(cls="local")
+    assert reasons(stuck.claim_problems([old], {"local": "Immediate"}, default_class=True, now=NOW,
+                                        events={"data-orders-0": [provisioning_failed("old", age=timedelta(hours=1))]})
+                   ) == ["ClaimPending"]
+    # a missing class is said first: its claim's Events are about the class
+    assert reasons(stuck.claim_problems([young], {"local": None}, default_class=True, now=NOW, events=events)) == [
+        "StorageClassNotFound"]
+
+
+def test_only_claims_pending_past_the_grace_have_their_events_read_and_a_young_one_is_looked_at_again() -> None:
+    young, old, bound = claim("a", age=timedelta(seconds=4)), claim("b", age=timedelta(seconds=30)), claim(
+        "c", phase="Bound")
+    assert stuck.claim_events_needed([young, old, bound], NOW) == ["b"]
+    assert stuck.claim_recheck([young, old, bound], NOW) == (stuck.POD_GRACE - timedelta(seconds=4)).total_seconds() + 1
+    assert stuck.claim_recheck([old, bound], NOW) is None
+
+
 def test_an_unschedulable_pod_carries_the_schedulers_message() -> None:
     scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                  "message": "0/3 nodes are available: 3 Insufficient cpu."}
