@@ -445,6 +445,22 @@ def test_role_primary_does_not_promote_a_standby(instances: Callable[..., Instan
     assert_password_never_printed(primary, replica)
 
 
+def test_role_primary_refuses_data_of_another_major_naming_both(instances: Callable[..., Instance]) -> None:
+    """An image that does not run the data's major (e.g. spec.image of another version under a name the
+    operator cannot check) is refused before the server starts, in words the operator shows."""
+    primary = new_primary(instances)
+    insert(primary, 1, "kept")
+    primary.stop()
+    (primary.pgdata / "PG_VERSION").write_text("14\n")
+
+    assert primary.run_to_exit(free_port()) == 2
+    said = [line for line in primary.script_lines() if "holds a PostgreSQL 14 cluster" in line]
+    assert said and "this image runs PostgreSQL 15" in said[0], primary.log()
+    (primary.pgdata / "PG_VERSION").write_text("15\n")  # nothing was touched: the right image starts it
+    primary.start(primary.port)
+    assert notes(primary) == {"kept"}
+
+
 def fail_over(old: Instance, new: Instance, stop: str) -> None:
     """Promote the standby ``new``; the old primary takes one more write (split brain), then stops."""
     insert(old, 100, "both")

@@ -11,7 +11,8 @@
 #
 # role=primary: never touches the data. An empty $PGDATA goes to the entrypoint (initdb); a data
 #   directory starts as it is, so a standby (standby.signal) stays a standby: only the operator's
-#   pg_promote() promotes, a restart never does.
+#   pg_promote() promotes, a restart never does. Data of another major than the binaries (an image
+#   that does not run the data's version) is refused with exit 2, naming both majors.
 #   With SAMPLEDB_RECOVERY_SERVER set, an empty $PGDATA (or an unfinished recovery, marked by
 #   $PGDATA.recovering) is first recovered from the object store by recover.sh (point in time,
 #   promoted, stopped cleanly), which gets this script's arguments; its exit status is ours on failure.
@@ -289,7 +290,15 @@ prepare_primary() {
             die "$SDB_EXIT_CONFIG" "role=primary: $PGDATA is not empty but holds no cluster (no PG_VERSION): refusing to initialize a primary over it"
         fi
         log "role=primary: $PGDATA is empty; the entrypoint initializes a new cluster ($(since "$T0"))"
-    elif [[ -e $PGDATA/standby.signal ]]; then
+        return 0
+    fi
+    local data_major major
+    data_major=$(tr -d '[:space:]' <"$PGDATA/PG_VERSION")
+    major=$(server_major)
+    if [[ $data_major != "$major" ]]; then
+        die "$SDB_EXIT_CONFIG" "role=primary: $PGDATA holds a PostgreSQL $data_major cluster but this image runs PostgreSQL $major: the image must run the data's major (a major upgrade is a change of spec.version, which the operator carries out)"
+    fi
+    if [[ -e $PGDATA/standby.signal ]]; then
         log "role=primary: standby.signal present; starting as a standby, unchanged (only pg_promote() promotes) ($(since "$T0"))"
     else
         log "role=primary: starting the primary ($(since "$T0"))"

@@ -13,6 +13,7 @@ the operator would otherwise keep to itself:
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
+| ImageMajorMismatch | a container crash-loops saying its data is of another major than its binaries | its words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 | (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
 | StorageExpansionStuck | a claim asked to grow has not past EXPANSION_GRACE, or cannot | its Events, status |
@@ -38,6 +39,7 @@ never print secrets: dataplane/lib.sh).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -58,6 +60,9 @@ REFUSAL_FRESH = timedelta(minutes=20)  # a FailedCreate Event older than this is
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
+# instance.sh's refusal, or PostgreSQL's own FATAL's DETAIL, for data of another major than the binaries
+_OTHER_MAJOR = re.compile(r"holds a PostgreSQL (?P<data>\d+) cluster but this image runs PostgreSQL (?P<image>\d+)"
+                          r"|initialized by PostgreSQL version (?P<data2>\d+)[^|]*? with this version (?P<image2>\d+)")
 LOG_LINES = 4
 
 
@@ -349,6 +354,13 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
     if reason == "CrashLoopBackOff":
         last = (cs.get("lastState") or {}).get("terminated") or {}
         said = _tail(last.get("message")) or log
+        majors = _OTHER_MAJOR.search(said or "")
+        if majors is not None:
+            data, image = majors.group("data") or majors.group("data2"), majors.group("image") or majors.group("image2")
+            return Problem("ImageMajorMismatch", (
+                f"pod {pod}: its data is of PostgreSQL {data} but the image {cs.get('image')} runs PostgreSQL"
+                f" {image}: set spec.image to an image of PostgreSQL {data} (a major upgrade is a change of"
+                " spec.version)"), "spec.image")
         return Problem("CrashLoopBackOff", (
             f"pod {pod}: container {container} keeps failing ({cs.get('restartCount', 0)} restarts, last exit"
             f" {last.get('exitCode', '?')}{', ' + str(last['reason']) if last.get('reason') else ''})"

@@ -100,6 +100,22 @@ def test_image_pull_and_config_errors_name_the_image_and_the_kubelets_words() ->
     assert p.reason == "ContainerConfigError" and "orders-credentials" in p.message
 
 
+def test_data_of_another_major_than_the_image_is_said_as_such_in_both_wordings() -> None:
+    ours = ('sampledb-instance: error: role=primary: /var/lib/postgresql/data/pgdata holds a PostgreSQL 15 cluster'
+            ' but this image runs PostgreSQL 18: the image must run the data\'s major\n{"script":"instance"}\n')
+    theirs = ("FATAL:  database files are incompatible with server\nDETAIL:  The data directory was initialized by"
+              " PostgreSQL version 15, which is not compatible with this version 18.1.\n")
+    for said in (ours, theirs):
+        cs = waiting("CrashLoopBackOff", restartCount=2, lastState={"terminated": {"exitCode": 2, "message": said}})
+        [p] = stuck.pod_problems([pod(containerStatuses=[cs])])
+        assert p.reason == "ImageMajorMismatch" and p.field == "spec.image", p
+        assert "data is of PostgreSQL 15 but the image registry.example/pg:17 runs PostgreSQL 18" in p.message
+    # from the previous run's log when there is no termination message
+    [p] = stuck.pod_problems([pod(containerStatuses=[waiting("CrashLoopBackOff", restartCount=2)])],
+                             {("orders-0", "postgres"): stuck.log_reason(theirs)})
+    assert p.reason == "ImageMajorMismatch"
+
+
 def test_a_crash_loop_says_the_exit_code_and_the_last_lines_bounded() -> None:
     log = "\n".join(f"line {i}" for i in range(50)) + "\nFATAL:  invalid value for parameter \"work_mem\": \"-1\"\n"
     cs = waiting("CrashLoopBackOff", "back-off 40s restarting failed container", restartCount=4,
