@@ -360,6 +360,15 @@ def archiving(pg_root: Path, runner: ScriptRunner) -> Iterator[Callable[..., Arc
         item.server.stop()
 
 
+def clone_standby(primary: Archiving, pg_root: Path, bindir: Path) -> PgServer:
+    """A hot standby of ``primary`` cloned by pg_basebackup (-R: it streams from it), not started yet."""
+    base = private_dir(pg_root, prefix="sb-")
+    standby = PgServer(bindir=bindir, datadir=base / "data", sockdir=base)
+    as_postgres([str(bindir / "pg_basebackup"), "-D", str(standby.datadir), "-X", "stream", "-c", "fast", "-R",
+                 "-d", primary.server.conninfo()])  # fmt: skip
+    return standby
+
+
 def recovered_server(pgdata: Path, bindir: Path) -> PgServer:
     """A PgServer over a recovered data directory (its socket beside it)."""
     return PgServer(bindir=bindir, datadir=pgdata, sockdir=pgdata.parent)
@@ -587,10 +596,8 @@ def test_base_backup_of_a_hot_standby(
         conn.execute(SCHEMA)
         write_batch(conn, 1)
         expected = fingerprint(conn)
-    base = private_dir(pg_root, prefix="sb-")
-    standby = PgServer(bindir=pg_bindir, datadir=base / "data", sockdir=base)
-    as_postgres([str(pg_bindir / "pg_basebackup"), "-D", str(standby.datadir), "-X", "stream", "-c", "fast", "-R",
-                 "-d", primary.server.conninfo()])  # fmt: skip
+    standby = clone_standby(primary, pg_root, pg_bindir)
+    base = standby.sockdir
     replica = Archiving(standby, runner.dir)
     replica.start(primary.env)
     try:
@@ -629,10 +636,7 @@ def test_a_standby_cloned_before_the_first_archive_continues_the_archive_when_pr
     with primary.connect() as conn:
         conn.execute(SCHEMA)
         write_batch(conn, 1)
-    base = private_dir(pg_root, prefix="sb-")
-    standby = PgServer(bindir=pg_bindir, datadir=base / "data", sockdir=base)
-    as_postgres([str(pg_bindir / "pg_basebackup"), "-D", str(standby.datadir), "-X", "stream", "-c", "fast", "-R",
-                 "-d", primary.server.conninfo()])  # fmt: skip
+    standby = clone_standby(primary, pg_root, pg_bindir)
     assert not (standby.datadir / "sampledb-archive-checked").exists()
     replica = Archiving(standby, runner.dir)
     replica.start(primary.env)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pg_harness import PgServer, ScriptRunner, as_postgres, private_dir
+from pg_harness import ScriptRunner, as_postgres
 from test_dataplane_archive import (
     BUCKET,
     SCHEMA,
@@ -23,6 +23,7 @@ from test_dataplane_archive import (
     barman_bin,
     base_backup,
     check_recovered,
+    clone_standby,
     fingerprint,
     recover,
     store,
@@ -48,10 +49,7 @@ def test_segments_the_old_primary_never_archived_are_archived_by_the_new_one(
     run = base_backup(runner, primary, "before")
     assert run.returncode == 0, run.stderr
     primary.wait_archived(primary.switch())
-    base = private_dir(pg_root, prefix="sb-")
-    standby = PgServer(bindir=pg_bindir, datadir=base / "data", sockdir=base)
-    as_postgres([str(pg_bindir / "pg_basebackup"), "-D", str(standby.datadir), "-X", "stream", "-c", "fast", "-R",
-                 "-d", primary.server.conninfo()])  # fmt: skip
+    standby = clone_standby(primary, pg_root, pg_bindir)
     replica = Archiving(standby, runner.dir)
     replica.start(primary.env)
     try:
