@@ -23,7 +23,9 @@ admission), AdmissionRefused (a webhook or policy), OperatorForbidden (RBAC), el
 
 `refusal_reason` also names the API server's refusal of one of the operator's own writes (reconcilers/children.py).
 The same pod causes, for the pods of the database's own Jobs (init, restore, upgrade, migrations, reload, base
-backups, verifications) still running without a ready pod after JOB_GRACE, their messages naming the Job.
+backups, verifications) still running without a ready pod after JOB_GRACE, their messages naming the Job. A pod that
+waits may change no more (the scheduler's verdict stays as it is), so nothing else would bring the database back at
+the grace's end: `job_recheck` says when to look again.
 
 A pod stuck that way (never scheduled, its image never pulled, its container never created or crash-looping) that
 was made from an older revision of its StatefulSet than the current one is one a StatefulSet never replaces by
@@ -175,12 +177,30 @@ def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None
 
 def job_waiting(job: Obj, now: datetime) -> bool:
     """A Job still running with no ready pod for over JOB_GRACE: its pods are worth a look (one live read)."""
-    status = job.get("status") or {}
-    if _finished(job):
-        return False
-    started = timestamps.parse(status.get("startTime")) or timestamps.parse((job.get("metadata") or {}).get(
-        "creationTimestamp"))
-    return not status.get("ready") and started is not None and now - started > JOB_GRACE
+    waited = _unready_for(job, now)
+    return waited is not None and waited > JOB_GRACE
+
+
+def job_recheck(jobs: Sequence[Obj], now: datetime) -> float | None:
+    """Seconds until the youngest Job still running without a ready pod is past JOB_GRACE (then job_waiting names
+    it), or None when there is none. Past the grace, its pods' own changes bring the database back."""
+    waits = [(JOB_GRACE - waited).total_seconds() + 1 for job in jobs
+             if (waited := _unready_for(job, now)) is not None and waited <= JOB_GRACE]
+    return min(waits) if waits else None
+
+
+def _unready_for(job: Obj, now: datetime) -> timedelta | None:
+    """How long a Job still running without a ready pod has run; None for a finished Job or one whose pod is
+    ready."""
+    if _finished(job) or (job.get("status") or {}).get("ready"):
+        return None
+    started = _started(job)
+    return None if started is None else now - started
+
+
+def _started(job: Obj) -> datetime | None:
+    return timestamps.parse((job.get("status") or {}).get("startTime")) or timestamps.parse(
+        (job.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _finished(job: Obj) -> bool:
@@ -191,11 +211,9 @@ def _finished(job: Obj) -> bool:
 def job_podless_for(job: Obj, now: datetime) -> timedelta | None:
     """How long a Job still running has had no pod (status.active 0) since it started: its controller may be
     refused the pod (FailedCreate); None for a finished Job or one with a pod."""
-    status = job.get("status") or {}
-    if _finished(job) or status.get("active"):
+    if _finished(job) or (job.get("status") or {}).get("active"):
         return None
-    started = timestamps.parse(status.get("startTime")) or timestamps.parse((job.get("metadata") or {}).get(
-        "creationTimestamp"))
+    started = _started(job)
     return None if started is None else now - started
 
 

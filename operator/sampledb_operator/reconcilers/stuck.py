@@ -27,8 +27,9 @@ from sampledb_operator.reconcilers.context import Context
 
 @dataclass(frozen=True, slots=True)
 class Stuck:
-    """The instances' problems, and when to look again (a StatefulSet without its pod, not past the grace yet:
-    nothing else would bring the database back when its controller is refused the pod)."""
+    """The instances' problems, and when to look again (a StatefulSet or a Job without its pod, or a Job without a
+    ready pod, not past its grace yet: nothing else would bring the database back when its controller is refused
+    the pod, or when the pod waits without changing)."""
 
     problems: tuple[Problem, ...] = ()
     recheck_after: float | None = None
@@ -63,8 +64,8 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     logs = {key: await _crash_log(ctx, ns, *key) for key in stuck.crash_logs_needed(pods)}
     job_problems, jobs = await _job_problems(ctx, db, now)
     expansion, expansion_recheck = await _expansion_problems(ctx, db, claims, now)
-    recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), expansion_recheck,
-                           stuck.claim_recheck(pending, now)) if t is not None]
+    recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), stuck.job_recheck(jobs, now),
+                           expansion_recheck, stuck.claim_recheck(pending, now)) if t is not None]
     return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now, events=claim_events),
                   *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems,
                   *expansion), min(recheck) if recheck else None)

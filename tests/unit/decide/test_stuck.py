@@ -170,6 +170,22 @@ def test_a_job_running_without_a_ready_pod_past_the_grace_is_looked_at_and_named
     assert p.reason == "ImagePullFailed" and p.message.startswith("Job orders-init-1: pod orders-init-1-x:")
 
 
+def test_a_job_without_a_ready_pod_is_looked_at_again_at_the_graces_end_and_not_after() -> None:
+    def job(started: timedelta, **status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "orders-upgrade-1"},
+                "status": {"startTime": (NOW - started).strftime("%Y-%m-%dT%H:%M:%SZ"), "active": 1, **status}}
+
+    # a pod the scheduler cannot place changes no more: without a look at the grace's end it is never said
+    assert stuck.job_recheck([job(timedelta(seconds=20))], NOW) == 101.0
+    assert stuck.job_recheck([job(timedelta(seconds=20)), job(timedelta(seconds=100))], NOW) == 21.0  # the first due
+    assert stuck.job_recheck([job(timedelta(seconds=100), ready=1)], NOW) is None  # its pod runs
+    assert stuck.job_recheck([job(timedelta(seconds=100), conditions=[{"type": "Complete", "status": "True"}])],
+                             NOW) is None
+    assert stuck.job_recheck([job(timedelta(minutes=3))], NOW) is None  # past it: job_waiting names it already
+    assert stuck.job_waiting(job(timedelta(minutes=3)), NOW)
+    assert stuck.job_recheck([], NOW) is None
+
+
 QUOTA = ('create Pod orders-0 in StatefulSet orders failed error: pods "orders-0" is forbidden: exceeded quota: q,'
          " requested: pods=1, used: pods=0, limited: pods=0")
 
