@@ -334,8 +334,10 @@ def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[in
         container = body["spec"]["template"]["spec"]["containers"][0]
         container["env"] = [{"name": "PGHOST", "value": host} if e["name"] == "PGHOST" else e
                             for e in container["env"]]
-    body["spec"]["template"]["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": same_node}, "topologyKey": "kubernetes.io/hostname"}]}}
+    pod_spec = body["spec"]["template"]["spec"]
+    beside = {"labelSelector": {"matchLabels": same_node}, "topologyKey": "kubernetes.io/hostname"}
+    pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}),
+                            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}}
     return body
 
 

@@ -8,7 +8,7 @@ result goes to the pod's termination message.
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive_config
+from sampledb_operator.decide import archive_config, scheduling
 from sampledb_operator.decide.desired_config import (
     SCRIPTS_MOUNT,
     SECRET_PASSWORD_KEY,
@@ -141,6 +141,7 @@ def job(db: SampleDB, *, name: str, component: str, script: str, env: list[Obj] 
                     "securityContext": pod_security(),
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
+                    **scheduling.job_fields(db),
                     "containers": [container],
                     "volumes": [
                         {"name": "scripts", "configMap": {"name": scripts_configmap_name(db),

@@ -1,4 +1,4 @@
-"""spec.scheduling -> the scheduling fields of an instance's pod template.
+"""spec.scheduling -> the scheduling fields of an instance's pod template, and of the database's Jobs' pods.
 
 Pure. The user's fields pass through as given (Kubernetes checks them when the StatefulSet is applied). The
 spread of a database's instances over nodes is a pod anti-affinity term on kubernetes.io/hostname against the
@@ -62,6 +62,23 @@ def pod_fields(db: SampleDB, index: int) -> Obj:
         fields["topologySpreadConstraints"] = [dict(c) for c in spec.topology_spread_constraints]
     if spec.priority_class_name:
         fields["priorityClassName"] = spec.priority_class_name
+    return fields
+
+
+def job_fields(db: SampleDB) -> Obj:
+    """The pod spec fields spec.scheduling gives the database's Jobs ({} when none): where they may run (the
+    nodeSelector, the tolerations, the affinity's nodeAffinity), so that a database on dedicated or tainted nodes
+    gets Jobs that schedule there too. Not the pod (anti-)affinity, topology spread or priority, which are about
+    the instances."""
+    spec = db.spec.scheduling or SchedulingSpec()
+    fields: Obj = {}
+    if spec.node_selector:
+        fields["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        fields["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
+    node_affinity = (spec.affinity or {}).get("nodeAffinity")
+    if node_affinity:
+        fields["affinity"] = {"nodeAffinity": node_affinity}
     return fields
 
 

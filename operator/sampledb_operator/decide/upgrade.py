@@ -157,6 +157,8 @@ def upgrade_job(db: SampleDB, *, name: str, data_dir: str) -> dict[str, Any]:
         image=image_for(db.spec),
         annotations={VERSION_ANNOTATION: db.spec.version},
     )
-    body["spec"]["template"]["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": selector_labels(db)}, "topologyKey": "kubernetes.io/hostname"}]}}
+    pod_spec = body["spec"]["template"]["spec"]
+    beside = {"labelSelector": {"matchLabels": selector_labels(db)}, "topologyKey": "kubernetes.io/hostname"}
+    pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}),
+                            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}}
     return body

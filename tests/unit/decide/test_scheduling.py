@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sampledb_operator.decide import desired_statefulset as sts_builder
-from sampledb_operator.decide import pgconfig, scheduling
+from sampledb_operator.decide import jobs, pgconfig, scheduling, upgrade
 from sampledb_operator.model.sampledb import SampleDB
 
 TERM = {"labelSelector": {"matchLabels": {"sampledb.io/database": "orders", "app.kubernetes.io/component": "database"}},
@@ -78,3 +78,23 @@ def test_the_users_fields_pass_through_and_the_spread_is_added_to_their_anti_aff
 def test_the_operators_labels_win_over_the_users() -> None:
     assert scheduling.pod_labels(database(scheduling={"podLabels": {"x": "1"}}), {"x": "2", "y": "3"}) == {
         "x": "2", "y": "3"}
+
+
+def test_the_databases_jobs_run_where_its_instances_may_and_the_upgrade_job_still_beside_its_pod() -> None:
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
+    db = database(scheduling={
+        "nodeSelector": {"pool": "db"}, "tolerations": [toleration], "priorityClassName": "databases",
+        "affinity": {"nodeAffinity": node_affinity,
+                     "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}})
+    pod = jobs.job(db, name="orders-x", component="backup", script="backup.sh")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "db"} and pod["tolerations"] == [toleration]
+    assert pod["affinity"] == {"nodeAffinity": node_affinity}  # not the instances' anti-affinity
+    assert "priorityClassName" not in pod and "topologySpreadConstraints" not in pod
+    moved = upgrade.upgrade_job(db, name="orders-upgrade-1", data_dir="pgdata-17")["spec"]["template"]["spec"]
+    assert moved["tolerations"] == [toleration] and moved["affinity"]["nodeAffinity"] == node_affinity
+    assert moved["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
+        "kubernetes.io/hostname"
+    plain = jobs.job(database(), name="orders-x", component="backup", script="backup.sh")["spec"]["template"]["spec"]
+    assert not {"nodeSelector", "tolerations", "affinity"} & set(plain)
