@@ -40,6 +40,12 @@ import (
 // It follows the external-provisioner protocol: the PV controller marks a claim of a class whose
 // provisioner is ours with volume.kubernetes.io/storage-provisioner; we create a PV named
 // pvc-<claim uid> pre-bound to the claim (so a retry finds it), and the PV controller binds them.
+// Classes of a second provisioner name (--sized-name, sampledb.io/sized) get volumes whose size is
+// enforced: each directory is a tmpfs mount of the claim's size (memory-backed, so only for tests
+// of small volumes), grown in place by a resize (a remount with the new size), unmounted before it
+// is removed. A full volume fails writes with ENOSPC as a real disk does, and a test may remount it
+// read-only. `hack/cluster down` unmounts whatever is left under the root.
+//
 // A claim it cannot provision (a class with parameters, which it takes none of; block mode; the
 // directory or the PV not made) gets a Warning Event ProvisioningFailed, as external-provisioner
 // records, and is retried with backoff (at most 30 s apart) until it can.
@@ -51,6 +57,7 @@ const (
 
 type hostPathProvisioner struct {
 	name    string
+	sized   string // the provisioner name of size-enforcing classes ("" for none)
 	root    string
 	client  kubernetes.Interface
 	pvcs    cache.Indexer
@@ -97,7 +104,7 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 		return err
 	}
 	sc := classObj.(*storagev1.StorageClass)
-	if sc.Provisioner != p.name {
+	if !p.ours(sc.Provisioner) {
 		return nil
 	}
 	for _, key := range slices.Sorted(maps.Keys(sc.Parameters)) {
@@ -117,6 +124,12 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	if err := os.Chmod(dir, 0o777); err != nil { // MkdirAll's mode is filtered by the umask
 		return p.failed(pvc, "cannot make the volume's directory writable: %v", err)
 	}
+	if sc.Provisioner == p.sized {
+		size := pvc.Spec.Resources.Requests[v1.ResourceStorage]
+		if err := mountSized(dir, size.Value(), false); err != nil {
+			return p.failed(pvc, "cannot mount a volume of %s: %v", size.String(), err)
+		}
+	}
 	reclaim := v1.PersistentVolumeReclaimDelete
 	if sc.ReclaimPolicy != nil {
 		reclaim = *sc.ReclaimPolicy
@@ -125,7 +138,7 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	pv := &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        pvName,
-			Annotations: map[string]string{provisionedByAnnotation: p.name},
+			Annotations: map[string]string{provisionedByAnnotation: sc.Provisioner},
 		},
 		Spec: v1.PersistentVolumeSpec{
 			StorageClassName:              sc.Name,
@@ -164,7 +177,7 @@ func (p *hostPathProvisioner) resize(ctx context.Context, pvc *v1.PersistentVolu
 		return err
 	}
 	pv := obj.(*v1.PersistentVolume)
-	if pv.Annotations[provisionedByAnnotation] != p.name {
+	if !p.ours(pv.Annotations[provisionedByAnnotation]) {
 		return nil
 	}
 	classObj, exists, err := p.classes.GetByKey(pv.Spec.StorageClassName)
@@ -173,6 +186,11 @@ func (p *hostPathProvisioner) resize(ctx context.Context, pvc *v1.PersistentVolu
 	}
 	if sc := classObj.(*storagev1.StorageClass); sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
 		return nil
+	}
+	if pv.Annotations[provisionedByAnnotation] == p.sized && pv.Spec.HostPath != nil {
+		if err := mountSized(pv.Spec.HostPath.Path, want.Value(), true); err != nil {
+			return err
+		}
 	}
 	if current := pv.Spec.Capacity[v1.ResourceStorage]; want.Cmp(current) > 0 {
 		pv = pv.DeepCopy()
@@ -197,13 +215,18 @@ func (p *hostPathProvisioner) reclaim(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*v1.PersistentVolume)
-	if pv.Annotations[provisionedByAnnotation] != p.name || pv.Status.Phase != v1.VolumeReleased ||
+	if !p.ours(pv.Annotations[provisionedByAnnotation]) || pv.Status.Phase != v1.VolumeReleased ||
 		pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || pv.Spec.HostPath == nil {
 		return nil
 	}
 	dir := filepath.Clean(pv.Spec.HostPath.Path)
 	if !strings.HasPrefix(dir, p.root+string(filepath.Separator)) {
 		return nil // not a directory of ours: never remove it
+	}
+	if mounted(dir) {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", dir, err)
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -214,6 +237,33 @@ func (p *hostPathProvisioner) reclaim(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// ours: whether a provisioner name is one this process serves.
+func (p *hostPathProvisioner) ours(name string) bool {
+	return name == p.name || (p.sized != "" && name == p.sized)
+}
+
+// mounted: whether dir is a mount point (another device than its parent's).
+func mounted(dir string) bool {
+	var self, parent syscall.Stat_t
+	if syscall.Stat(dir, &self) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return self.Dev != parent.Dev
+}
+
+// mountSized makes dir a tmpfs of `bytes` (idempotent), or with grow, resizes the one there to
+// `bytes` (the API server refuses a claim that shrinks).
+func mountSized(dir string, bytes int64, grow bool) error {
+	options := fmt.Sprintf("size=%d,mode=0777", bytes)
+	if mounted(dir) {
+		if !grow {
+			return nil
+		}
+		return syscall.Mount("sampledb-volume", dir, "tmpfs", syscall.MS_REMOUNT, options)
+	}
+	return syscall.Mount("sampledb-volume", dir, "tmpfs", 0, options)
 }
 
 func (p *hostPathProvisioner) work(ctx context.Context) {
@@ -245,6 +295,7 @@ func runProvisioner(args []string) int {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (required)")
 	root := fs.String("root", "", "directory that holds the volumes (required)")
 	name := fs.String("name", "sampledb.io/hostpath", "provisioner name the StorageClasses use")
+	sized := fs.String("sized-name", "sampledb.io/sized", "provisioner name of size-enforcing classes (\"\": none)")
 	workers := fs.Int("workers", 4, "concurrent provisioning workers")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -283,7 +334,7 @@ func runProvisioner(args []string) int {
 	defer broadcaster.Shutdown()
 	p := &hostPathProvisioner{
 		events: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: *name}),
-		name:   *name, root: absRoot, client: client,
+		name:   *name, sized: *sized, root: absRoot, client: client,
 		pvcs: pvcInformer.GetIndexer(), pvs: pvInformer.GetIndexer(), classes: classInformer.GetIndexer(),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](
 			100*time.Millisecond, 30*time.Second)),

@@ -13,6 +13,7 @@ the operator would otherwise keep to itself:
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
+| VolumeFull, VolumeReadOnly | a container crash-loops with ENOSPC or EROFS in its last lines | its words |
 | ImageMajorMismatch | a container crash-loops saying its data is of another major than its binaries | its words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 | (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
@@ -372,6 +373,9 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
     if reason == "CrashLoopBackOff":
         last = (cs.get("lastState") or {}).get("terminated") or {}
         said = _tail(last.get("message")) or log
+        volume = _volume_problem(pod, container, said or "")
+        if volume is not None:
+            return volume
         majors = _OTHER_MAJOR.search(said or "")
         if majors is not None:
             data, image = majors.group("data") or majors.group("data2"), majors.group("image") or majors.group("image2")
@@ -383,6 +387,19 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
             f"pod {pod}: container {container} keeps failing ({cs.get('restartCount', 0)} restarts, last exit"
             f" {last.get('exitCode', '?')}{', ' + str(last['reason']) if last.get('reason') else ''})"
             + (f": {said}" if said else f"; kubectl logs {pod} -c {container} --previous shows why")), "spec")
+    return None
+
+
+def _volume_problem(pod: str, container: object, said: str) -> Problem | None:
+    """A container that stops because a volume is full or read-only (the kernel's words in its last lines)."""
+    if "No space left on device" in said:
+        return Problem("VolumeFull", (
+            f"pod {pod}: container {container} stops because a volume is full: grow spec.storage.size (its"
+            f" StorageClass must allow expansion) or free space: {said}"), "spec.storage.size")
+    if "Read-only file system" in said:
+        return Problem("VolumeReadOnly", (
+            f"pod {pod}: container {container} stops because a volume is read-only (a file system remounted"
+            f" read-only after errors, or a read-only volume): {said}"), "spec.storage")
     return None
 
 

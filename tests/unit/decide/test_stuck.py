@@ -116,6 +116,15 @@ def test_data_of_another_major_than_the_image_is_said_as_such_in_both_wordings()
     assert p.reason == "ImageMajorMismatch"
 
 
+def test_a_full_or_read_only_volume_is_said_as_such_with_the_servers_words() -> None:
+    full = 'PANIC:  could not write to file "pg_wal/xlogtemp.71": No space left on device\n'
+    ro = 'FATAL:  could not open file "postmaster.pid": Read-only file system\n'
+    for said, reason, field in ((full, "VolumeFull", "spec.storage.size"), (ro, "VolumeReadOnly", "spec.storage")):
+        cs = waiting("CrashLoopBackOff", restartCount=3, lastState={"terminated": {"exitCode": 1, "message": said}})
+        [p] = stuck.pod_problems([pod(containerStatuses=[cs])])
+        assert (p.reason, p.field) == (reason, field) and said.strip() in p.message and "orders-0" in p.message
+
+
 def test_a_crash_loop_says_the_exit_code_and_the_last_lines_bounded() -> None:
     log = "\n".join(f"line {i}" for i in range(50)) + "\nFATAL:  invalid value for parameter \"work_mem\": \"-1\"\n"
     cs = waiting("CrashLoopBackOff", "back-off 40s restarting failed container", restartCount=4,
