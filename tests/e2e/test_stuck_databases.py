@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
+from tests.support import images
+from tests.support.cluster import tag_node_image
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -103,6 +105,29 @@ def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
         assert "registry.invalid/sampledb/postgres:16.4" in cond["message"]
         assert status("nopull", ns)["phase"] == "Degraded"
         wait_until(lambda: warning("nopull", ns, "ImagePullFailed"), timeout=30, what="a Warning Event")
+    finally:
+        op.stop()
+
+
+@pytest.mark.local_only
+def test_an_image_of_another_major_under_a_name_the_operator_cannot_check_is_said_and_cleared_once_set_back(
+        real_namespace: str, kubeconfig: str) -> None:
+    ns = real_namespace
+    unchecked = "localhost/sampledb-test/unchecked:18"  # PostgreSQL 18, under a name that says nothing
+    tag_node_image(images.POSTGRES_18, unchecked)
+    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        apply(sampledb("major", ns, version="15.20", storage={"size": "256Mi"}))
+        wait_ready("major", ns, timeout=240)
+        kubectl("patch", "sampledb", "major", "-n", ns, "--type", "merge", "-p",
+                f'{{"spec": {{"image": "{unchecked}"}}}}')
+        cond = degraded("major", ns, "ImageMajorMismatch", timeout=240)
+        assert "data is of PostgreSQL 15 but the image" in cond["message"] and "runs PostgreSQL 18" in cond["message"]
+        kubectl("patch", "sampledb", "major", "-n", ns, "--type", "json", "-p",
+                '[{"op": "remove", "path": "/spec/image"}]')
+        cleared("major", ns, timeout=240)
+        wait_ready("major", ns, timeout=240)
     finally:
         op.stop()
 

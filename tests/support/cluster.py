@@ -185,3 +185,18 @@ def external_cluster() -> Cluster | None:
         raise RuntimeError("KUBECONFIG is set but no kubectl is on PATH (or set SAMPLEDB_KUBECTL)")
     return Cluster(kubeconfig=path, local=False, kubectl=(kubectl,), state_dir=None,
                    object_store=object_store_from_env(os.environ))
+
+
+def tag_node_image(source: str, target: str) -> None:
+    """The local real node's image `source` also named `target` (hack/real-node tag-image; containerd knows images
+    by their full names: `postgres:18` is docker.io/library/postgres:18)."""
+    def full(ref: str) -> str:
+        first, _, rest = ref.partition("/")
+        if rest and ("." in first or ":" in first or first == "localhost"):
+            return ref
+        return f"docker.io/{ref}" if rest else f"docker.io/library/{ref}"
+    out = subprocess.run([str(REPO / "hack" / "real-node"), "tag-image", full(source), full(target)],
+                         capture_output=True,
+                         text=True, check=False, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"hack/real-node tag-image failed ({out.returncode}):\n{out.stderr[-2000:]}")
