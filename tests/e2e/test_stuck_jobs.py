@@ -1,4 +1,4 @@
-"""A restore, an upgrade or a verification Job of a database that cannot get a pod, or whose pod never runs, is
+"""An init, a restore, an upgrade or a verification Job of a database that cannot get a pod, or whose pod never runs, is
 said on the database's Degraded condition with the pod's cause and the Job's name, within a bound, and said no
 more once the cause goes, without a restart of the operator (issue: status explains stuck databases).
 
@@ -158,6 +158,26 @@ def test_a_restore_job_refused_its_pod_by_a_quota_is_said_on_the_new_database_an
     wait_ready("copy", ns, timeout=120)
     restored = condition("copy", ns, "Initialized")
     assert (restored["status"], restored["reason"]) == ("True", "Restored")
+
+
+def test_an_init_job_refused_its_pod_by_a_quota_is_said_and_cleared_once_lifted(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    # room for the database's own pod, none for its init Job's
+    apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod", "namespace": ns},
+           "spec": {"hard": {"pods": "1"}}})
+    apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "db-init", "namespace": ns},
+           "data": {"init.sql": "CREATE TABLE notes (id serial PRIMARY KEY, body text);"}})
+    apply(sampledb("inited", ns, init={"configMapKeyRef": {"name": "db-init", "key": "init.sql"}}))
+    job = the_job(ns, "init", timeout=120)  # made once the database's own pod runs
+    cond = degraded("inited", ns, "QuotaExceeded", timeout=POD_GRACE + BOUND)
+    assert cond["message"].startswith(f"Job {job} cannot create its pod: ")
+    assert "exceeded quota: one-pod" in cond["message"]
+    kubectl("delete", "resourcequota", "one-pod", "-n", ns)
+    cleared("inited", ns, timeout=120)
+    wait_ready("inited", ns, timeout=120)
+    done = condition("inited", ns, "Initialized")
+    assert (done["status"], done["reason"]) == ("True", "InitSucceeded")
 
 
 def test_a_verification_job_refused_its_pod_by_an_admission_policy_is_said_on_the_database_and_cleared(

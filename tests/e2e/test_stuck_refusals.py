@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from tests.e2e.conftest import apply, sampledb, wait_ready
+from tests.e2e.conftest import apply, sampledb, status, wait_ready
 from tests.e2e.test_stuck_databases import cleared, degraded, warning
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
@@ -29,6 +29,21 @@ def test_a_quota_that_refuses_the_pod_is_said_and_cleared_once_lifted(
     kubectl("delete", "resourcequota", "no-pods", "-n", ns)
     cleared("quota", ns, timeout=180)  # the StatefulSet controller's next retry makes the pod
     wait_ready("quota", ns, timeout=180)
+
+
+def test_a_storage_quota_that_refuses_the_data_claim_is_said_and_cleared_once_raised(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "small-disks", "namespace": ns},
+             "spec": {"hard": {"requests.storage": "1Gi"}}}
+    apply(quota)
+    apply(sampledb("bigdisk", ns, storage={"size": "2Gi"}))
+    cond = degraded("bigdisk", ns, "QuotaExceeded", timeout=90)
+    assert "exceeded quota: small-disks" in cond["message"] and "requests.storage" in cond["message"]
+    assert status("bigdisk", ns)["phase"] == "Degraded"
+    apply({**quota, "spec": {"hard": {"requests.storage": "20Gi"}}})
+    cleared("bigdisk", ns, timeout=180)
+    wait_ready("bigdisk", ns, timeout=180)
 
 
 @pytest.fixture
