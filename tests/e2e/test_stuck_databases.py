@@ -147,3 +147,28 @@ def test_a_server_that_refuses_to_start_is_said_with_its_own_last_lines(real_nam
         wait_ready("nostart", ns, timeout=240)
     finally:
         op.stop()
+
+
+@pytest.fixture
+def no_default_class() -> Iterator[None]:
+    """The cluster without a default StorageClass (the local cluster's `standard` unmarked), marked again after."""
+    kubectl("annotate", "storageclass", "standard", "storageclass.kubernetes.io/is-default-class-")
+    try:
+        yield
+    finally:
+        kubectl("annotate", "--overwrite", "storageclass", "standard",
+                "storageclass.kubernetes.io/is-default-class=true")
+
+
+@pytest.mark.disruptive  # no default class for a while: every other test's claim would wait too
+@pytest.mark.local_only
+def test_no_default_storage_class_is_said_soon_and_cleared_once_a_class_is_made_default(
+        namespace: str, operator: OperatorProcess, no_default_class: None) -> None:
+    ns = namespace
+    apply(sampledb("nodefault", ns, storage={"size": "1Gi"}))
+    cond = degraded("nodefault", ns, "NoDefaultStorageClass", timeout=10 + BOUND)
+    assert "data-nodefault-0" in cond["message"] and "storageClassName" in cond["message"]
+    kubectl("annotate", "--overwrite", "storageclass", "standard", "storageclass.kubernetes.io/is-default-class=true")
+    # Kubernetes gives a claim without a class the new default (retroactively), and it binds
+    cleared("nodefault", ns, timeout=120)
+    wait_ready("nodefault", ns, timeout=180)

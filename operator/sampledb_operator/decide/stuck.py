@@ -7,7 +7,7 @@ the operator would otherwise keep to itself:
 | reason | when | from |
 |---|---|---|
 | StorageClassNotFound | a claim names a StorageClass that does not exist | the claim, the class read live |
-| NoDefaultStorageClass | a claim names no class, the cluster has no default one, and it stays Pending | the claim |
+| NoDefaultStorageClass | a claim names no class, the cluster has no default one, Pending past POD_GRACE | the claim |
 | ProvisioningFailed | a Pending claim's provisioner recorded a recent ProvisioningFailed Warning | its Event |
 | ClaimPending | a claim naming an immediately binding class is Pending for over CLAIM_PENDING_GRACE | the claim |
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
@@ -116,7 +116,7 @@ def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, 
                                "spec.storage.storageClassName"))
             continue
         pending = now - (timestamps.parse(meta.get("creationTimestamp")) or now)
-        if not wanted and default_class is False and pending > CLAIM_PENDING_GRACE:
+        if not wanted and default_class is False and pending > POD_GRACE:
             out.append(Problem("NoDefaultStorageClass", (
                 f"claim {name} names no StorageClass and the cluster has no default one: set spec.storage."
                 "storageClassName"), "spec.storage.storageClassName"))

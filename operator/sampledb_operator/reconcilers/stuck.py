@@ -2,7 +2,8 @@
 
 Reads the instance pods and data claims from the caches, the claims' StorageClasses through the context's
 BindingModes (remembered for a while; an absent class is asked for again within seconds), and whether there is
-a default class only when a claim without a class has been Pending beyond the grace. Live, and only for a
+a default class only when a claim without a class has been Pending beyond POD_GRACE (a claim gets the default
+class when it is made, so in a cluster that has one this is rare). Live, and only for a
 StatefulSet without its pod past the grace or a Job without any pod, that controller's Events (why the API
 server refused the pod: quota, Pod Security, admission); and for a claim Pending past the grace, its
 provisioner's ProvisioningFailed Events. Writes nothing: the Problems go to the Degraded
@@ -52,7 +53,7 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     now = ctx.clock.now()
     unnamed_late = any(not (c.get("spec") or {}).get("storageClassName")
                        and now - (timestamps.parse(c["metadata"].get("creationTimestamp")) or now)
-                       > stuck.CLAIM_PENDING_GRACE for c in pending)
+                       > stuck.POD_GRACE for c in pending)
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
     claim_events = {c: await _events(ctx, ns, "PersistentVolumeClaim", c, "ProvisioningFailed")
                     for c in stuck.claim_events_needed(pending, now)}

@@ -39,7 +39,8 @@ def test_a_claim_naming_a_missing_class_says_so_at_once_and_names_the_field() ->
 def test_no_default_class_and_a_claim_pending_too_long_are_said_after_the_grace() -> None:
     young = claim(age=timedelta(seconds=10))
     assert stuck.claim_problems([young], {}, default_class=False, now=NOW) == []
-    assert reasons(stuck.claim_problems([claim()], {}, default_class=False, now=NOW)) == ["NoDefaultStorageClass"]
+    assert reasons(stuck.claim_problems([claim(age=timedelta(seconds=11))], {}, default_class=False, now=NOW)) == [
+        "NoDefaultStorageClass"]  # said soon: such a claim waits for a default class forever
     [p] = stuck.claim_problems([claim(cls="slow")], {"slow": "Immediate"}, default_class=True, now=NOW)
     assert p.reason == "ClaimPending" and "Pending for 300 s" in p.message
     # a class that waits for its first consumer is Pending by design; a bound claim is fine
