@@ -94,6 +94,18 @@ def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleare
     assert any(e.get("reason") == "RecreatedStuckPod" for e in events)
 
 
+def test_a_node_selector_no_node_meets_is_said_with_the_schedulers_words_and_cleared_after_the_edit(
+        namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    apply(sampledb("nowhere", ns, scheduling={"nodeSelector": {"pool": "nowhere"}}))
+    cond = degraded("nowhere", ns, "Unschedulable", timeout=90)
+    assert "nowhere-0" in cond["message"] and "node affinity/selector" in cond["message"]
+    kubectl("patch", "sampledb", "nowhere", "-n", ns, "--type", "json", "-p",
+            '[{"op": "remove", "path": "/spec/scheduling/nodeSelector"}]')
+    cleared("nowhere", ns, timeout=120)
+    wait_ready("nowhere", ns, timeout=180)
+
+
 def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
         real_namespace: str, kubeconfig: str) -> None:
     ns = real_namespace

@@ -163,7 +163,39 @@ def drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None
             return "data differs"
         del body["data"]
     body_diff = first_difference(body, observed, skip=skip)
+    if body_diff is None and kind == "StatefulSet":
+        return removed_from_template(desired, observed)
     return f"{body_diff} differs" if body_diff is not None else None
+
+
+# Pod template fields the operator sets only when the spec asks for them, which nothing else (no API server
+# default, no admission plugin: those mutate pods, not templates) puts into a StatefulSet's template: when
+# the spec stops asking, the observed one still has them, which the comparison of what is wanted (a subset)
+# does not see.
+OPTIONAL_TEMPLATE_FIELDS = ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
+                            "priorityClassName")
+
+
+def removed_from_template(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> str | None:
+    """Why a StatefulSet must be re-applied for a field its spec no longer asks for (a scheduling field, a
+    container's resource request or limit), or None. Applied server-side by the operator's field manager,
+    which set them, the re-apply removes them."""
+    want = ((desired.get("spec") or {}).get("template") or {}).get("spec") or {}
+    have = ((observed.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for key in OPTIONAL_TEMPLATE_FIELDS:
+        if key in have and key not in want:
+            return f"spec.template.spec.{key} is no longer wanted"
+    wanted = {c.get("name"): c for c in want.get("containers") or []}
+    for container in have.get("containers") or []:
+        mine = wanted.get(container.get("name"))
+        if mine is None:
+            continue
+        for kind in ("requests", "limits"):
+            extra = set((container.get("resources") or {}).get(kind) or {}) - set(
+                (mine.get("resources") or {}).get(kind) or {})
+            if extra:
+                return f"container {container.get('name')}: resources.{kind}.{sorted(extra)[0]} is no longer wanted"
+    return None
 
 
 def _compared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:

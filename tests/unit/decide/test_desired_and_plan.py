@@ -196,6 +196,22 @@ def test_hand_edited_statefulset_is_drift_and_server_defaults_are_not() -> None:
     assert "image" in actions[0].reason
 
 
+def test_a_scheduling_field_or_a_resource_the_spec_no_longer_asks_for_is_drift() -> None:
+    placed = make_db(scheduling={"nodeSelector": {"pool": "db"}, "priorityClassName": "databases"},
+                     resources={"limits": {"memory": "1Gi"}, "requests": {"memory": "1Gi"}})
+    observed = observed_from(d.children(d.Inputs(placed, SCRIPTS)))
+    sts_key = ("StatefulSet", "orders")
+    for edited, words in ((make_db(scheduling={"priorityClassName": "databases"},
+                                   resources={"limits": {"memory": "1Gi"}, "requests": {"memory": "1Gi"}}),
+                           "spec.template.spec.nodeSelector is no longer wanted"),
+                          (make_db(scheduling={"nodeSelector": {"pool": "db"}, "priorityClassName": "databases"},
+                                   resources={"requests": {"memory": "1Gi"}}),
+                           "resources.limits.memory is no longer wanted")):
+        actions = plan.plan(d.children(d.Inputs(edited, SCRIPTS)), observed)
+        assert [a.key for a in actions] == [sts_key] and words in actions[0].reason, actions
+    assert plan.plan(d.children(d.Inputs(placed, SCRIPTS)), observed) == []  # unchanged: nothing to do
+
+
 def test_quantities_compare_by_value() -> None:
     db = make_db(resources={"limits": {"memory": "1024Mi"}})
     want = d.children(d.Inputs(db, SCRIPTS))
