@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
+from tests.e2e.test_plugin import plugin
 from tests.support import images
 from tests.support.cluster import tag_node_image
 from tests.support.kube import kubectl, kubectl_json, wait_until
@@ -95,15 +96,37 @@ def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleare
 
 
 def test_a_node_selector_no_node_meets_is_said_with_the_schedulers_words_and_cleared_after_the_edit(
-        namespace: str, operator: OperatorProcess) -> None:
+        namespace: str, operator: OperatorProcess, kubeconfig: str) -> None:
     ns = namespace
     apply(sampledb("nowhere", ns, scheduling={"nodeSelector": {"pool": "nowhere"}}))
     cond = degraded("nowhere", ns, "Unschedulable", timeout=90)
     assert "nowhere-0" in cond["message"] and "node affinity/selector" in cond["message"]
+    # `kubectl sampledb status` says it first
+    screen = plugin(kubeconfig, "-n", ns, "status", "nowhere").stdout.splitlines()
+    assert screen[1].split()[:2] == ["Problem:", "Unschedulable:"] and "node affinity/selector" in screen[1], screen
     kubectl("patch", "sampledb", "nowhere", "-n", ns, "--type", "json", "-p",
             '[{"op": "remove", "path": "/spec/scheduling/nodeSelector"}]')
     cleared("nowhere", ns, timeout=120)
     wait_ready("nowhere", ns, timeout=180)
+
+
+def test_a_taint_no_instance_tolerates_is_said_with_the_schedulers_words_and_cleared_after_the_edit(
+        real_namespace: str, kubeconfig: str) -> None:
+    ns = real_namespace
+    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        # the only nodes of type kwok carry the taint kwok.x-k8s.io/node=fake:NoSchedule
+        apply(sampledb("tainted", ns, version="15.20", storage={"size": "256Mi"},
+                       scheduling={"nodeSelector": {"type": "kwok"}}))
+        cond = degraded("tainted", ns, "Unschedulable", timeout=90)
+        assert "untolerated taint" in cond["message"] and "tainted-0" in cond["message"]
+        kubectl("patch", "sampledb", "tainted", "-n", ns, "--type", "json", "-p",
+                '[{"op": "remove", "path": "/spec/scheduling/nodeSelector"}]')
+        cleared("tainted", ns, timeout=120)
+        wait_ready("tainted", ns, timeout=240)
+    finally:
+        op.stop()
 
 
 def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
