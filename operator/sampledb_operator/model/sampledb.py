@@ -16,6 +16,7 @@ from typing import Annotated, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from sampledb_operator.model.archive import RecoverySpec
+from sampledb_operator.model.autogrow import AutoGrowSpec
 from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.sampledb_status import SampleDBStatus
@@ -31,6 +32,7 @@ from sampledb_operator.model.schema import (
     SubdomainName,
 )
 from sampledb_operator.model.spec_rules import (
+    AUTO_GROW_MAXIMUM_RULE,
     CLASS_IMMUTABLE_RULE,
     CRON_RE,
     FORBIDDEN_PARAMETERS,
@@ -89,7 +91,7 @@ class DeletionPolicy(StrEnum):
 class StorageSpec(SpecModel):
     """The database's data volume."""
 
-    cel_rules = (CLASS_IMMUTABLE_RULE,)
+    cel_rules = (CLASS_IMMUTABLE_RULE, AUTO_GROW_MAXIMUM_RULE)
 
     size: Annotated[Quantity, MIN_SIZE_RULE, MAX_SIZE_RULE, grow_only("storage size")] = Field(
         description=f"Size of the data volume, e.g. 10Gi, from {MIN_STORAGE} to {MAX_STORAGE}. It can be"
@@ -99,6 +101,11 @@ class StorageSpec(SpecModel):
         default=None,
         description="StorageClass of the data volume; the cluster's default class when omitted."
         " Immutable after creation.",
+    )
+    auto_grow: AutoGrowSpec | None = Field(
+        default=None,
+        description="Grow the data volume by itself before it fills (the StorageClass must allow volume"
+        " expansion). Without it, the volume grows only when size is raised.",
     )
 
 

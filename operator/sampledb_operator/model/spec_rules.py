@@ -118,6 +118,12 @@ def storage_size_error(size: int | str) -> str | None:
     return None
 
 
+AUTO_GROW_MAXIMUM_RULE = Rule(
+    "!has(self.autoGrow) || !(" + cel_quantity("self.size") + ") || !(" + cel_quantity("self.autoGrow.maximum")
+    + ") || quantity(string(self.autoGrow.maximum)).compareTo(quantity(string(self.size))) >= 0",
+    "autoGrow.maximum must be at least size",
+    field_path=".autoGrow.maximum",
+)
 CLASS_IMMUTABLE_RULE = Rule(
     "has(self.storageClassName) == has(oldSelf.storageClassName)"
     " && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",

@@ -256,6 +256,12 @@ elections_total = Counter(
 )
 ELECTION_REASONS = ("FailoverStarted", "SwitchoverStarted", "Promoted", "FailoverRetargeted", "UnexpectedPrimaryFenced")
 
+storage_autogrowths_total = Counter(
+    "sampledb_storage_autogrowths_total",
+    "Growths of databases' data volumes asked by spec.storage.autoGrow",
+    registry=REGISTRY,
+)
+
 
 def init_operator() -> None:
     """Pre-initialise the sampledb_* series whose label values are known."""

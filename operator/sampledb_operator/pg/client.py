@@ -117,6 +117,19 @@ async def archiver_state(target: Target, within: float = 3.0) -> ArchiverState |
                          error=(error.strip() or None) if isinstance(error, str) else None, now=now)
 
 
+DF_FILE = "/var/run/postgresql/sampledb-df"  # the run directory (an emptyDir), as the archive error file
+DF_SQL = f"COPY (SELECT 1) TO PROGRAM 'df -P -B1 . > {DF_FILE}.tmp && mv -f {DF_FILE}.tmp {DF_FILE}'"
+
+
+async def data_filesystem(target: Target, within: float = 5.0) -> str | None:
+    """`df -P -B1` of the server's data directory (its working directory), run by the server itself (COPY TO
+    PROGRAM: the operator's superuser, no exec into the pod), then read back; None when it does not answer."""
+    if await _run(target, within, DF_SQL) is None:
+        return None
+    rows = await _run(target, within, "SELECT pg_read_file(%s, 0, 4096, true)", (DF_FILE,))
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
 async def reload_config(target: Target, within: float = 5.0) -> bool:
     """pg_reload_conf(): the server re-reads its configuration files. True when it answered."""
     rows = await _run(target, within, "SELECT pg_reload_conf()")

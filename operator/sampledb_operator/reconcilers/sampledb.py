@@ -46,6 +46,7 @@ from sampledb_operator.model.validation import validate_spec
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import (
     archive,
+    autogrow,
     chaos,
     children,
     deletion,
@@ -144,8 +145,10 @@ class SampleDBReconciler:
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
         stuck_now = await stuck.stuck_problems(self.ctx, db)
+        grown = await autogrow.reconcile_autogrow(self.ctx, db, db_ready=ready, primary_pod=primary_pod,
+                                                  problems=stuck_now.problems)
         degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
-                    *migration.degraded, *reloaded.degraded, *stuck_now.problems)
+                    *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -188,7 +191,8 @@ class SampleDBReconciler:
                    and st.steps_may_read_the_change(db.status, written.status) else None)
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         podless = Result(requeue_after=stuck_now.recheck_after) if stuck_now.recheck_after is not None else None
-        return combine(recheck, binding, podless, initialized.result, migration.result, verified.result,
+        measure = Result(requeue_after=grown.recheck_after) if grown.recheck_after is not None else None
+        return combine(recheck, binding, podless, measure, initialized.result, migration.result, verified.result,
                        backups.result, instances.result, archived.plan.result)
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:

@@ -1,0 +1,102 @@
+"""spec.storage.autoGrow on the real node: the data volume grows before PostgreSQL refuses a write, stops at its
+maximum and says so while the database stays readable, and a full volume comes back once the maximum allows, with
+every committed row (the local cluster's StorageClass `sized`: tmpfs volumes of the claim's size, grown in place)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.e2e.conftest import apply, condition, sampledb, wait_ready
+from tests.e2e.test_stuck_databases import degraded
+from tests.e2e.test_stuck_volumes import volume_path, write_wal
+from tests.support.kube import kubectl, kubectl_json, wait_until
+from tests.support.operator import OperatorProcess
+
+pytestmark = [pytest.mark.cluster, pytest.mark.local_only]
+MI = 1024 * 1024
+
+
+@pytest.fixture
+def operator_real(real_namespace: str, kubeconfig: str) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(kubeconfig, "--namespaces", real_namespace, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+def psql(ns: str, statement: str) -> str:
+    out = kubectl("exec", "-n", ns, "grow-0", "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
+                  "-U", "app", "-d", "app", "-qAt", "-c", statement)
+    return str(out.stdout).strip()
+
+
+def used_percent(path: Path) -> float:
+    fields = subprocess.run(["df", "-P", "-B1", str(path)], capture_output=True, text=True, check=True,
+                            timeout=10).stdout.splitlines()[-1].split()
+    return 100.0 * int(fields[2]) / int(fields[1])
+
+
+def volume_size(path: Path) -> int:
+    return int(subprocess.run(["df", "-P", "-B1", str(path)], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.splitlines()[-1].split()[1])
+
+
+def request(ns: str) -> str:
+    return str(kubectl_json("get", "pvc", "data-grow-0", "-n", ns)["spec"]["resources"]["requests"]["storage"])
+
+
+def write_until(ns: str, path: Path, percent: float, batch: int) -> int:
+    """Insert batches of ~1 KB rows until the volume is used past `percent`; returns the batch number reached."""
+    while used_percent(path) < percent:
+        batch += 1
+        psql(ns, f"INSERT INTO filler SELECT g, {batch}, repeat('x', 1000) FROM generate_series(1, 2000) g")
+        psql(ns, "CHECKPOINT")
+    return batch
+
+
+def test_the_volume_grows_before_it_fills_stops_at_its_maximum_and_a_full_one_comes_back(
+        real_namespace: str, operator_real: OperatorProcess) -> None:
+    ns = real_namespace
+    auto = {"thresholdPercent": 60, "stepPercent": 50, "maximum": "192Mi"}
+    apply(sampledb("grow", ns, version="15.20",
+                   storage={"size": "128Mi", "storageClassName": "sized", "autoGrow": auto}))
+    wait_ready("grow", ns, timeout=240)
+    psql(ns, "CREATE TABLE filler (id int, batch int, pad text)")
+    path = volume_path(ns, "grow")
+    assert volume_size(path) == 128 * MI
+
+    # past the threshold, nothing written meanwhile: the claim and the file system grow by the step
+    batch = write_until(ns, path, 62, 0)
+    wait_until(lambda: request(ns) == "192Mi" and volume_size(path) == 192 * MI, timeout=90,
+               what="the data volume grown from 128Mi to 192Mi")
+    events = kubectl_json("get", "events", "-n", ns, "--field-selector",
+                          "involvedObject.name=grow,involvedObject.kind=SampleDB")["items"]
+    assert any(e["reason"] == "StorageAutoGrown" and "growing from 128Mi to 192Mi" in e["message"] for e in events)
+    rows = int(psql(ns, "SELECT count(*) FROM filler"))
+    assert rows == batch * 2000  # no write was refused
+
+    # at the maximum: said, and the database stays readable
+    batch = write_until(ns, path, 62, batch)
+    cond = degraded("grow", ns, "StorageAutoGrowLimit", timeout=90)
+    assert "autoGrow.maximum (192Mi)" in cond["message"]
+    assert int(psql(ns, "SELECT count(*) FROM filler")) == batch * 2000
+    assert request(ns) == "192Mi"
+
+    # full: PostgreSQL stops; a higher maximum brings it back with every committed row
+    committed = batch * 2000
+    subprocess.run(["dd", "if=/dev/zero", f"of={path / 'filler'}", "bs=1M"], capture_output=True, check=False,
+                   timeout=120)
+    write_wal(ns, "grow")
+    degraded("grow", ns, "VolumeFull", timeout=180)
+    kubectl("patch", "sampledb", "grow", "-n", ns, "--type", "merge", "-p",
+            '{"spec": {"storage": {"autoGrow": {"maximum": "512Mi"}}}}')
+    # step by step, each measured on the grown volume: 192Mi full -> 288Mi (two thirds used) -> 432Mi (under 60%)
+    wait_until(lambda: request(ns) == "432Mi", timeout=240, what="the full volume grown twice by the step")
+    wait_ready("grow", ns, timeout=300)
+    assert int(psql(ns, "SELECT count(*) FROM filler")) == committed
+    assert condition("grow", ns, "Degraded").get("status") == "False"

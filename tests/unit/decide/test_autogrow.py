@@ -1,0 +1,54 @@
+"""decide/autogrow.py: when the data volumes grow, to what, and when they cannot, without a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sampledb_operator.decide import autogrow
+from sampledb_operator.model.autogrow import AutoGrowSpec
+
+MI = 1024 * 1024
+SPEC = AutoGrowSpec(threshold_percent=80, step_percent=25, maximum="200Mi")
+
+
+def claim(request: str, capacity: str | None = None, name: str = "data-orders-0") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"resources": {"requests": {"storage": request}}},
+            "status": {"phase": "Bound", "capacity": {"storage": capacity or request}}}
+
+
+def test_df_is_read_from_its_portable_output() -> None:
+    text = ("Filesystem      1-blocks     Used Available Capacity Mounted on\n"
+            "sampledb-volume 134217728 100663296  33554432      75% /var/lib/postgresql/data\n")
+    usage = autogrow.parse_df(text)
+    assert usage == autogrow.Usage(134217728, 100663296) and round(usage.percent) == 75
+    assert autogrow.parse_df("") is None and autogrow.parse_df("header\nfs x y z") is None
+
+
+def test_past_the_threshold_every_claim_grows_by_the_step_rounded_to_a_mib() -> None:
+    claims = [claim("100Mi"), claim("100Mi", name="data-orders-1")]
+    assert autogrow.decide(SPEC, claims, autogrow.Usage(100 * MI, 79 * MI), full=False) == autogrow.Growth()
+    grown = autogrow.decide(SPEC, claims, autogrow.Usage(100 * MI, 81 * MI), full=False)
+    assert grown.size == 125 * MI and grown.problem is None
+    assert grown.reason == "81% of the data file system is used (threshold 80%): growing from 100Mi to 125Mi"
+    assert autogrow.quantity(grown.size) == "125Mi"
+    odd = autogrow.decide(SPEC, [claim("101Mi")], autogrow.Usage(101 * MI, 100 * MI), full=False)
+    assert odd.size == 127 * MI  # 126.25 MiB rounded up
+
+
+def test_a_full_volume_grows_without_a_measurement_and_the_maximum_caps_the_step() -> None:
+    grown = autogrow.decide(SPEC, [claim("180Mi")], None, full=True)
+    assert grown.size == 200 * MI and grown.reason.startswith("the server stops: its volume is full")
+
+
+def test_at_the_maximum_a_volume_past_the_threshold_is_a_problem_not_a_growth() -> None:
+    at_max = autogrow.decide(SPEC, [claim("200Mi")], autogrow.Usage(200 * MI, 190 * MI), full=False)
+    assert at_max.size is None and at_max.problem is not None
+    assert at_max.problem.reason == "StorageAutoGrowLimit" and at_max.problem.field == "spec.storage.autoGrow.maximum"
+    assert autogrow.decide(SPEC, [claim("200Mi")], autogrow.Usage(200 * MI, 10 * MI), full=False) == autogrow.Growth()
+
+
+def test_nothing_is_asked_while_a_claim_still_grows() -> None:
+    claims = [claim("125Mi", capacity="100Mi"), claim("125Mi", name="data-orders-1")]
+    assert autogrow.growing(claims)
+    assert autogrow.decide(SPEC, claims, autogrow.Usage(100 * MI, 99 * MI), full=True) == autogrow.Growth()
+    assert autogrow.decide(SPEC, [], autogrow.Usage(100 * MI, 99 * MI), full=False) == autogrow.Growth()
