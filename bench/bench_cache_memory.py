@@ -75,7 +75,7 @@ def fill(stores: dict[str, Store], first: int, n: int, scripts: dict[str, str], 
     for i in range(first, first + n):
         for kind, text in texts(i, scripts, version):
             if kind not in stores:
-                stores[kind] = Store(kind, transform=cache.compact, index_labels=(DATABASE_LABEL,))
+                stores[kind] = Store(kind, transform=cache.Compactor(), index_labels=(DATABASE_LABEL,))
             stores[kind].upsert(json.loads(text))
 
 

@@ -103,7 +103,7 @@ async def sync(by_kind: dict[str, list[bytes]]) -> dict[str, Store]:
     stores: dict[str, Store] = {}
     watchers = []
     for kind, lines in by_kind.items():
-        stores[kind] = Store(kind, transform=cache.compact, index_labels=(DATABASE_LABEL,))
+        stores[kind] = Store(kind, transform=cache.Compactor(), index_labels=(DATABASE_LABEL,))
         watcher = Watcher(FakeApi(kind, lines), stores[kind], clock=RealClock(), streaming=True)
         watcher.add_handler(enqueue)
         watchers.append(watcher)

@@ -64,7 +64,7 @@ def database(i: int) -> dict[str, Any]:
 
 
 def cached(n: int) -> tuple[StoreSet, Store]:
-    store = Store("sampledbs", transform=cache.compact)
+    store = Store("sampledbs", transform=cache.Compactor())
     for i in range(n):
         store.upsert(json.loads(json.dumps(database(i))))  # each decoded apart, as watch events are
     return StoreSet({None: store}), store

@@ -107,7 +107,7 @@ def build_caches(client: KubeClient, settings: Settings,
         stores: dict[str | None, Store] = {}
         for ns in settings.watch_namespaces:
             # large unread fields dropped; the database label indexed (every pass lists its database's objects)
-            store = Store(resource.plural, transform=cache.compact, index_labels=(DATABASE_LABEL,))
+            store = Store(resource.plural, transform=cache.Compactor(), index_labels=(DATABASE_LABEL,))
             stores[ns] = store
             watchers.append(Watched(resource.kind, Watcher(ResourceApi(client, resource), store, clock=clock,
                                                            namespace=ns, label_selector=selector,

@@ -1,4 +1,4 @@
-"""The import direction of ../shared/ARCHITECTURE.md, checked on the source.
+"""The import direction of docs/architecture.md, checked on the source; and decide/ without module-level state.
 
 cli/app -> reconcilers -> runtime -> kube -> model; reconcilers -> decide -> model;
 plugin (kubectl sampledb) -> kube, decide, model; observability is a leaf every layer may use.
@@ -91,3 +91,34 @@ def test_the_source_root_is_not_a_package_named_operator() -> None:
 
 def test_the_pure_modules_named_exist() -> None:
     assert all((PKG / rel).is_file() for rel in PURE_MODULES), PURE_MODULES
+
+
+MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "bytearray"}
+
+
+def _module_state(path: Path) -> list[str]:
+    """Module-level names of `path` bound to a mutable container, and functions memoized by functools."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if ast.unparse(target) == "__all__":
+                continue
+            value = node.value
+            if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp) or (
+                    isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in MUTABLE_CALLS):
+                found.append(f"{ast.unparse(target)} (line {node.lineno})")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += [f"{node.name} memoized by {ast.unparse(d)} (line {node.lineno})" for d in node.decorator_list
+                      if any(w in ast.unparse(d) for w in ("lru_cache", "functools.cache", "cached_property"))]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "decide").rglob("*.py")), ids=lambda p: p.name)
+def test_decide_holds_no_module_level_state(path: Path) -> None:
+    """A decision depends on its arguments only: no module-level dict, list or set (a constant table is a
+    MappingProxyType, a frozenset or a tuple) and no functools memo; a memo a measurement justifies is held by an
+    object its owner makes (e.g. decide/cache.Compactor, a store's transform)."""
+    assert _module_state(path) == [], f"{path.relative_to(PKG)} keeps state at module level"

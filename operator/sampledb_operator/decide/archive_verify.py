@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from sampledb_operator.decide import archive_config, jobs, schedule
@@ -55,8 +56,8 @@ ARCHIVE_WAIT_MARGIN = 300  # seconds beyond archive_timeout the point's WAL may 
 # verify-archive.sh's exit codes a retry cannot change: settings (2), the point or its archiving (5), the
 # recovery (6), the data (8). A connection refused (9) or an internal error (1) is retried once.
 FATAL_EXIT_CODES = (2, 5, 6, 8)
-CHECK_REASONS: Mapping[str, str] = {
-    "point": "PointNotRecorded", "archive": "PointNotArchived", "restore": "RestoreFailed", "compare": "DataMismatch"}
+CHECK_REASONS: Mapping[str, str] = MappingProxyType({
+    "point": "PointNotRecorded", "archive": "PointNotArchived", "restore": "RestoreFailed", "compare": "DataMismatch"})
 
 
 @dataclass(frozen=True, slots=True)

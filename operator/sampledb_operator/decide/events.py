@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from sampledb_operator.model.conditions import Condition, get_condition
@@ -21,7 +22,8 @@ INIT_RENOTIFIED = ("InitSourceMissing", "InitSecretNotOptedIn", "InitChangedNotR
 INIT_WARNINGS = ("InitSourceMissing", "InitSecretNotOptedIn", "InitFailed", "RestoreFailed",
                  "RestoreSourceMissing", "RestoreSourceNotReady", "RecoveryFailed")
 ARCHIVE_CONDITIONS = ("ContinuousArchiving", "BaseBackupHealthy")  # Warning when False, Normal when True again
-RECOVERED_REASONS = {"ContinuousArchiving": "ArchiveRecovered", "BaseBackupHealthy": "BaseBackupRecovered"}
+RECOVERED_REASONS = MappingProxyType({"ContinuousArchiving": "ArchiveRecovered",
+                                      "BaseBackupHealthy": "BaseBackupRecovered"})
 UPGRADE_FAILURES = ("UpgradeFailed", "DowngradeRefused")
 
 

@@ -16,7 +16,6 @@ postmaster-context parameters: it is the pod-template annotation, so only their 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -43,7 +42,6 @@ host    replication  all          all    scram-sha-256
 """
 RESTART_ANNOTATION = "sampledb.io/restart-parameters"  # on the pod template
 PARAMETERS_HASH_ANNOTATION = "sampledb.io/parameters-hash"  # on a reload Job: the hash it applies
-DIGESTS_KEPT = 256
 
 
 def quote(value: str) -> str:
@@ -71,11 +69,8 @@ def _digest(parameters: Mapping[str, str]) -> str:
     return _digest_of(tuple(sorted(parameters.items())))
 
 
-@functools.lru_cache(maxsize=DIGESTS_KEPT)
 def _digest_of(items: tuple[tuple[str, str], ...]) -> str:
-    """The digest of the settings `items` (name order); the last DIGESTS_KEPT are kept: a pass asks for its
-    database's ~6 times (counted in bench_pass), and most databases share theirs (no parameters: one
-    digest)."""
+    """The digest of the settings `items` (name order)."""
     text = json.dumps(dict(items), separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sampledb_operator.decide.cache import DATA_DIGEST, data_digest
@@ -27,17 +28,17 @@ Key = tuple[str, str]  # (kind, name)
 
 # Fields the API server never lets a client change after creation; a difference there is not
 # "drift" the operator can repair by applying, so it is ignored when comparing.
-IMMUTABLE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
+IMMUTABLE_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = MappingProxyType({
     "StatefulSet": (("spec", "selector"), ("spec", "serviceName"), ("spec", "podManagementPolicy")),
     "PersistentVolumeClaim": (("spec", "accessModes"), ("spec", "storageClassName")),
     "Job": (("spec",),),
-}
+})
 
 
 # The kinds a pass deletes when it no longer desires them, each with why it stops desiring one
 # (decide/desired.children drops the PodDisruptionBudget at one instance). Never a kind holding data or one a
 # deletion step needs: those leave only by their steps.
-PRUNED_KINDS: dict[str, str] = {"PodDisruptionBudget": "the database has one instance"}
+PRUNED_KINDS: Mapping[str, str] = MappingProxyType({"PodDisruptionBudget": "the database has one instance"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,6 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 from collections.abc import Iterable
@@ -41,13 +40,10 @@ __all__ = ["BUCKETS", "BUCKET_LABEL", "SHARED_BUCKET", "ShardPlan", "ShardRecord
 BUCKETS = 60                        # fixed: divisible by 1-6, 10, 12, 15, 20, 30 and 60 shards
 BUCKET_LABEL = "sampledb.io/bucket"
 SHARED_BUCKET = "shared"            # the bucket of what no single database owns (the scripts ConfigMap)
-HASHES_KEPT = 1024
 
 
-@functools.lru_cache(maxsize=HASHES_KEPT)
 def _hash(namespace: str, name: str) -> int:
-    """The first 8 bytes of sha256("namespace/name"); the last HASHES_KEPT are kept (each database's passes
-    ask for its own several times a pass: its children's bucket label)."""
+    """The first 8 bytes of sha256("namespace/name")."""
     return int.from_bytes(hashlib.sha256(f"{namespace}/{name}".encode()).digest()[:8], "big")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from sampledb_operator.decide import jobs
@@ -37,8 +38,8 @@ SCRATCH_MOUNT = "/sampledb/scratch"
 BACKUP_ANNOTATION = "sampledb.io/backup"
 # verify.sh's exit codes a retry cannot change: config (2), integrity (4), restore (6), data (8).
 VERIFY_FATAL_EXIT_CODES = (2, 4, 6, 8)
-FAILURE_REASONS: Mapping[int, VerifyReason] = {
-    4: VerifyReason.CHECKSUM_MISMATCH, 6: VerifyReason.RESTORE_FAILED, 8: VerifyReason.DATA_MISMATCH}
+FAILURE_REASONS: Mapping[int, VerifyReason] = MappingProxyType({
+    4: VerifyReason.CHECKSUM_MISMATCH, 6: VerifyReason.RESTORE_FAILED, 8: VerifyReason.DATA_MISMATCH})
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -19,6 +19,7 @@ from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.cache import DigestedData
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.labels import COMPONENT_LABEL, MANAGED_SELECTOR
 from sampledb_operator.kube.errors import Conflict, NotFound
@@ -88,7 +89,7 @@ class SampleDBReconciler:
         self.clock = ctx.clock
         self.apis = ctx.apis
         self.field_manager = ctx.field_manager
-        self._scripts = dataplane.all_scripts()
+        self._scripts = DigestedData(dataplane.all_scripts())  # digested once (plan.drift)
 
     async def __call__(self, ref: ObjectRef) -> Result | None:
         obj = self.caches.sampledbs.get(ref)

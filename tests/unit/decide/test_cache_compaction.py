@@ -12,6 +12,7 @@ from hypothesis import strategies as hs
 
 from sampledb_operator.decide import cache, plan
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.sampledb import SampleDB
 
 SCRIPTS = {"lib.sh": "#!/bin/bash\n" + "# padding\n" * 2000, "init.sh": "#!/bin/bash\necho init\n"}
@@ -80,7 +81,7 @@ def test_a_cached_pod_keeps_its_metadata_status_and_node_but_not_its_containers(
     assert pod["spec"]["containers"]  # the argument is not changed
 
 
-def test_equal_data_in_different_objects_is_digested_once_and_other_data_gets_its_own_digest(
+def test_equal_data_in_different_objects_is_digested_once_by_a_compactor_and_other_data_gets_its_own_digest(
         monkeypatch: pytest.MonkeyPatch) -> None:
     computed: list[int] = []
     sha256 = cache.hashlib.sha256
@@ -88,7 +89,19 @@ def test_equal_data_in_different_objects_is_digested_once_and_other_data_gets_it
     first = {"a.sh": "echo one " + "x" * 100, "b.sh": "echo two"}
     same = json.loads(json.dumps(first))  # equal content, other objects (as each watch event brings)
     other = {**first, "b.sh": "echo three"}
-    assert cache.data_digest(first) == cache.data_digest(same)
-    assert len(computed) == 1
-    assert cache.data_digest(other) != cache.data_digest(first)
-    assert len(computed) == 2
+
+    def configmap(data: dict[str, str]) -> dict[str, Any]:
+        return {"kind": "ConfigMap", "metadata": {"name": "s", "labels": {COMPONENT_LABEL: "scripts"}}, "data": data}
+    compactor = cache.Compactor()
+    assert compactor(configmap(first))[cache.DATA_DIGEST] == compactor(configmap(same))[cache.DATA_DIGEST] \
+        == cache.data_digest(first)
+    assert len(computed) == 2  # once by the compactor, once by the direct call
+    assert compactor(configmap(other))[cache.DATA_DIGEST] != cache.data_digest(first)
+    assert len(computed) == 4
+
+
+def test_digested_data_is_digested_once_when_made_and_is_the_data() -> None:
+    data = {"b.sh": "echo two", "a.sh": "echo one"}
+    digested = cache.DigestedData(data)
+    assert digested == data and digested.digest == cache.data_digest(data)
+    assert cache.data_digest(digested) is digested.digest
