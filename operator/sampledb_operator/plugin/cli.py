@@ -20,7 +20,7 @@ from typing import Any
 
 from sampledb_operator import __version__
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
-from sampledb_operator.plugin import commands, psql
+from sampledb_operator.plugin import commands, pgbench, psql
 from sampledb_operator.plugin.actions import ActionError
 from sampledb_operator.plugin.session import Target
 
@@ -44,8 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if extra and args.command != "psql":
-        print(f"{PROG}: error: only psql takes arguments after --", file=sys.stderr)
+    if extra and args.command not in ("psql", "pgbench"):
+        print(f"{PROG}: error: only psql and pgbench take arguments after --", file=sys.stderr)
         return EXIT_USAGE
     args.extra = extra
     _quiet_logging(args.verbose)
@@ -108,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them"
                    " (the password as a placeholder)")
     p.set_defaults(handler=_psql)
+
+    p = sub.add_parser("pgbench", parents=[common], help="pgbench in the primary's container, as the database's"
+                       " user (arguments after -- go to pgbench, e.g. -- --client 8 --time 60)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--initialize", type=_count(1), metavar="SCALE", dest="scale",
+                   help="create pgbench's tables first, at this scale (pgbench --initialize --scale SCALE)")
+    p.add_argument("--kubectl", default=os.environ.get(KUBECTL_ENV, "kubectl"),
+                   help=f"the kubectl command for the exec [env {KUBECTL_ENV}; default: kubectl]")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    p.set_defaults(handler=_pgbench)
 
     p = sub.add_parser("upgrade", parents=[common], help="ask for another PostgreSQL version (spec.version)")
     p.add_argument("db", metavar="DB")
@@ -253,6 +263,18 @@ def _psql(args: argparse.Namespace, target: Target) -> int:
         if not program or shutil.which(program) is None:
             raise ActionError(f"{program or 'kubectl'} not found on PATH (install it, or name it with {what})")
     return psql.run(plan)
+
+
+def _pgbench(args: argparse.Namespace, target: Target) -> int:
+    kubectl = shlex.split(args.kubectl)
+    plan = asyncio.run(commands.pgbench_plan(target, args.db, kubectl=kubectl, scale=args.scale, extra=args.extra))
+    if args.dry_run:
+        sys.stdout.write(pgbench.describe(plan))
+        return 0
+    if not kubectl or shutil.which(kubectl[0]) is None:
+        raise ActionError(f"{kubectl[0] if kubectl else 'kubectl'} not found on PATH (install it, or name it with"
+                          " --kubectl)")
+    return pgbench.run(plan)
 
 
 def _quiet_logging(verbose: bool) -> None:

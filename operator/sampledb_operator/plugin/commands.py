@@ -27,7 +27,7 @@ from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
 from sampledb_operator.model.names import client_service_name, secret_name
-from sampledb_operator.plugin import actions, instances, podlog, psql, render, support
+from sampledb_operator.plugin import actions, instances, pgbench, podlog, psql, render, support
 from sampledb_operator.plugin.report import gather
 from sampledb_operator.plugin.session import Session, Target, open_session
 from sampledb_operator.plugin.support_read import gather_support
@@ -244,6 +244,25 @@ async def psql_plan(target: Target, db: str, *, kubectl: list[str], psql_path: s
         namespace = session.namespace
     return psql.plan(kubectl, target, namespace, service, creds, local_port=local_port, psql=psql_path,
                      extra=extra), secret
+
+
+async def pgbench_plan(target: Target, db: str, *, kubectl: list[str], scale: int | None,
+                       extra: list[str]) -> pgbench.PgbenchPlan:
+    """The pgbench plan for `db`: in its primary's pod, as its user (from its Secret), on its database."""
+    async with open_session(target) as session:
+        obj = await session.get(SAMPLEDB, db)
+        status = obj.get("status") or {}
+        primary = status.get("primary")
+        if not primary:
+            raise actions.ActionError(f"{db} has no primary yet (phase {status.get('phase') or 'unknown'})")
+        secret = str(status.get("secretName") or secret_name(db))
+        try:
+            creds = psql.credentials_from_secret(await session.get(SECRET, secret))
+        except NotFound:
+            raise actions.ActionError(f"Secret {secret} (the credentials of {db}) does not exist") from None
+        namespace = session.namespace
+    return pgbench.plan(kubectl, target, namespace, str(primary), user=creds.username, database=creds.database,
+                        scale=scale, extra=extra)
 
 
 async def switchover(target: Target, db: str, *, to: str | None = None, dry_run: bool = False, wait: bool = False,

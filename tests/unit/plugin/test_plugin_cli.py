@@ -67,8 +67,8 @@ def test_usage_errors_exit_2(calls: list[Any], capsys: pytest.CaptureFixture[str
     assert cli.main([]) == 2
     assert cli.main(["restore", "b1"]) == 2                      # --to is required
     assert cli.main(["frobnicate"]) == 2
-    assert cli.main(["status", "orders", "--", "-c", "x"]) == 2  # only psql takes arguments after --
-    assert "only psql takes arguments after --" in capsys.readouterr().err
+    assert cli.main(["status", "orders", "--", "-c", "x"]) == 2  # only psql and pgbench take arguments after --
+    assert "only psql and pgbench take arguments after --" in capsys.readouterr().err
     assert cli.main(["--help"]) == 0
     assert not calls
 
