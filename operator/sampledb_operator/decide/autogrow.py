@@ -9,12 +9,13 @@ Invariants:
   each measured on the grown volume;
 - the new size is the largest claim's request plus step_percent of it, rounded up to a whole MiB, never past
   maximum; every instance's claim gets it (a standby holds what the primary holds);
-- at maximum, a volume past the threshold (or full) is a Problem, StorageAutoGrowLimit, never a larger request.
+- at maximum, a volume past the threshold (or full) is a Problem, StorageAutoGrowLimit, never a larger request;
+- a data claim made after a growth (a standby added, a volume made again) asks for what the largest holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sampledb_operator.model.autogrow import AutoGrowSpec
@@ -104,6 +105,29 @@ def decide(spec: AutoGrowSpec, claims: Sequence[Obj], usage: Usage | None, *, fu
     step = current * spec.step_percent // 100
     size = min(maximum, -(-(current + step) // MIB) * MIB)
     return Growth(size=size, reason=f"{why}: growing from {_mib(current)} to {_mib(size)}")
+
+
+def new_claims_sized(desired: Sequence[Obj], observed: Mapping[tuple[str, str], Obj], claims: Sequence[str]
+                     ) -> list[Obj]:
+    """`desired`, where a data claim of `claims` (the instances' claim names) that is not made yet asks for the
+    largest existing one's request when that is larger: a standby added after a growth holds what the primary
+    holds."""
+    largest = max((r for name in claims if (c := observed.get(("PersistentVolumeClaim", name))) is not None
+                   and (r := request_of(c)) is not None), default=None)
+    if largest is None:
+        return list(desired)
+    out = []
+    for obj in desired:
+        name = str((obj.get("metadata") or {}).get("name"))
+        wanted = request_of(obj)
+        if (obj.get("kind") == "PersistentVolumeClaim" and name in claims
+                and ("PersistentVolumeClaim", name) not in observed and wanted is not None and largest > wanted):
+            spec = obj["spec"]
+            out.append({**obj, "spec": {**spec, "resources": {**spec["resources"], "requests": {
+                **spec["resources"]["requests"], "storage": quantity(largest)}}}})
+        else:
+            out.append(obj)
+    return out
 
 
 def quantity(size: int) -> str:

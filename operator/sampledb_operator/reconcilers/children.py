@@ -21,7 +21,7 @@ import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sampledb_operator.decide import binding, plan, stuck
+from sampledb_operator.decide import autogrow, binding, plan, stuck
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import events as ev
 from sampledb_operator.decide import volumes as vol
@@ -191,6 +191,9 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
     live = {volume_states[key].role for key, v in verdicts.items()
             if v.write and volume_states[key].present and not volume_states[key].terminating}
     desired = d.children(inputs)
+    if db.spec.storage.auto_grow is not None:
+        desired = autogrow.new_claims_sized(desired, observed, [
+            names.instance_data_pvc_name(db.metadata.name, i) for i in range(db.spec.replicas)])
     actions = [a for a in plan.plan(desired, observed, keep_size=vol.sizes_kept(db))
                if (verdicts.get(a.key) is None or verdicts[a.key].write)]  # a lost volume is never written
     limit = asyncio.Semaphore(APPLY_CONCURRENCY)

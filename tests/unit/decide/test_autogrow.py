@@ -12,7 +12,8 @@ SPEC = AutoGrowSpec(threshold_percent=80, step_percent=25, maximum="200Mi")
 
 
 def claim(request: str, capacity: str | None = None, name: str = "data-orders-0") -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {"resources": {"requests": {"storage": request}}},
+    return {"kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"resources": {"requests": {"storage": request}}},
             "status": {"phase": "Bound", "capacity": {"storage": capacity or request}}}
 
 
@@ -52,3 +53,12 @@ def test_nothing_is_asked_while_a_claim_still_grows() -> None:
     assert autogrow.growing(claims)
     assert autogrow.decide(SPEC, claims, autogrow.Usage(100 * MI, 99 * MI), full=True) == autogrow.Growth()
     assert autogrow.decide(SPEC, [], autogrow.Usage(100 * MI, 99 * MI), full=False) == autogrow.Growth()
+
+
+def test_a_data_claim_made_after_a_growth_asks_for_what_the_largest_holds() -> None:
+    grown = {("PersistentVolumeClaim", "data-orders-0"): claim("192Mi")}
+    desired = [claim("128Mi", name="data-orders-0"), claim("128Mi", name="data-orders-1"),
+               claim("1Gi", name="orders-backups")]
+    out = autogrow.new_claims_sized(desired, grown, ["data-orders-0", "data-orders-1"])
+    assert [autogrow.request_of(c) for c in out] == [128 * MI, 192 * MI, 1024 * MI]  # the existing one is the plan's
+    assert autogrow.new_claims_sized(desired, {}, ["data-orders-0", "data-orders-1"]) == desired
