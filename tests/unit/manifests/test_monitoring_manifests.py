@@ -60,13 +60,19 @@ def test_promtool_accepts_the_alert_rules(tmp_path: Path) -> None:
     done = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 24 rules found" in done.stdout
+    assert "SUCCESS: 26 rules found" in done.stdout
 
 
 ARCHIVE_FAILING = ("WAL of a database cannot be archived to its object store; it piles up on the data volume and"
                    " recovery points stop (see the ContinuousArchiving condition).")
 ARCHIVE_LAGGING = ("A database's oldest WAL segment waiting to be archived is more than 10 minutes old, so a lost"
                    " cluster would lose that much.")
+
+
+VOLUME_FULL = ("A database's data volume is full and its server stopped (see the Degraded condition): grow"
+               " spec.storage.size, or raise spec.storage.autoGrow.maximum.")
+AUTO_GROW_STOPPED = ("A database's data volume cannot grow by itself any more (StorageAutoGrowLimit): it is at"
+                     " spec.storage.autoGrow.maximum or its class refuses to expand (see the Degraded condition).")
 
 
 def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
@@ -91,6 +97,12 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                 {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop",'
                            ' name="orders"}',
                  "values": "0+60x20"},
+                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="full",'
+                           ' type="Degraded", status="True", reason="VolumeFull"}',
+                 "values": "_ 1x20"},
+                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="big",'
+                           ' type="Degraded", status="True", reason="StorageAutoGrowLimit"}',
+                 "values": "1x20"},
             ],
             "alert_rule_test": [
                 {"eval_time": "6m", "alertname": "SampleDBOperatorDown",
@@ -113,6 +125,14 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                 {"eval_time": "8m", "alertname": "SampleDBArchiveFailing",
                  "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders"},
                                  "exp_annotations": {"summary": ARCHIVE_FAILING}}]},
+                {"eval_time": "1m", "alertname": "SampleDBVolumeFull", "exp_alerts": []},
+                {"eval_time": "3m", "alertname": "SampleDBVolumeFull",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "full"},
+                                 "exp_annotations": {"summary": VOLUME_FULL}}]},
+                {"eval_time": "6m", "alertname": "SampleDBStorageAutoGrowStopped",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big",
+                                                "reason": "StorageAutoGrowLimit"},
+                                 "exp_annotations": {"summary": AUTO_GROW_STOPPED}}]},
                 {"eval_time": "14m", "alertname": "SampleDBArchiveLagging", "exp_alerts": []},
                 {"eval_time": "16m", "alertname": "SampleDBArchiveLagging",
                  "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders"},
