@@ -122,3 +122,13 @@ def test_decide_holds_no_module_level_state(path: Path) -> None:
     MappingProxyType, a frozenset or a tuple) and no functools memo; a memo a measurement justifies is held by an
     object its owner makes (e.g. decide/cache.Compactor, a store's transform)."""
     assert _module_state(path) == [], f"{path.relative_to(PKG)} keeps state at module level"
+
+
+MAX_MODULE_LINES = 400
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_module_of_the_package_is_over_400_lines(path: Path) -> None:
+    """Small modules: one role each, read in one sitting; a larger one is split by concern."""
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(PKG)} has {lines} lines: split it by concern"

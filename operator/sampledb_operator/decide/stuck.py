@@ -6,10 +6,7 @@ the operator would otherwise keep to itself:
 
 | reason | when | from |
 |---|---|---|
-| StorageClassNotFound | a claim names a StorageClass that does not exist | the claim, the class read live |
-| NoDefaultStorageClass | a claim names no class, the cluster has no default one, Pending past POD_GRACE | the claim |
-| ProvisioningFailed | a Pending claim's provisioner recorded a recent ProvisioningFailed Warning | its Event |
-| ClaimPending | a claim naming an immediately binding class is Pending for over CLAIM_PENDING_GRACE | the claim |
+| (2) | a data claim is Pending, or does not grow | decide/stuck_claims.py |
 | Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
@@ -17,8 +14,8 @@ the operator would otherwise keep to itself:
 | ImageMajorMismatch | a container crash-loops saying its data is of another major than its binaries | its words |
 | CrashLoopBackOff | a container waits to be restarted after failing | its exit code, the end of its message if any |
 | (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
-| StorageExpansionStuck | a claim asked to grow has not past EXPANSION_GRACE, or cannot | its Events, status |
 
+(2) StorageClassNotFound, NoDefaultStorageClass, ProvisioningFailed, ClaimPending, StorageExpansionStuck.
 (1) `refusal_reason` of the API server's words: QuotaExceeded (a ResourceQuota), PodSecurityRefused (Pod Security
 admission), AdmissionRefused (a webhook or policy), OperatorForbidden (RBAC), else CreateRefused.
 
@@ -49,15 +46,10 @@ from datetime import datetime, timedelta
 from sampledb_operator.decide.status import REVISION_LABEL
 from sampledb_operator.model import timestamps
 from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import Problem
 
-CLAIM_PENDING_GRACE = timedelta(seconds=120)
 JOB_GRACE = timedelta(seconds=120)  # a Job's pod not ready after this long is looked at (a live list each pass)
 POD_GRACE = timedelta(seconds=10)  # an instance's StatefulSet older than this without its pod: its Events are read
-EXPANSION_GRACE = timedelta(seconds=120)  # a claim still smaller than asked after this long is stuck
-RESIZE_WAIT_REASONS = ("ExternalExpanding", "Resizing", "FileSystemResizeRequired")  # the resize was asked then
-RESIZE_INFEASIBLE = ("ControllerResizeInfeasible", "NodeResizeInfeasible")
 REFUSAL_FRESH = timedelta(minutes=20)  # a FailedCreate Event older than this is history (the controller's
 # retries back off to minutes, and each one renews the Event)
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -67,65 +59,6 @@ MESSAGE_MAX = 400
 _OTHER_MAJOR = re.compile(r"holds a PostgreSQL (?P<data>\d+) cluster but this image runs PostgreSQL (?P<image>\d+)"
                           r"|initialized by PostgreSQL version (?P<data2>\d+)[^|]*? with this version (?P<image2>\d+)")
 LOG_LINES = 4
-
-
-def claim_events_needed(claims: Sequence[Obj], now: datetime) -> list[str]:
-    """The Pending claims (not being deleted) older than POD_GRACE: their provisioner's Events say why they are not
-    bound (read live by the caller, only for these)."""
-    out = []
-    for claim in claims:
-        meta = claim.get("metadata") or {}
-        made = timestamps.parse(meta.get("creationTimestamp"))
-        if ((claim.get("status") or {}).get("phase") == "Pending" and not meta.get("deletionTimestamp")
-                and made is not None and now - made > POD_GRACE):
-            out.append(str(meta.get("name")))
-    return out
-
-
-def claim_recheck(claims: Sequence[Obj], now: datetime) -> float | None:
-    """Seconds until the youngest Pending claim is past POD_GRACE (then claim_events_needed names it), or None."""
-    waits = []
-    for claim in claims:
-        meta = claim.get("metadata") or {}
-        made = timestamps.parse(meta.get("creationTimestamp"))
-        if (claim.get("status") or {}).get("phase") == "Pending" and made is not None and now - made <= POD_GRACE:
-            waits.append((POD_GRACE - (now - made)).total_seconds() + 1)
-    return min(waits) if waits else None
-
-
-def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, default_class: bool | None,
-                   now: datetime, events: Mapping[str, Sequence[Obj]] | None = None) -> list[Problem]:
-    """The claims' problems. `classes`: each named class's volumeBindingMode, None when it does not exist;
-    `default_class`: whether the cluster has a default StorageClass (None: unknown); `events`: the Events of the
-    claims of claim_events_needed, by claim name."""
-    out = []
-    for claim in claims:
-        meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
-        if (claim.get("status") or {}).get("phase") != "Pending" or meta.get("deletionTimestamp"):
-            continue
-        name, wanted = str(meta.get("name")), spec.get("storageClassName")
-        if wanted and wanted in classes and classes[wanted] is None:
-            out.append(Problem("StorageClassNotFound", (
-                f"claim {name} asks for StorageClass {wanted!r}, which does not exist: set spec.storage."
-                "storageClassName to an existing class (kubectl get storageclass)"), "spec.storage.storageClassName"))
-            continue
-        failed = _newest_warning((events or {}).get(name, ()), "ProvisioningFailed", now)
-        if failed is not None:
-            of = f" (StorageClass {wanted!r})" if wanted else ""
-            out.append(Problem("ProvisioningFailed", f"claim {name} cannot be provisioned{of}: {_short(failed)}",
-                               "spec.storage.storageClassName"))
-            continue
-        pending = now - (timestamps.parse(meta.get("creationTimestamp")) or now)
-        if not wanted and default_class is False and pending > POD_GRACE:
-            out.append(Problem("NoDefaultStorageClass", (
-                f"claim {name} names no StorageClass and the cluster has no default one: set spec.storage."
-                "storageClassName"), "spec.storage.storageClassName"))
-        elif pending > CLAIM_PENDING_GRACE and wanted and classes.get(wanted) == "Immediate":
-            out.append(Problem("ClaimPending", (
-                f"claim {name} has been Pending for {int(pending.total_seconds())} s: its provisioner has not made"
-                f" a volume (kubectl describe pvc {name} shows why: quota, capacity, provisioning errors)"),
-                "spec.storage"))
-    return out
 
 
 def crash_logs_needed(pods: Sequence[Obj]) -> list[tuple[str, str]]:
@@ -165,7 +98,7 @@ def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None
         name = str(meta.get("name"))
         scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-            out.append(Problem("Unschedulable", f"pod {name} cannot be scheduled: {_short(scheduled.get('message'))}",
+            out.append(Problem("Unschedulable", f"pod {name} cannot be scheduled: {short(scheduled.get('message'))}",
                                "spec"))
             continue
         for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
@@ -268,43 +201,6 @@ def podless_recheck(statefulsets: Sequence[Obj], pods: Sequence[Obj], now: datet
     return min(waits) if waits else None
 
 
-def expanding(claim: Obj) -> bool:
-    """A bound claim that asks for more storage than it has (an expansion under way, or stuck)."""
-    spec, status = claim.get("spec") or {}, claim.get("status") or {}
-    want = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
-    have = (status.get("capacity") or {}).get("storage")
-    if status.get("phase") != "Bound" or want is None or have is None:
-        return False
-    try:
-        return parse_quantity(want) > parse_quantity(have)
-    except ValueError:
-        return False
-
-
-def expansion_problem(claim: Obj, events: Sequence[Obj], now: datetime, *, volume: str, field: str
-                      ) -> tuple[Problem | None, datetime | None]:
-    """Why an expanding claim has not grown: its resize refused as infeasible or a Warning Event about it (at
-    once), or no growth EXPANSION_GRACE after it was asked (the first resize Event's time); and when it was asked
-    (None: unknown). `volume` names it in the message."""
-    want = claim["spec"]["resources"]["requests"]["storage"]
-    have = claim["status"]["capacity"]["storage"]
-    state = ((claim.get("status") or {}).get("allocatedResourceStatuses") or {}).get("storage")
-    warnings = sorted((t, str(e.get("message") or "")) for e in events if e.get("type") == "Warning"
-                      and (t := _event_time(e)) is not None and now - t <= REFUSAL_FRESH)
-    asked = min((t for e in events if e.get("reason") in RESIZE_WAIT_REASONS
-                 and (t := timestamps.parse(e.get("firstTimestamp")) or _event_time(e)) is not None), default=None)
-    if state in RESIZE_INFEASIBLE or warnings:
-        said = warnings[-1][1] if warnings else str(state)
-        return Problem("StorageExpansionStuck", f"{volume} cannot grow from {have} to {want}: {_short(said)}",
-                       field), asked
-    if asked is not None and now - asked > EXPANSION_GRACE:
-        waiting = next((str(e.get("message")) for e in events if e.get("reason") in RESIZE_WAIT_REASONS), "")
-        message = (f"{volume} asked for {want} {int((now - asked).total_seconds())} s ago and still has {have}"
-                   f"{': ' + _short(waiting) if waiting else ''} (its StorageClass's resizer does not act on it)")
-        return Problem("StorageExpansionStuck", message, field), asked
-    return None, asked
-
-
 def _podless(sts: Obj, pods: set[str]) -> bool:
     """The StatefulSet wants its pod, has not made it (its status counts fewer pods than it wants) and the pod is
     not in the cache."""
@@ -317,25 +213,25 @@ def _podless(sts: Obj, pods: set[str]) -> bool:
 def create_refused(kind: str, name: str, events: Sequence[Obj], now: datetime) -> Problem | None:
     """The newest recent FailedCreate Warning Event of the StatefulSet or Job `name` (its pod refused by the
     API server) as a Problem, or None."""
-    message = _newest_warning(events, "FailedCreate", now)
+    message = newest_warning(events, "FailedCreate", now)
     if message is None:
         return None
-    return Problem(refusal_reason(message), f"{kind} {name} cannot create its pod: {_short(message)}", "spec")
+    return Problem(refusal_reason(message), f"{kind} {name} cannot create its pod: {short(message)}", "spec")
 
 
-def _newest_warning(events: Sequence[Obj], reason: str, now: datetime) -> str | None:
+def newest_warning(events: Sequence[Obj], reason: str, now: datetime) -> str | None:
     """The message of the newest Warning Event of `reason` younger than REFUSAL_FRESH, or None."""
     newest: tuple[datetime, str] | None = None
     for event in events:
         if event.get("reason") != reason or event.get("type") != "Warning":
             continue
-        when = _event_time(event)
+        when = event_time(event)
         if when is not None and now - when <= REFUSAL_FRESH and (newest is None or when > newest[0]):
             newest = (when, str(event.get("message") or ""))
     return None if newest is None else newest[1]
 
 
-def _event_time(event: Obj) -> datetime | None:
+def event_time(event: Obj) -> datetime | None:
     series = event.get("series") or {}
     for value in (series.get("lastObservedTime"), event.get("lastTimestamp"), event.get("eventTime"),
                   (event.get("metadata") or {}).get("creationTimestamp")):
@@ -366,10 +262,10 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
     if reason in IMAGE_PULL_REASONS:
         return Problem("ImagePullFailed", (
             f"pod {pod}: the image {cs.get('image')} of container {container} cannot be pulled ({reason}):"
-            f" {_short(waiting.get('message'))}"), "spec.image")
+            f" {short(waiting.get('message'))}"), "spec.image")
     if reason in CONFIG_REASONS:
         return Problem("ContainerConfigError", f"pod {pod}: container {container} cannot be created ({reason}):"
-                                               f" {_short(waiting.get('message'))}", "spec")
+                                               f" {short(waiting.get('message'))}", "spec")
     if reason == "CrashLoopBackOff":
         last = (cs.get("lastState") or {}).get("terminated") or {}
         said = _tail(last.get("message")) or log
@@ -403,7 +299,7 @@ def _volume_problem(pod: str, container: object, said: str) -> Problem | None:
     return None
 
 
-def _short(text: object) -> str:
+def short(text: object) -> str:
     value = " ".join(str(text or "").split())
     return value if len(value) <= MESSAGE_MAX else value[:MESSAGE_MAX - 3] + "..."
 

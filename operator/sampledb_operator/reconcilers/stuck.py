@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import stuck
+from sampledb_operator.decide import stuck, stuck_claims
 from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
@@ -56,7 +56,7 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
                        > stuck.POD_GRACE for c in pending)
     default_class = await ctx.binding_modes.has_default() if unnamed_late else None
     claim_events = {c: await _events(ctx, ns, "PersistentVolumeClaim", c, "ProvisioningFailed")
-                    for c in stuck.claim_events_needed(pending, now)}
+                    for c in stuck_claims.claim_events_needed(pending, now)}
     await _recreate_stale(ctx, db, pods)
     statefulsets = [s for i in range(db.spec.replicas)
                     if (s := ctx.cached("StatefulSet", ns, names.instance_statefulset_name(name, i))) is not None]
@@ -66,8 +66,9 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     job_problems, jobs = await _job_problems(ctx, db, now)
     expansion, expansion_recheck = await _expansion_problems(ctx, db, claims, now)
     recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), stuck.job_recheck(jobs, now),
-                           expansion_recheck, stuck.claim_recheck(pending, now)) if t is not None]
-    return Stuck((*stuck.claim_problems(pending, classes, default_class=default_class, now=now, events=claim_events),
+                           expansion_recheck, stuck_claims.claim_recheck(pending, now)) if t is not None]
+    claimed = stuck_claims.claim_problems(pending, classes, default_class=default_class, now=now, events=claim_events)
+    return Stuck((*claimed,
                   *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems,
                   *expansion), min(recheck) if recheck else None)
 
@@ -81,7 +82,7 @@ async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now
     out: list[Problem] = []
     waits: list[float] = []
     for claim in [*claims, *([backup] if backup is not None else [])]:
-        if not stuck.expanding(claim):
+        if not stuck_claims.expanding(claim):
             continue
         name = str(claim["metadata"].get("name"))
         try:
@@ -90,13 +91,13 @@ async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now
         except ApiError:
             continue
         volume, field = vol.what(db, name)
-        problem, asked = stuck.expansion_problem(claim, events, now, volume=volume, field=field)
+        problem, asked = stuck_claims.expansion_problem(claim, events, now, volume=volume, field=field)
         if problem is not None:
             out.append(problem)
         elif asked is not None:
-            waits.append(max((stuck.EXPANSION_GRACE - (now - asked)).total_seconds(), 0.0) + 1)
+            waits.append(max((stuck_claims.EXPANSION_GRACE - (now - asked)).total_seconds(), 0.0) + 1)
         else:
-            waits.append(stuck.EXPANSION_GRACE.total_seconds())
+            waits.append(stuck_claims.EXPANSION_GRACE.total_seconds())
     return out, min(waits) if waits else None
 
 

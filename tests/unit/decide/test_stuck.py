@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.decide import stuck
+from sampledb_operator.decide import stuck_claims as sc
 from sampledb_operator.decide.status import REVISION_LABEL
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -31,22 +32,22 @@ def reasons(problems: list[Any]) -> list[str]:
 
 
 def test_a_claim_naming_a_missing_class_says_so_at_once_and_names_the_field() -> None:
-    [p] = stuck.claim_problems([claim(cls="fast", age=timedelta(0))], {"fast": None}, default_class=True, now=NOW)
+    [p] = sc.claim_problems([claim(cls="fast", age=timedelta(0))], {"fast": None}, default_class=True, now=NOW)
     assert p.reason == "StorageClassNotFound" and "'fast'" in p.message and "data-orders-0" in p.message
     assert p.field == "spec.storage.storageClassName"
 
 
 def test_no_default_class_and_a_claim_pending_too_long_are_said_after_the_grace() -> None:
     young = claim(age=timedelta(seconds=10))
-    assert stuck.claim_problems([young], {}, default_class=False, now=NOW) == []
-    assert reasons(stuck.claim_problems([claim(age=timedelta(seconds=11))], {}, default_class=False, now=NOW)) == [
+    assert sc.claim_problems([young], {}, default_class=False, now=NOW) == []
+    assert reasons(sc.claim_problems([claim(age=timedelta(seconds=11))], {}, default_class=False, now=NOW)) == [
         "NoDefaultStorageClass"]  # said soon: such a claim waits for a default class forever
-    [p] = stuck.claim_problems([claim(cls="slow")], {"slow": "Immediate"}, default_class=True, now=NOW)
+    [p] = sc.claim_problems([claim(cls="slow")], {"slow": "Immediate"}, default_class=True, now=NOW)
     assert p.reason == "ClaimPending" and "Pending for 300 s" in p.message
     # a class that waits for its first consumer is Pending by design; a bound claim is fine
-    assert stuck.claim_problems([claim(cls="wffc")], {"wffc": "WaitForFirstConsumer"}, default_class=True,
+    assert sc.claim_problems([claim(cls="wffc")], {"wffc": "WaitForFirstConsumer"}, default_class=True,
                                 now=NOW) == []
-    assert stuck.claim_problems([claim(cls="slow", phase="Bound")], {"slow": "Immediate"}, default_class=True,
+    assert sc.claim_problems([claim(cls="slow", phase="Bound")], {"slow": "Immediate"}, default_class=True,
                                 now=NOW) == []
 
 
@@ -59,30 +60,30 @@ def provisioning_failed(message: str, age: timedelta = timedelta(seconds=5), kin
 def test_a_provisioners_failure_is_said_in_its_words_before_the_pending_grace() -> None:
     young = claim(cls="local", age=timedelta(seconds=30))
     events = {"data-orders-0": [provisioning_failed("storage class \"local\": unknown parameter \"type\"")]}
-    [p] = stuck.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW, events=events)
+    [p] = sc.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW, events=events)
     assert p.reason == "ProvisioningFailed" and p.field == "spec.storage.storageClassName"
     assert p.message == ("claim data-orders-0 cannot be provisioned (StorageClass 'local'): storage class \"local\":"
                          " unknown parameter \"type\"")
     # stale, Normal or other reasons' Events say nothing; the ClaimPending grace still applies to an old claim
     for stale in (provisioning_failed("old", age=timedelta(hours=1)), provisioning_failed("ok", kind="Normal"),
                   provisioning_failed("x", reason="ExternalProvisioning")):
-        assert stuck.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW,
+        assert sc.claim_problems([young], {"local": "Immediate"}, default_class=True, now=NOW,
                                     events={"data-orders-0": [stale]}) == []
     old = claim(cls="local")
-    assert reasons(stuck.claim_problems([old], {"local": "Immediate"}, default_class=True, now=NOW,
+    assert reasons(sc.claim_problems([old], {"local": "Immediate"}, default_class=True, now=NOW,
                                         events={"data-orders-0": [provisioning_failed("old", age=timedelta(hours=1))]})
                    ) == ["ClaimPending"]
     # a missing class is said first: its claim's Events are about the class
-    assert reasons(stuck.claim_problems([young], {"local": None}, default_class=True, now=NOW, events=events)) == [
+    assert reasons(sc.claim_problems([young], {"local": None}, default_class=True, now=NOW, events=events)) == [
         "StorageClassNotFound"]
 
 
 def test_only_claims_pending_past_the_grace_have_their_events_read_and_a_young_one_is_looked_at_again() -> None:
     young, old, bound = claim("a", age=timedelta(seconds=4)), claim("b", age=timedelta(seconds=30)), claim(
         "c", phase="Bound")
-    assert stuck.claim_events_needed([young, old, bound], NOW) == ["b"]
-    assert stuck.claim_recheck([young, old, bound], NOW) == (stuck.POD_GRACE - timedelta(seconds=4)).total_seconds() + 1
-    assert stuck.claim_recheck([old, bound], NOW) is None
+    assert sc.claim_events_needed([young, old, bound], NOW) == ["b"]
+    assert sc.claim_recheck([young, old, bound], NOW) == (stuck.POD_GRACE - timedelta(seconds=4)).total_seconds() + 1
+    assert sc.claim_recheck([old, bound], NOW) is None
 
 
 def test_an_unschedulable_pod_carries_the_schedulers_message() -> None:
@@ -287,20 +288,20 @@ def expanding_claim(want: str = "2Gi", have: str = "1Gi", **status: Any) -> dict
 
 
 def test_a_claim_that_does_not_grow_is_stuck_after_the_grace_or_at_once_when_refused() -> None:
-    assert stuck.expanding(expanding_claim()) and not stuck.expanding(expanding_claim("1Gi"))
-    assert not stuck.expanding({**expanding_claim(), "status": {"phase": "Pending"}})
+    assert sc.expanding(expanding_claim()) and not sc.expanding(expanding_claim("1Gi"))
+    assert not sc.expanding({**expanding_claim(), "status": {"phase": "Pending"}})
     asked = (NOW - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     waiting = {"type": "Normal", "reason": "ExternalExpanding", "firstTimestamp": asked, "lastTimestamp": asked,
                "message": "waiting for an external controller to expand this PVC"}
     where = {"volume": "the data volume data-orders-0", "field": "spec.storage.size"}
-    problem, when = stuck.expansion_problem(expanding_claim(), [waiting], NOW, **where)
+    problem, when = sc.expansion_problem(expanding_claim(), [waiting], NOW, **where)
     assert problem is None and when == NOW - timedelta(seconds=30)
-    problem, _ = stuck.expansion_problem(expanding_claim(), [waiting], NOW + timedelta(seconds=100), **where)
+    problem, _ = sc.expansion_problem(expanding_claim(), [waiting], NOW + timedelta(seconds=100), **where)
     assert problem is not None and problem.reason == "StorageExpansionStuck" and problem.field == "spec.storage.size"
     assert problem.message.startswith("the data volume data-orders-0 asked for 2Gi 130 s ago and still has 1Gi:")
     failed = {"type": "Warning", "reason": "VolumeResizeFailed", "lastTimestamp": asked, "message": "quota: no"}
-    problem, _ = stuck.expansion_problem(expanding_claim(), [failed], NOW, **where)
+    problem, _ = sc.expansion_problem(expanding_claim(), [failed], NOW, **where)
     assert problem is not None and problem.message.endswith("cannot grow from 1Gi to 2Gi: quota: no")
     infeasible = expanding_claim(allocatedResourceStatuses={"storage": "ControllerResizeInfeasible"})
-    problem, _ = stuck.expansion_problem(infeasible, [], NOW, **where)
+    problem, _ = sc.expansion_problem(infeasible, [], NOW, **where)
     assert problem is not None and "ControllerResizeInfeasible" in problem.message
