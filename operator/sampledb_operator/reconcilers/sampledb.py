@@ -132,7 +132,8 @@ class SampleDBReconciler:
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
-            db=db, scripts=self._scripts, running=upgrading.running, instances=instances.instances,
+            db=db, scripts=self._scripts, running=upgrading.running,
+            instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,
             skip_volumes=instances.skip_volumes,
             replica_service=children.replica_service_made(db, observed_children)),
             created_before=(secret.created,) if secret.created else ())

@@ -1,8 +1,9 @@
 """Version upgrades of a SampleDB: read the facts, plan the pass (decide/upgrade_step.py), apply the plan.
 
 Reads where the upgrade stands from the caches (the StatefulSet, the data volume, the database's
-upgrade, thaw and migrate Jobs, the attempt's pre-upgrade SampleDBBackup, upgrade Job and thaw Job)
-and, live, the failed upgrade Job's result line when the plan needs it; applies the plan (the
+upgrade, thaw and migrate Jobs, the attempt's pre-upgrade SampleDBBackup, upgrade, link and thaw
+Jobs, whether the first instance's pod exists) and, live, the failed upgrade Jobs' result lines when
+the plan needs them; applies the plan (the
 backup or Job it asks for, with their Events), records the duration of an upgrade that has just
 succeeded, and tells the SampleDB reconciler which version, image and data directory the
 StatefulSet gets. Every decision, and every write, is in the plan.
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 from sampledb_operator.decide import migrations as mig
 from sampledb_operator.decide import upgrade_step as step
+from sampledb_operator.decide.desired_inputs import Instance
 from sampledb_operator.decide.upgrade_step import UpgradeOutcome, current_data_dir, sts_version
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
@@ -23,8 +25,13 @@ from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import apply_plan, subject_of
 from sampledb_operator.reconcilers.job_result import job_result
 
-__all__ = ["UpgradeOutcome", "adopted_data_dir", "current_data_dir", "read_facts", "reconcile_upgrade",
+__all__ = ["UpgradeOutcome", "adopted_data_dir", "current_data_dir", "read_facts", "reconcile_upgrade", "stopped",
            "sts_version"]
+
+
+def stopped(instances: tuple[Instance, ...]) -> tuple[Instance, ...]:
+    """The instances with 0 replicas each: a link upgrade's old server is stopped (the one instance, 0)."""
+    return tuple(Instance(i.index, replicas=0) for i in instances)
 
 
 def adopted_data_dir(ctx: Context, db: SampleDB) -> str:
@@ -48,11 +55,14 @@ async def read_facts(ctx: Context, db: SampleDB, sts: Obj | None, sts_ready: boo
         now=ctx.clock.now())
     attempt = step.attempt_of(db)
     if attempt is not None:
+        pod = ctx.cached("Pod", ns, names.instance_pod_name(db.metadata.name, 0))
         facts = replace(facts, backup=ctx.cached("SampleDBBackup", ns, attempt.backup),
-                        job=ctx.cached("Job", ns, attempt.job), thaw=ctx.cached("Job", ns, attempt.thaw))
-    failed_job = step.result_read_needed(facts)
-    if failed_job is not None:
-        facts = replace(facts, job_result=await job_result(ctx, ns or "", failed_job))
+                        job=ctx.cached("Job", ns, attempt.job), thaw=ctx.cached("Job", ns, attempt.thaw),
+                        link_job=ctx.cached("Job", ns, attempt.link), pod_exists=pod is not None)
+        for failed_job in step.result_read_needed(facts):
+            result = await job_result(ctx, ns or "", failed_job)
+            facts = (replace(facts, link_result=result) if failed_job == attempt.link
+                     else replace(facts, job_result=result))
     return facts
 
 

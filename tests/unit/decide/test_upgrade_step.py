@@ -67,6 +67,7 @@ def announced(effects: tuple[Effect, ...]) -> list[EventSpec | None]:
 
 ATTEMPT = us.attempt_of(database())
 assert ATTEMPT is not None
+DUMP = {"upgrade": {"method": "Dump"}}  # the Dump method (the default is Link: tests/unit/decide/test_upgrade_link.py)
 
 
 def test_no_version_change_runs_the_wanted_version_and_plans_nothing() -> None:
@@ -95,7 +96,7 @@ def test_a_backup_that_exists_is_waited_for_not_requested_again() -> None:
 
 
 def test_the_job_starts_only_after_the_backup_succeeded() -> None:
-    planned = us.plan_upgrade_step(facts(backup=backup("Succeeded")))
+    planned = us.plan_upgrade_step(facts(database(**DUMP), backup=backup("Succeeded")))
     assert creates(planned.plan.effects) == [("Job", ATTEMPT.job)]
     [create] = planned.plan.effects
     assert isinstance(create, Create)
@@ -104,8 +105,9 @@ def test_the_job_starts_only_after_the_backup_succeeded() -> None:
         EventSpec("Normal", "UpgradeJobCreated", f"created upgrade Job {ATTEMPT.job} (data into pgdata-17)")]
     assert planned.outcome.condition is not None and planned.outcome.condition.reason == "UpgradeJobRunning"
     # once the Job is cached, it is not created again
-    running = us.plan_upgrade_step(facts(backup=backup("Succeeded"), job=job(ATTEMPT.job)))
+    running = us.plan_upgrade_step(facts(database(**DUMP), backup=backup("Succeeded"), job=job(ATTEMPT.job)))
     assert running.plan.effects == ()
+    assert not running.outcome.stop  # Dump dumps the running server
 
 
 def test_a_failed_backup_fails_the_upgrade_without_a_job() -> None:
@@ -118,8 +120,8 @@ def test_a_failed_backup_fails_the_upgrade_without_a_job() -> None:
 
 def test_a_failed_job_starts_the_thaw_job_once_with_the_scripts_reason() -> None:
     failed = job(ATTEMPT.job, finished=True)
-    base = facts(backup=backup("Succeeded"), job=failed, upgrade_jobs=(failed,))
-    assert us.result_read_needed(base) == ATTEMPT.job
+    base = facts(database(**DUMP), backup=backup("Succeeded"), job=failed, upgrade_jobs=(failed,))
+    assert us.result_read_needed(base) == (ATTEMPT.job,)
     planned = us.plan_upgrade_step(replace(base, job_result={"message": "pg_restore: error: relation exists"}))
     assert creates(planned.plan.effects) == [("Job", ATTEMPT.thaw)]
     [thaw] = planned.plan.effects
@@ -137,9 +139,10 @@ def test_a_failed_job_starts_the_thaw_job_once_with_the_scripts_reason() -> None
 
 
 def test_the_result_line_is_read_only_for_a_finished_failed_job() -> None:
-    assert us.result_read_needed(facts()) is None
-    assert us.result_read_needed(facts(job=job(ATTEMPT.job))) is None
-    assert us.result_read_needed(facts(job=job(ATTEMPT.job, finished=True, succeeded=True))) is None
+    assert us.result_read_needed(facts()) == ()
+    assert us.result_read_needed(facts(job=job(ATTEMPT.job))) == ()
+    assert us.result_read_needed(facts(job=job(ATTEMPT.job, finished=True, succeeded=True))) == ()
+    assert us.result_read_needed(facts(link_job=job(ATTEMPT.link, finished=True))) == (ATTEMPT.link,)
 
 
 def test_another_attempts_unfinished_job_holds_the_new_target_back_without_a_backup() -> None:
@@ -168,7 +171,7 @@ def test_a_blocked_major_upgrade_keeps_the_running_image_and_plans_nothing() -> 
     cond = planned.outcome.condition
     assert cond is not None and (cond.status, cond.reason) == ("False", "UpgradeBlocked")
     # its own Job already runs: the attempt goes on
-    running = us.plan_upgrade_step(facts(major_blocked="x", backup=backup("Succeeded"),
+    running = us.plan_upgrade_step(facts(database(**DUMP), major_blocked="x", backup=backup("Succeeded"),
                                          job=job(ATTEMPT.job), upgrade_jobs=(job(ATTEMPT.job),)))
     assert running.outcome.condition is not None and running.outcome.condition.reason == "UpgradeJobRunning"
 

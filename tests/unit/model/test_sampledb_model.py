@@ -82,7 +82,7 @@ def test_spec_reads_camel_case_and_accepts_python_names() -> None:
 def test_dump_uses_camel_case_strings_and_omits_unset_optionals() -> None:
     out = dump(_spec(deletionPolicy="Delete", upgrade={"backupBeforeMinor": False}))
     assert out["deletionPolicy"] == "Delete"
-    assert out["upgrade"] == {"backupBeforeMinor": False}
+    assert out["upgrade"] == {"backupBeforeMinor": False, "method": "Link"}
     assert "restore" not in out and "image" not in out and "init" not in out
 
 

@@ -18,6 +18,7 @@ from sampledb_operator.observability.metrics import REGISTRY
 
 JOB = "Job"
 BACKUP = "SampleDBBackup"
+DUMP = {"upgrade": {"method": "Dump"}}  # the tests below before the Link ones: the Dump method
 
 
 def upgrade_jobs(cluster: FakeCluster) -> list[str]:
@@ -38,7 +39,7 @@ async def start_major_upgrade(cluster: FakeCluster, version: str = "17.2") -> st
 
 async def test_a_new_target_waits_for_the_running_upgrade_job() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     first = await start_major_upgrade(cluster)
 
     backups = len(cluster.of_kind(BACKUP))
@@ -62,7 +63,7 @@ async def test_a_new_target_waits_for_the_running_upgrade_job() -> None:
 
 async def test_the_retry_annotation_waits_for_the_running_upgrade_job_too() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     first = await start_major_upgrade(cluster)
     cluster.patch("SampleDB", "orders", {"metadata": {"annotations": {up.RETRY_ANNOTATION: "1"}}})
     await cluster.reconcile("orders")
@@ -104,7 +105,7 @@ def script_result(cluster: FakeCluster, job: str, message: str) -> None:
 
 async def test_a_major_upgrade_makes_its_backup_then_its_job_and_each_once() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     cluster.writes.clear()
     cluster.patch("SampleDB", "orders", {"spec": {"version": "17.2"}})
     await cluster.reconcile("orders")
@@ -130,7 +131,7 @@ async def test_a_major_upgrade_makes_its_backup_then_its_job_and_each_once() -> 
 
 async def test_a_stale_cache_never_requests_a_second_backup_nor_announces_it_twice() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     cluster.patch("SampleDB", "orders", {"spec": {"version": "17.2"}})
     cluster.freeze_cache()  # the backup's creation does not reach the cache before the next pass
     for _ in range(2):
@@ -143,7 +144,7 @@ async def test_a_stale_cache_never_requests_a_second_backup_nor_announces_it_twi
 
 async def test_a_failed_upgrade_job_reports_the_scripts_reason_and_thaws_the_old_server_once() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     job = await start_major_upgrade(cluster)
     cluster.finish_job(job, succeeded=False)
     script_result(cluster, job, "pg_restore: error: could not execute query")
@@ -170,7 +171,7 @@ async def test_a_failed_upgrade_job_reports_the_scripts_reason_and_thaws_the_old
 
 async def test_a_succeeded_upgrade_switches_the_directory_and_records_its_duration() -> None:
     cluster = FakeCluster()
-    await running_database(cluster)
+    await running_database(cluster, **DUMP)
     job = await start_major_upgrade(cluster)
     before = REGISTRY.get_sample_value("sampledb_upgrade_duration_seconds_count", {"kind": "major"}) or 0.0
     cluster.clock.advance(120)
@@ -189,3 +190,81 @@ async def test_a_succeeded_upgrade_switches_the_directory_and_records_its_durati
     assert after == before + 1
     await cluster.reconcile("orders")  # observed once
     assert REGISTRY.get_sample_value("sampledb_upgrade_duration_seconds_count", {"kind": "major"}) == after
+
+
+async def test_a_link_upgrade_stops_the_server_then_runs_pg_upgrade_then_switches_and_analyzes() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)  # the default method: Link
+    cluster.patch("SampleDB", "orders", {"spec": {"version": "18.1"}})
+    await cluster.reconcile("orders")
+    [backup] = cluster.of_kind(BACKUP)
+    assert cluster.get("StatefulSet", "orders")["spec"]["replicas"] == 1  # type: ignore[index]  # backup first
+    cluster.set_status(BACKUP, backup["metadata"]["name"], {"phase": "Succeeded"})
+    await cluster.reconcile("orders")
+    sts = cluster.get("StatefulSet", "orders")
+    assert sts is not None and sts["spec"]["replicas"] == 0  # stopped, as a fence does
+    assert upgrade_jobs(cluster) == []  # not while the StatefulSet has not seen it
+    assert condition(cluster.get("SampleDB", "orders"), "Upgrading")["reason"] == "StoppingServer"
+
+    cluster.set_status("StatefulSet", "orders", {"observedGeneration": sts["metadata"].get("generation", 1),
+                                                 "replicas": 0, "readyReplicas": 0})
+    await cluster.reconcile("orders")
+    [link] = upgrade_jobs(cluster)
+    job = cluster.get(JOB, link)
+    assert job is not None
+    pod = job["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"]] == ["postgres:16.4"]  # the old binaries
+    assert pod["containers"][0]["image"] == "postgres:18.1"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert (env["UPGRADE_METHOD"], env["OLD_PGDATA"], env["NEW_PGDATA"]) == (
+        "link", f"{d.DATA_MOUNT}/pgdata", f"{d.DATA_MOUNT}/pgdata-18")
+    assert "PGPASSWORD" not in env and "affinity" not in pod
+    await cluster.reconcile("orders")
+    assert cluster.get("StatefulSet", "orders")["spec"]["replicas"] == 0  # type: ignore[index]
+
+    cluster.finish_job(link)
+    await cluster.reconcile("orders")
+    sts = cluster.get("StatefulSet", "orders")
+    assert sts is not None and sts["spec"]["replicas"] == 1
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "postgres:18.1"
+    assert {"name": "PGDATA", "value": f"{d.DATA_MOUNT}/pgdata-18"} in container["env"]
+    cluster.statefulset_ready("orders")
+    await cluster.reconcile("orders")
+    db = cluster.get("SampleDB", "orders")
+    assert condition(db, "Upgrading")["reason"] == "UpgradeSucceeded"
+    assert db is not None and db["status"]["currentVersion"] == "18.1"
+    analyze = [n for n in upgrade_jobs(cluster) if n.endswith("-analyze")]
+    assert len(analyze) == 1 and "analyze" in str(cluster.get(JOB, analyze[0]))
+
+
+async def test_a_link_refused_by_its_check_falls_back_to_dump_once_the_old_server_runs_again() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster)
+    cluster.patch("SampleDB", "orders", {"spec": {"version": "18.1"}})
+    await cluster.reconcile("orders")
+    [backup] = cluster.of_kind(BACKUP)
+    cluster.set_status(BACKUP, backup["metadata"]["name"], {"phase": "Succeeded"})
+    await cluster.reconcile("orders")
+    cluster.set_status("StatefulSet", "orders", {"observedGeneration": 99, "replicas": 0})
+    await cluster.reconcile("orders")
+    [link] = upgrade_jobs(cluster)
+    cluster.finish_job(link, succeeded=False)
+    line = json.dumps({"script": "upgrade", "ok": False, "check_failed": True, "old_usable": True,
+                       "message": "pg_upgrade --check refused the upgrade: loadable_libraries.txt: pgcrypto"})
+    cluster.put("Pod", {"metadata": {"name": f"{link}-x", "labels": {"job-name": link},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 6,
+                                                                                   "message": line + "\n"}}}]}})
+    await cluster.reconcile("orders")
+    assert cluster.get("StatefulSet", "orders")["spec"]["replicas"] == 1  # type: ignore[index]  # started again
+    cond = condition(cluster.get("SampleDB", "orders"), "Upgrading")
+    assert cond["reason"] == "FallingBackToDump" and "pgcrypto" in cond["message"]
+    assert upgrade_jobs(cluster) == [link]  # no Dump Job before the old server is ready
+    cluster.statefulset_ready("orders")
+    await cluster.reconcile("orders")
+    dump = [n for n in upgrade_jobs(cluster) if n != link]
+    assert len(dump) == 1
+    assert [e for e in cluster.recorder.events if e[:2] == ("Warning", "UpgradeFallbackToDump") and "pgcrypto" in e[2]]
+    await cluster.reconcile("orders")
+    assert len(upgrade_jobs(cluster)) == 2  # once
