@@ -204,7 +204,7 @@ def test_valid_base_manifest_gets_the_model_defaults(namespace: str) -> None:
     stored = kubectl_json("get", "sdb", "db", "-n", namespace)
     assert stored["spec"] == dump(SampleDBSpec.model_validate(VALID["spec"]))
     assert stored["spec"]["deletionPolicy"] == "Snapshot"
-    assert stored["spec"]["upgrade"] == {"backupBeforeMinor": True}
+    assert stored["spec"]["upgrade"] == {"backupBeforeMinor": True, "method": "Link"}
 
 
 # ------------------------------------------------------------------------------------ updates
