@@ -30,6 +30,18 @@ def operator(kubeconfig: str, namespace: str) -> Iterator[OperatorProcess]:
             print(op.log_text()[-5000:])
 
 
+@pytest.fixture
+def real_operator(kubeconfig: str, real_namespace: str) -> Iterator[OperatorProcess]:
+    """The operator, watching only this test's namespace whose pods run for real."""
+    op = OperatorProcess(kubeconfig, "--namespaces", real_namespace, "--no-leader-elect", "--recheck-period", "2")
+    op.start()
+    try:
+        yield op
+    finally:
+        if op.running:
+            op.stop()
+
+
 @pytest.fixture(scope="module")
 def installed(cluster: Cluster) -> Iterator[str]:
     """The operator installed in the cluster as users install it, serving the real-data namespace

@@ -5,7 +5,6 @@ every committed row (the local cluster's StorageClass `sized`: tmpfs volumes of 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,6 @@ from tests.support.operator import OperatorProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_only]
 MI = 1024 * 1024
-
-
-@pytest.fixture
-def operator_real(real_namespace: str, kubeconfig: str) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(kubeconfig, "--namespaces", real_namespace, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
 
 
 def psql(ns: str, statement: str) -> str:
@@ -60,7 +49,7 @@ def write_until(ns: str, path: Path, percent: float, batch: int) -> int:
 
 
 def test_the_volume_grows_before_it_fills_stops_at_its_maximum_and_a_full_one_comes_back(
-        real_namespace: str, operator_real: OperatorProcess) -> None:
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
     auto = {"thresholdPercent": 60, "stepPercent": 50, "maximum": "192Mi"}
     apply(sampledb("grow", ns, version="15.20",

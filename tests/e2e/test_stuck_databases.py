@@ -111,77 +111,58 @@ def test_a_node_selector_no_node_meets_is_said_with_the_schedulers_words_and_cle
 
 
 def test_a_taint_no_instance_tolerates_is_said_with_the_schedulers_words_and_cleared_after_the_edit(
-        real_namespace: str, kubeconfig: str) -> None:
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
-    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        # the only nodes of type kwok carry the taint kwok.x-k8s.io/node=fake:NoSchedule
-        apply(sampledb("tainted", ns, version="15.20", storage={"size": "256Mi"},
-                       scheduling={"nodeSelector": {"type": "kwok"}}))
-        cond = degraded("tainted", ns, "Unschedulable", timeout=90)
-        assert "untolerated taint" in cond["message"] and "tainted-0" in cond["message"]
-        kubectl("patch", "sampledb", "tainted", "-n", ns, "--type", "json", "-p",
-                '[{"op": "remove", "path": "/spec/scheduling/nodeSelector"}]')
-        cleared("tainted", ns, timeout=120)
-        wait_ready("tainted", ns, timeout=240)
-    finally:
-        op.stop()
+    # the only nodes of type kwok carry the taint kwok.x-k8s.io/node=fake:NoSchedule
+    apply(sampledb("tainted", ns, version="15.20", storage={"size": "256Mi"},
+                   scheduling={"nodeSelector": {"type": "kwok"}}))
+    cond = degraded("tainted", ns, "Unschedulable", timeout=90)
+    assert "untolerated taint" in cond["message"] and "tainted-0" in cond["message"]
+    kubectl("patch", "sampledb", "tainted", "-n", ns, "--type", "json", "-p",
+            '[{"op": "remove", "path": "/spec/scheduling/nodeSelector"}]')
+    cleared("tainted", ns, timeout=120)
+    wait_ready("tainted", ns, timeout=240)
 
 
 def test_an_image_that_cannot_be_pulled_is_said_with_the_kubelets_words(
-        real_namespace: str, kubeconfig: str) -> None:
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
-    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        apply(sampledb("nopull", ns, version="16.4", image="registry.invalid/sampledb/postgres:16.4"))
-        cond = degraded("nopull", ns, "ImagePullFailed", timeout=180)
-        assert "registry.invalid/sampledb/postgres:16.4" in cond["message"]
-        assert status("nopull", ns)["phase"] == "Degraded"
-        wait_until(lambda: warning("nopull", ns, "ImagePullFailed"), timeout=30, what="a Warning Event")
-    finally:
-        op.stop()
+    apply(sampledb("nopull", ns, version="16.4", image="registry.invalid/sampledb/postgres:16.4"))
+    cond = degraded("nopull", ns, "ImagePullFailed", timeout=180)
+    assert "registry.invalid/sampledb/postgres:16.4" in cond["message"]
+    assert status("nopull", ns)["phase"] == "Degraded"
+    wait_until(lambda: warning("nopull", ns, "ImagePullFailed"), timeout=30, what="a Warning Event")
 
 
 @pytest.mark.local_only
 def test_an_image_of_another_major_under_a_name_the_operator_cannot_check_is_said_and_cleared_once_set_back(
-        real_namespace: str, kubeconfig: str) -> None:
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
     unchecked = "localhost/sampledb-test/unchecked:18"  # PostgreSQL 18, under a name that says nothing
     tag_node_image(images.POSTGRES_18, unchecked)
-    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        apply(sampledb("major", ns, version="15.20", storage={"size": "256Mi"}))
-        wait_ready("major", ns, timeout=240)
-        kubectl("patch", "sampledb", "major", "-n", ns, "--type", "merge", "-p",
-                f'{{"spec": {{"image": "{unchecked}"}}}}')
-        cond = degraded("major", ns, "ImageMajorMismatch", timeout=240)
-        assert "data is of PostgreSQL 15 but the image" in cond["message"] and "runs PostgreSQL 18" in cond["message"]
-        kubectl("patch", "sampledb", "major", "-n", ns, "--type", "json", "-p",
-                '[{"op": "remove", "path": "/spec/image"}]')
-        cleared("major", ns, timeout=240)
-        wait_ready("major", ns, timeout=240)
-    finally:
-        op.stop()
+    apply(sampledb("major", ns, version="15.20", storage={"size": "256Mi"}))
+    wait_ready("major", ns, timeout=240)
+    kubectl("patch", "sampledb", "major", "-n", ns, "--type", "merge", "-p",
+            f'{{"spec": {{"image": "{unchecked}"}}}}')
+    cond = degraded("major", ns, "ImageMajorMismatch", timeout=240)
+    assert "data is of PostgreSQL 15 but the image" in cond["message"] and "runs PostgreSQL 18" in cond["message"]
+    kubectl("patch", "sampledb", "major", "-n", ns, "--type", "json", "-p",
+            '[{"op": "remove", "path": "/spec/image"}]')
+    cleared("major", ns, timeout=240)
+    wait_ready("major", ns, timeout=240)
 
 
-def test_a_server_that_refuses_to_start_is_said_with_its_own_last_lines(real_namespace: str, kubeconfig: str) -> None:
+def test_a_server_that_refuses_to_start_is_said_with_its_own_last_lines(
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
-    op = OperatorProcess(kubeconfig, "--namespaces", ns, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        apply(sampledb("nostart", ns, version="15.20", parameters={"shared_buffers": "64TB"}))
-        cond = degraded("nostart", ns, "CrashLoopBackOff", timeout=240)
-        assert "nostart-0" in cond["message"] and "last exit 1" in cond["message"]
-        assert "FATAL:" in cond["message"] and "shared_buffers" in cond["message"]  # its log's own words
-        kubectl("patch", "sampledb", "nostart", "-n", ns, "--type", "merge", "-p",
-                '{"spec": {"parameters": {"shared_buffers": "32MB"}}}')
-        cleared("nostart", ns, timeout=240)
-        wait_ready("nostart", ns, timeout=240)
-    finally:
-        op.stop()
+    apply(sampledb("nostart", ns, version="15.20", parameters={"shared_buffers": "64TB"}))
+    cond = degraded("nostart", ns, "CrashLoopBackOff", timeout=240)
+    assert "nostart-0" in cond["message"] and "last exit 1" in cond["message"]
+    assert "FATAL:" in cond["message"] and "shared_buffers" in cond["message"]  # its log's own words
+    kubectl("patch", "sampledb", "nostart", "-n", ns, "--type", "merge", "-p",
+            '{"spec": {"parameters": {"shared_buffers": "32MB"}}}')
+    cleared("nostart", ns, timeout=240)
+    wait_ready("nostart", ns, timeout=240)
 
 
 @pytest.fixture

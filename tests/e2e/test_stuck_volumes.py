@@ -7,7 +7,6 @@ remounts it read-only, on the host, as a disk fills or a file system turns read-
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,6 @@ from tests.support.operator import OperatorProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_only]
 VERSION = "15.20"
-
-
-@pytest.fixture
-def operator_real(real_namespace: str, kubeconfig: str) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(kubeconfig, "--namespaces", real_namespace, "--no-leader-elect", "--recheck-period", "2")
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
 
 
 def psql(ns: str, name: str, statement: str) -> str:
@@ -71,7 +60,7 @@ def rows_kept(ns: str, name: str) -> int:
     return int(psql(ns, name, "SELECT count(*) FROM kept"))
 
 
-def test_a_full_volume_is_said_and_cleared_once_grown(real_namespace: str, operator_real: OperatorProcess) -> None:
+def test_a_full_volume_is_said_and_cleared_once_grown(real_namespace: str, real_operator: OperatorProcess) -> None:
     ns, name = real_namespace, "full"
     apply(sampledb(name, ns, version=VERSION, storage={"size": "128Mi", "storageClassName": "sized"}))
     wait_ready(name, ns, timeout=240)
@@ -93,7 +82,7 @@ def test_a_full_volume_is_said_and_cleared_once_grown(real_namespace: str, opera
 
 
 def test_a_read_only_volume_is_said_and_cleared_once_writable(
-        real_namespace: str, operator_real: OperatorProcess) -> None:
+        real_namespace: str, real_operator: OperatorProcess) -> None:
     ns, name = real_namespace, "rofs"
     apply(sampledb(name, ns, version=VERSION, storage={"size": "128Mi", "storageClassName": "sized"}))
     wait_ready(name, ns, timeout=240)

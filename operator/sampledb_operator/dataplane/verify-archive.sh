@@ -139,10 +139,10 @@ on_cleanup "session_end SDB_B $SDB_B_PID"
 on_cleanup "session_end SDB_A $SDB_A_PID"
 for conn in SDB_A SDB_B; do
     if ! session_run "$conn" "SELECT 'SDB_UP=1';" || ! session_line SDB_UP= >/dev/null; then
-        die "$SDB_EXIT_CONNECT" "cannot open a session to the primary: $(first_error "$SDB_TMP/${conn#SDB_}.err")"
+        die "$SDB_EXIT_CONNECT" "cannot open a connection to the primary: $(first_error "$SDB_TMP/${conn#SDB_}.err")"
     fi
 done
-session_run SDB_B "$SDB_STATS_SETTINGS" || die "$SDB_EXIT_CONNECT" "lost the session to the primary: $(first_error "$SDB_TMP/b.err")"
+session_run SDB_B "$SDB_STATS_SETTINGS" || die "$SDB_EXIT_CONNECT" "lost the connection to the primary: $(first_error "$SDB_TMP/b.err")"
 
 # the relations the statistics cover, as format('%I.%I'), and a statement locking them all
 REL_SQL="SELECT format('%I.%I', nspname, relname) AS r FROM ($SDB_STATS_RELATIONS) AS rel"
@@ -181,7 +181,7 @@ SET LOCAL statement_timeout = 0;
 SELECT 'SDB_POINT=' || lsn || ' ' || pg_walfile_name(lsn) || ' ' || snap || ' '
     || to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') || ' ' || extract(epoch FROM at) || ' ' || :'sdb_relset'
 FROM (SELECT pg_create_restore_point('$name') AS lsn, pg_export_snapshot() AS snap, clock_timestamp() AS at) AS p;" ||
-        die "$SDB_EXIT_CONNECT" "lost the session to the primary: $(first_error "$SDB_TMP/a.err")" "\"check\":\"point\""
+        die "$SDB_EXIT_CONNECT" "lost the connection to the primary: $(first_error "$SDB_TMP/a.err")" "\"check\":\"point\""
     if ! line=$(session_line SDB_POINT=); then
         attempt_failed a
         return 1
@@ -195,7 +195,7 @@ SELECT $RELSET AS sdb_relset, coalesce('LOCK TABLE ' || string_agg('ONLY ' || r,
 SELECT :'sdb_lock' \\gexec
 SET LOCAL statement_timeout = 0;
 SET LOCAL lock_timeout = 0;
-SELECT 'SDB_IMPORTED=' || :'sdb_relset';" || die "$SDB_EXIT_CONNECT" "lost the session to the primary: $(first_error "$SDB_TMP/b.err")" "\"check\":\"point\""
+SELECT 'SDB_IMPORTED=' || :'sdb_relset';" || die "$SDB_EXIT_CONNECT" "lost the connection to the primary: $(first_error "$SDB_TMP/b.err")" "\"check\":\"point\""
     line=$(session_line SDB_IMPORTED=) || line=
     session_run SDB_A "COMMIT;" || true # writers go on
     LOCKED_S=$(seconds_since "$held")
@@ -215,7 +215,7 @@ SELECT 'SDB_RECORDED=' || count(*) || ' ' || (:'sdb_tables'::jsonb || coalesce(j
     jsonb_build_object('rows', 0, 'checksum', md5('0:0'))), '{}'))::text
 FROM ($REL_SQL) AS u JOIN (SELECT format('%I.%I', n.nspname, c.relname) AS r FROM pg_catalog.pg_class c
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relpersistence = 'u') AS ul USING (r);
-COMMIT;" || die "$SDB_EXIT_CONNECT" "lost the session to the primary: $(first_error "$SDB_TMP/b.err")" "\"check\":\"point\""
+COMMIT;" || die "$SDB_EXIT_CONNECT" "lost the connection to the primary: $(first_error "$SDB_TMP/b.err")" "\"check\":\"point\""
     return 0
 }
 
@@ -266,7 +266,7 @@ while :; do
     || round((extract(epoch FROM CASE WHEN last_archived_wal = '$WAL_FILE' THEN last_archived_time
                                       ELSE clock_timestamp() END) - $POINT_EPOCH)::numeric, 1)
 FROM pg_catalog.pg_stat_archiver;" || ! line=$(session_line SDB_ARCHIVED=); then
-        die "$SDB_EXIT_CONNECT" "lost the session to the primary while waiting for WAL file $WAL_FILE: $(first_error "$SDB_TMP/a.err")" "$fields,\"check\":\"archive\""
+        die "$SDB_EXIT_CONNECT" "lost the connection to the primary while waiting for WAL file $WAL_FILE: $(first_error "$SDB_TMP/a.err")" "$fields,\"check\":\"archive\""
     fi
     last=${line%% *}
     if [[ $last =~ ^[0-9A-F]{24}$ && ${last:0:8} == "${WAL_FILE:0:8}" && ! $last < $WAL_FILE ]]; then

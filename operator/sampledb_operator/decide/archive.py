@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import archive_config, archive_verify, jobs, pgconfig, schedule
+from sampledb_operator.decide import archive_config, archive_verify, jobs, pgconfig, schedule, scheduling
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
@@ -334,11 +334,7 @@ def base_backup_job(db: SampleDB, request: str, claim: str, *, standby: tuple[in
         container = body["spec"]["template"]["spec"]["containers"][0]
         container["env"] = [{"name": "PGHOST", "value": host} if e["name"] == "PGHOST" else e
                             for e in container["env"]]
-    pod_spec = body["spec"]["template"]["spec"]
-    beside = {"labelSelector": {"matchLabels": same_node}, "topologyKey": "kubernetes.io/hostname"}
-    pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}),
-                            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}}
-    return body
+    return scheduling.run_beside(body, same_node)
 
 
 # ------------------------------------------------------------------ helpers

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sampledb_operator.decide.plan import with_size
 from sampledb_operator.model.autogrow import AutoGrowSpec
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import parse_quantity
@@ -104,7 +105,7 @@ def decide(spec: AutoGrowSpec, claims: Sequence[Obj], usage: Usage | None, *, fu
             " (the class must allow expansion), or free space"), "spec.storage.autoGrow.maximum"))
     step = current * spec.step_percent // 100
     size = min(maximum, -(-(current + step) // MIB) * MIB)
-    return Growth(size=size, reason=f"{why}: growing from {_mib(current)} to {_mib(size)}")
+    return Growth(size=size, reason=f"{why}: growing from {quantity(current)} to {quantity(size)}")
 
 
 def new_claims_sized(desired: Sequence[Obj], observed: Mapping[tuple[str, str], Obj], claims: Sequence[str]
@@ -122,9 +123,7 @@ def new_claims_sized(desired: Sequence[Obj], observed: Mapping[tuple[str, str], 
         wanted = request_of(obj)
         if (obj.get("kind") == "PersistentVolumeClaim" and name in claims
                 and ("PersistentVolumeClaim", name) not in observed and wanted is not None and largest > wanted):
-            spec = obj["spec"]
-            out.append({**obj, "spec": {**spec, "resources": {**spec["resources"], "requests": {
-                **spec["resources"]["requests"], "storage": quantity(largest)}}}})
+            out.append(with_size(obj, quantity(largest)))
         else:
             out.append(obj)
     return out
@@ -133,7 +132,3 @@ def new_claims_sized(desired: Sequence[Obj], observed: Mapping[tuple[str, str], 
 def quantity(size: int) -> str:
     """`size` bytes as a claim's request: whole MiB."""
     return f"{-(-size // MIB)}Mi"
-
-
-def _mib(size: int) -> str:
-    return quantity(size)

@@ -220,7 +220,7 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozense
         key = key_of(wanted)
         have = observed.get(key)
         size = _pvc_size(have) if have is not None and key in keep_size else None
-        obj = _with_size(wanted, size) if size is not None else wanted
+        obj = with_size(wanted, size) if size is not None else wanted
         if have is not None and key[0] == "StatefulSet":
             obj = template_as_made(obj, have)
         if have is None:
@@ -267,7 +267,8 @@ def template_as_made(desired: Obj, observed: Mapping[str, Any]) -> Obj:
         **template, "metadata": {**template["metadata"], "labels": labels}}}}
 
 
-def _with_size(pvc: Obj, size: str) -> Obj:
+def with_size(pvc: Obj, size: str) -> Obj:
+    """`pvc` (a new dict) asking for `size` of storage."""
     spec = pvc["spec"]
     resources = spec["resources"]
     return {**pvc, "spec": {**spec, "resources": {**resources, "requests": {**resources["requests"],
@@ -282,4 +283,4 @@ def never_shrink(desired: Obj, observed: Mapping[str, Any]) -> Obj:
     want, have = _pvc_size(desired), _pvc_size(observed)
     if want is None or have is None or parse_quantity(have) <= parse_quantity(want):
         return desired
-    return _with_size(desired, have)
+    return with_size(desired, have)

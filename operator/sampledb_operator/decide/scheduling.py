@@ -50,11 +50,7 @@ def affinity(db: SampleDB, index: int) -> Obj | None:
 def pod_fields(db: SampleDB, index: int) -> Obj:
     """The pod spec fields spec.scheduling adds to instance `index` ({} when none)."""
     spec = db.spec.scheduling or SchedulingSpec()
-    fields: Obj = {}
-    if spec.node_selector:
-        fields["nodeSelector"] = dict(spec.node_selector)
-    if spec.tolerations:
-        fields["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
+    fields = _placement(spec)
     chosen = affinity(db, index)
     if chosen is not None:
         fields["affinity"] = chosen
@@ -65,20 +61,36 @@ def pod_fields(db: SampleDB, index: int) -> Obj:
     return fields
 
 
+def run_beside(job: Obj, labels: dict[str, str]) -> Obj:
+    """`job` (changed in place and returned) with its pod required on the node of the pods with `labels` (a Job
+    that mounts a database pod's volume or reads its data directory), added to the affinity it has."""
+    pod_spec = job["spec"]["template"]["spec"]
+    beside = {"labelSelector": {"matchLabels": labels}, "topologyKey": HOSTNAME_KEY}
+    pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}),
+                            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}}
+    return job
+
+
 def job_fields(db: SampleDB) -> Obj:
     """The pod spec fields spec.scheduling gives the database's Jobs ({} when none): where they may run (the
     nodeSelector, the tolerations, the affinity's nodeAffinity), so that a database on dedicated or tainted nodes
     gets Jobs that schedule there too. Not the pod (anti-)affinity, topology spread or priority, which are about
     the instances."""
     spec = db.spec.scheduling or SchedulingSpec()
+    fields = _placement(spec)
+    node_affinity = (spec.affinity or {}).get("nodeAffinity")
+    if node_affinity:
+        fields["affinity"] = {"nodeAffinity": node_affinity}
+    return fields
+
+
+def _placement(spec: SchedulingSpec) -> Obj:
+    """The nodeSelector and tolerations of spec.scheduling, as pod spec fields (none when unset)."""
     fields: Obj = {}
     if spec.node_selector:
         fields["nodeSelector"] = dict(spec.node_selector)
     if spec.tolerations:
         fields["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
-    node_affinity = (spec.affinity or {}).get("nodeAffinity")
-    if node_affinity:
-        fields["affinity"] = {"nodeAffinity": node_affinity}
     return fields
 
 

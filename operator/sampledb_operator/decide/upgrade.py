@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from sampledb_operator.decide import jobs
+from sampledb_operator.decide import jobs, scheduling
 from sampledb_operator.decide.desired_config import DATA_MOUNT, SCRIPTS_MOUNT, SECRET_USERNAME_KEY
 from sampledb_operator.decide.desired_statefulset import container_security
 from sampledb_operator.decide.labels import VERSION_ANNOTATION, db_name, selector_labels
@@ -275,8 +275,4 @@ def upgrade_job(db: SampleDB, *, name: str, data_dir: str) -> dict[str, Any]:
         image=image_for(db.spec),
         annotations={VERSION_ANNOTATION: db.spec.version},
     )
-    pod_spec = body["spec"]["template"]["spec"]
-    beside = {"labelSelector": {"matchLabels": selector_labels(db)}, "topologyKey": "kubernetes.io/hostname"}
-    pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}),
-                            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside]}}
-    return body
+    return scheduling.run_beside(body, selector_labels(db))

@@ -85,11 +85,7 @@ async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now
         if not stuck_claims.expanding(claim):
             continue
         name = str(claim["metadata"].get("name"))
-        try:
-            events = (await ctx.apis["Event"].list(ns, field_selector=(
-                f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={name}"))).items
-        except ApiError:
-            continue
+        events = await _events(ctx, ns, "PersistentVolumeClaim", name)
         volume, field = vol.what(db, name)
         problem, asked = stuck_claims.expansion_problem(claim, events, now, volume=volume, field=field)
         if problem is not None:
@@ -116,11 +112,11 @@ async def _refused(ctx: Context, namespace: str, kind: str, name: str, now: date
     return stuck.create_refused(kind, name, await _events(ctx, namespace, kind, name, "FailedCreate"), now)
 
 
-async def _events(ctx: Context, namespace: str, kind: str, name: str, reason: str) -> list[Obj]:
-    """The Events of `reason` about `kind` `name`, read live; none when they cannot be read."""
+async def _events(ctx: Context, namespace: str, kind: str, name: str, reason: str | None = None) -> list[Obj]:
+    """The Events (of `reason`, or all) about `kind` `name`, read live; none when they cannot be read."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name}" + (f",reason={reason}" if reason else "")
     try:
-        events = await ctx.apis["Event"].list(namespace, field_selector=(
-            f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"))
+        events = await ctx.apis["Event"].list(namespace, field_selector=selector)
     except ApiError:
         return []
     return list(events.items)
