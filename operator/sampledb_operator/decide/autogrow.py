@@ -1,10 +1,18 @@
 """spec.storage.autoGrow: whether the data volumes grow now, to what size, or why they cannot.
 
 Pure: no I/O, no clock. The caller measures the primary's data file system (`Usage`, from `df` run by the server)
-and says whether an instance stops because its volume is full (the stuck reason VolumeFull), and passes the data
-claims as the caches hold them.
+and passes the instance pods that stop because their volume is full (the stuck reason VolumeFull, read from a
+crash-looping container's last words), and the data claims as the caches hold them.
+
+A full volume's server crash-loops, and its last words stay in the pod's status through the kubelet's back-off (up
+to five minutes), well after its volume has grown: that evidence counts once. A growth asked for full pods names
+them on every data claim (GROWN_FOR_ANNOTATION, their uids); such a pod is not evidence again, and once the claims
+have grown it is restarted (`restarts`) rather than left to wait out the back-off: it serves nothing, so deleting it
+loses nothing, and its StatefulSet makes it again at once. If the grown volume is still too small, the new pod
+stops on it in turn, and that (a pod not named) is new evidence: the next step.
 
 Invariants:
+- a pod counts as full evidence for one growth only (GROWN_FOR_ANNOTATION), so one crash never grows a volume twice;
 - a growth is asked only when no data claim is still growing (its request above its capacity): one step at a time,
   each measured on the grown volume;
 - the new size is the largest claim's request plus step_percent of it, rounded up to a whole MiB, never past
@@ -26,6 +34,8 @@ from sampledb_operator.model.sampledb import Problem
 
 MIB = 1024 * 1024
 MEASURE_SECONDS = 30.0  # how often the primary's data file system is measured
+GROWN_FOR_ANNOTATION = "sampledb.io/autogrown-for"  # on a data claim: the pods (uids) a full volume stopped when
+# its size was last asked for, comma-separated
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,7 @@ class Growth:
     size: int | None = None
     reason: str = ""
     problem: Problem | None = None
+    full_pods: tuple[str, ...] = ()  # the uids of the pods whose full volume asks for this growth
 
 
 def parse_df(text: str) -> Usage | None:
@@ -87,11 +98,34 @@ def growing(claims: Sequence[Obj]) -> bool:
     return False
 
 
-def decide(spec: AutoGrowSpec, claims: Sequence[Obj], usage: Usage | None, *, full: bool) -> Growth:
+def grown_for(claims: Sequence[Obj]) -> frozenset[str]:
+    """The uids of the pods that stopped on a full volume when the claims' size was last asked for."""
+    return frozenset(uid for claim in claims for uid in str(
+        ((claim.get("metadata") or {}).get("annotations") or {}).get(GROWN_FOR_ANNOTATION) or "").split(",") if uid)
+
+
+def _uid(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+def restarts(claims: Sequence[Obj], full_pods: Sequence[Obj]) -> list[str]:
+    """The names of the full pods a growth was asked for, once every claim has grown: each still crash-loops on the
+    old evidence and waits for the kubelet's back-off; deleted, it starts again at once on the grown volume."""
+    if growing(claims):
+        return []
+    done = grown_for(claims)
+    return [str(p["metadata"].get("name")) for p in full_pods if _uid(p) and _uid(p) in done]
+
+
+def decide(spec: AutoGrowSpec, claims: Sequence[Obj], usage: Usage | None, full_pods: Sequence[Obj] = ()
+           ) -> Growth:
     """Whether the data claims grow now (see the module's invariants)."""
     requests = [r for c in claims if (r := request_of(c)) is not None]
     if not requests or growing(claims):
         return Growth()
+    done = grown_for(claims)
+    fresh = tuple(uid for p in full_pods if (uid := _uid(p)) not in done)
+    full = bool(fresh)
     current = max(requests)
     past = usage is not None and usage.percent >= spec.threshold_percent
     if not (past or full):
@@ -105,7 +139,7 @@ def decide(spec: AutoGrowSpec, claims: Sequence[Obj], usage: Usage | None, *, fu
             " (the class must allow expansion), or free space"), "spec.storage.autoGrow.maximum"))
     step = current * spec.step_percent // 100
     size = min(maximum, -(-(current + step) // MIB) * MIB)
-    return Growth(size=size, reason=f"{why}: growing from {quantity(current)} to {quantity(size)}")
+    return Growth(size=size, reason=f"{why}: growing from {quantity(current)} to {quantity(size)}", full_pods=fresh)
 
 
 def new_claims_sized(desired: Sequence[Obj], observed: Mapping[tuple[str, str], Obj], claims: Sequence[str]

@@ -109,6 +109,23 @@ def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None
     return out
 
 
+def full_pods(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None = None) -> list[Obj]:
+    """The pods of `pods` (not deleted) whose problem is VolumeFull (pod_problems' words, `logs` alike)."""
+    out = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        name = str((pod.get("metadata") or {}).get("name"))
+        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            problem = _container_problem(name, cs, (logs or {}).get((name, str(cs.get("name")))))
+            if problem is not None:
+                if problem.reason == "VolumeFull":
+                    out.append(pod)
+                break
+    return out
+
+
 def job_waiting(job: Obj, now: datetime) -> bool:
     """A Job still running with no ready pod for over JOB_GRACE: its pods are worth a look (one live read)."""
     waited = _unready_for(job, now)

@@ -1,8 +1,11 @@
 """The autoGrow step: measure the primary's data file system, grow the data claims (decide/autogrow.py).
 
 Reads the instances' data claims from the caches; measures with SQL on the primary (pg.data_filesystem: `df` run by
-the server) when it is ready; writes one merge patch per data claim when a growth is decided, with a Normal Event
-StorageAutoGrown on the SampleDB and the counter sampledb_storage_autogrowths_total. The children step never
+the server) when it is ready; writes one merge patch per data claim when a growth is decided (its size, and the full
+pods it is for: decide/autogrow.GROWN_FOR_ANNOTATION), with a Normal Event StorageAutoGrown on the SampleDB and the
+counter sampledb_storage_autogrowths_total. Once the claims have grown, deletes the full pods the growth was for
+(decide/autogrow.restarts), with a Normal Event RestartedOnGrownVolume: they start again at once rather than after
+the kubelet's crash-loop back-off. The children step never
 shrinks a claim back (decide/plan.never_shrink), so spec.storage.size stays the smallest size. A refused patch (a
 class that cannot expand) is the Degraded reason StorageAutoGrowFailed and a Warning Event, tried again at the next
 measurement.
@@ -14,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sampledb_operator.decide import autogrow
-from sampledb_operator.kube.errors import ApiError
+from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -34,7 +37,7 @@ class AutoGrown:
 
 
 async def reconcile_autogrow(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj | None,
-                             problems: Sequence[Problem]) -> AutoGrown:
+                             full_pods: Sequence[Obj]) -> AutoGrown:
     """One pass of spec.storage.autoGrow (nothing without it)."""
     spec = db.spec.storage.auto_grow
     if spec is None:
@@ -43,15 +46,22 @@ async def reconcile_autogrow(ctx: Context, db: SampleDB, *, db_ready: bool, prim
     claims = [c for i in range(db.spec.replicas)
               if (c := ctx.cached("PersistentVolumeClaim", ns, names.instance_data_pvc_name(name, i))) is not None]
     usage = await _usage(ctx, db, primary_pod) if db_ready else None
-    full = any(p.reason == "VolumeFull" for p in problems)
-    growth = autogrow.decide(spec, claims, usage, full=full)
+    for pod in autogrow.restarts(claims, full_pods):
+        try:
+            await ctx.apis["Pod"].delete(pod, ns)
+        except NotFound:
+            continue
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RestartedOnGrownVolume", (
+            f"pod {pod} stopped because its volume was full; the volume has grown, so the pod was deleted to start"
+            " again now rather than after the kubelet's crash-loop back-off"))
+    growth = autogrow.decide(spec, claims, usage, full_pods)
     if growth.size is not None:
         size = autogrow.quantity(growth.size)
+        patch = {"metadata": {"annotations": {autogrow.GROWN_FOR_ANNOTATION: ",".join(growth.full_pods) or None}},
+                 "spec": {"resources": {"requests": {"storage": size}}}}
         try:
             for claim in claims:
-                await ctx.apis["PersistentVolumeClaim"].patch(
-                    str(claim["metadata"]["name"]), {"spec": {"resources": {"requests": {"storage": size}}}},
-                    namespace=ns)
+                await ctx.apis["PersistentVolumeClaim"].patch(str(claim["metadata"]["name"]), patch, namespace=ns)
         except ApiError as exc:
             failed = Problem("StorageAutoGrowFailed", f"{growth.reason}, but the API server refused to grow a data"
                              f" claim (does its StorageClass allow volume expansion?): {exc}", "spec.storage")

@@ -148,7 +148,7 @@ class SampleDBReconciler:
                                                  statefulset_existed=sts is not None)
         stuck_now = await stuck.stuck_problems(self.ctx, db)
         grown = await autogrow.reconcile_autogrow(self.ctx, db, db_ready=ready, primary_pod=primary_pod,
-                                                  problems=stuck_now.problems)
+                                                  full_pods=stuck_now.full_pods)
         degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
                     *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)

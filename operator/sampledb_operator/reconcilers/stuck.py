@@ -30,10 +30,12 @@ from sampledb_operator.reconcilers.context import Context
 class Stuck:
     """The instances' problems, and when to look again (a StatefulSet or a Job without its pod, or a Job without a
     ready pod, not past its grace yet: nothing else would bring the database back when its controller is refused
-    the pod, or when the pod waits without changing)."""
+    the pod, or when the pod waits without changing), and the instance pods among them that stop on a full volume
+    (for autoGrow)."""
 
     problems: tuple[Problem, ...] = ()
     recheck_after: float | None = None
+    full_pods: tuple[Obj, ...] = ()
 
 
 async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
@@ -68,9 +70,9 @@ async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
     recheck = [t for t in (stuck.podless_recheck(statefulsets, pods, now, jobs), stuck.job_recheck(jobs, now),
                            expansion_recheck, stuck_claims.claim_recheck(pending, now)) if t is not None]
     claimed = stuck_claims.claim_problems(pending, classes, default_class=default_class, now=now, events=claim_events)
-    return Stuck((*claimed,
-                  *stuck.pod_problems(pods, {k: v for k, v in logs.items() if v}), *refused, *job_problems,
-                  *expansion), min(recheck) if recheck else None)
+    said = {k: v for k, v in logs.items() if v}
+    return Stuck((*claimed, *stuck.pod_problems(pods, said), *refused, *job_problems, *expansion),
+                 min(recheck) if recheck else None, tuple(stuck.full_pods(pods, said)))
 
 
 async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now: datetime
