@@ -8,6 +8,9 @@
 # Always: writes $SAMPLEDB_RUN_DIR/.pgpass (0600) and $SAMPLEDB_RUN_DIR/sampledb-instance.conf
 # (cluster_name, primary_conninfo, primary_slot_name; the operator's postgresql.conf includes it).
 # Nothing is ever written to postgresql.auto.conf (it is read after that include and would win).
+# With SAMPLEDB_TLS_DIR (the server certificate's Secret: tls.crt, tls.key, ca.crt), the same file turns
+# ssl on with those files (a reload reads them again: the operator reloads after a new certificate), and
+# replication checks the primary's certificate against ca.crt (sslmode=verify-ca).
 #
 # role=primary: never touches the data. An empty $PGDATA goes to the entrypoint (initdb); a data
 #   directory starts as it is, so a standby (standby.signal) stays a standby: only the operator's
@@ -358,11 +361,23 @@ mkdir -p -- "$RUN_DIR"
 write_private "$PASSFILE" "*:*:*:$(pgpass_field "$POSTGRES_USER"):$(pgpass_field "$POSTGRES_PASSWORD")"$'\n'
 CONNINFO="host=$(conn_value "$SAMPLEDB_PRIMARY_HOST") port=$PRIMARY_PORT user=$(conn_value "$POSTGRES_USER")"
 CONNINFO+=" passfile=$(conn_value "$PASSFILE") application_name=$(conn_value "$SAMPLEDB_INSTANCE")"
+TLS_CONF=
+if [[ -n ${SAMPLEDB_TLS_DIR:-} ]]; then
+    for file in tls.crt tls.key ca.crt; do
+        [[ -s $SAMPLEDB_TLS_DIR/$file ]] || die "$SDB_EXIT_CONFIG" "TLS is on but $SAMPLEDB_TLS_DIR/$file is missing or empty"
+    done
+    CONNINFO+=" sslmode=verify-ca sslrootcert=$(conn_value "$SAMPLEDB_TLS_DIR/ca.crt")"
+    TLS_CONF="ssl = on
+ssl_cert_file = $(conf_str "$SAMPLEDB_TLS_DIR/tls.crt")
+ssl_key_file = $(conf_str "$SAMPLEDB_TLS_DIR/tls.key")
+"
+    log "TLS on: serving $SAMPLEDB_TLS_DIR/tls.crt"
+fi
 write_private "$INSTANCE_CONF" "# written by sampledb instance.sh at each start of the container; edits are overwritten
 cluster_name = $(conf_str "$SAMPLEDB_INSTANCE")
 primary_conninfo = $(conf_str "$CONNINFO")
 primary_slot_name = $(conf_str "$SAMPLEDB_SLOT")
-"
+$TLS_CONF"
 
 wait_for_role
 case $ROLE in

@@ -161,7 +161,7 @@ def children(inputs: Inputs) -> list[Obj]:
     db = inputs.db
     run = inputs.run()
     out = [
-        configmap(db, run.data_dir),
+        configmap(db, run.data_dir, inputs.ca_cert),
         scripts_configmap(inputs),
         backup_pvc(db),
         headless_service(db),

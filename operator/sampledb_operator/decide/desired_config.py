@@ -62,7 +62,7 @@ def secret(db: SampleDB, password: str) -> Obj:
     }
 
 
-def configmap(db: SampleDB, data_dir: str = "pgdata") -> Obj:
+def configmap(db: SampleDB, data_dir: str = "pgdata", ca_cert: str = "") -> Obj:
     """Connection details for applications and for the operator's Jobs (no secret material), and the
     server's postgresql.conf (decide/pgconfig.py) for the data directory `data_dir`."""
     name, ns = db_name(db), namespace_of(db)
@@ -79,7 +79,9 @@ def configmap(db: SampleDB, data_dir: str = "pgdata") -> Obj:
             "endpoint": names.endpoint(name, ns),
             pgconfig.CONFIG_KEY: pgconfig.render(archive_config.server_parameters(db.spec), f"{DATA_MOUNT}/{data_dir}",
                                                  synchronous=synchronous(db)),
-            pgconfig.HBA_KEY: pgconfig.HBA,
+            pgconfig.HBA_KEY: pgconfig.hba(tls_required=db.spec.tls.enabled and db.spec.tls.required),
+            # TLS: the certificate authority a client verifies the server with (sslmode=verify-full)
+            **({"ca.crt": ca_cert, "sslmode": "verify-full"} if db.spec.tls.enabled and ca_cert else {}),
         },
     }
 

@@ -44,6 +44,7 @@ class Inputs:
     instances: tuple[Instance, ...] = (Instance(0),)
     skip_volumes: frozenset[int] = frozenset()  # instances whose data volume is not applied (never re-created)
     replica_service: bool = False  # the `-ro` Service exists already: kept in shape whatever spec.replicas is
+    ca_cert: str = ""  # the certificate authority of the served TLS certificate, PEM (published in the ConfigMap)
 
     def run(self) -> Running:
         return self.running or Running(self.db.spec.version, image_for(self.db.spec))

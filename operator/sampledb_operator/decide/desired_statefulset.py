@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive_config, pgconfig, scheduling
+from sampledb_operator.decide import archive_config, pgconfig, scheduling, tls
 from sampledb_operator.decide.desired_config import (
     DATA_MOUNT,
     DEFAULT_DATABASE,
@@ -139,6 +139,10 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
         container["startupProbe"]["failureThreshold"] = archive_config.RECOVERY_STARTUP_PROBES
         container["terminationMessagePolicy"] = "FallbackToLogsOnError"
     ca_volumes, ca_mounts = archive_config.ca_volumes(db.spec)
+    if db.spec.tls.enabled:
+        tls_volume, tls_mount = tls.volume(name, db.spec.tls.secret_name)
+        ca_volumes, ca_mounts = [*ca_volumes, tls_volume], [*ca_mounts, tls_mount]
+        container["env"].append({"name": "SAMPLEDB_TLS_DIR", "value": tls.TLS_DIR})
     restart_hash = pgconfig.restart_hash(archive_config.server_parameters(db.spec))
     container["volumeMounts"] += ca_mounts
     sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)

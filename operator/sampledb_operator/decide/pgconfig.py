@@ -33,13 +33,19 @@ SYNCHRONOUS_STANDBYS = "ANY 1 (*)"
 WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can pg_rewind from it
 
 # Who may connect, and how: the image's rules (trust on the socket, scram-sha-256 over TCP) plus
-# streaming replication over TCP for the standbys (the superuser of the Secret, with its password).
-HBA = """# Written by sampledb-operator.
-local   all          all                 trust
-local   replication  all                 trust
-host    all          all          all    scram-sha-256
-host    replication  all          all    scram-sha-256
-"""
+# streaming replication over TCP for the standbys (the superuser of the Secret, with its password). With
+# spec.tls.required, TCP admits only encrypted connections (hostssl): an unencrypted one finds no line.
+def hba(*, tls_required: bool = False) -> str:
+    """The pg_hba.conf the server reads."""
+    tcp = "hostssl" if tls_required else "host"
+    return ("# Written by sampledb-operator.\n"
+            "local   all          all                 trust\n"
+            "local   replication  all                 trust\n"
+            f"{tcp:<8}all          all          all    scram-sha-256\n"
+            f"{tcp:<8}replication  all          all    scram-sha-256\n")
+
+
+HBA = hba()
 RESTART_ANNOTATION = "sampledb.io/restart-parameters"  # on the pod template
 PARAMETERS_HASH_ANNOTATION = "sampledb.io/parameters-hash"  # on a reload Job: the hash it applies
 

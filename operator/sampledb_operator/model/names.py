@@ -200,3 +200,13 @@ def backup_name(db: str, reason: str, at: datetime) -> str:
     """A SampleDBBackup's name: `<db>-<reason>-<UTC yyyymmddhhmmss>` (a DNS subdomain, <= BACKUP_NAME_MAX)."""
     utc = at.astimezone(UTC) if at.tzinfo is not None else at
     return f"{db}-{reason}-{utc.strftime('%Y%m%d%H%M%S')}"
+
+
+def ca_secret_name(db: str) -> str:
+    """The Secret holding the database's own certificate authority (ca.crt, ca.key): the operator's only."""
+    return fit(db, "-ca")
+
+
+def tls_secret_name(db: str) -> str:
+    """The Secret holding the server certificate the operator issued (tls.crt, tls.key, ca.crt)."""
+    return fit(db, "-tls")

@@ -51,6 +51,7 @@ from sampledb_operator.model.spec_rules import (
     Version,
     grow_only,
 )
+from sampledb_operator.model.tls import TLSSpec
 
 KIND = "SampleDB"
 DEFAULT_IMAGE_REPOSITORY = "postgres"
@@ -270,6 +271,11 @@ class SampleDBSpec(SpecModel):
         default_factory=ReplicationSpec, description="Replication mode and failover timing (with replicas > 1)."
     )
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
+    tls: TLSSpec = Field(
+        default_factory=TLSSpec,
+        description="TLS for clients and replication: on by default, with a certificate the operator issues from"
+        " a certificate authority of the database's own (its ca.crt is published in the ConfigMap <name>-config).",
+    )
     scheduling: SchedulingSpec | None = Field(
         default=None,
         description="Where the instances run: nodeSelector, tolerations, affinity, topologySpreadConstraints,"

@@ -53,6 +53,7 @@ _FORBIDDEN_GROUPS: dict[str, tuple[str, ...]] = {
         "promote_trigger_file", "ssl_ca_file", "ssl_cert_file", "ssl_crl_dir", "ssl_crl_file",
         "ssl_dh_params_file", "ssl_key_file", "stats_temp_directory",
     ),
+    "the operator manages TLS (spec.tls)": ("ssl",),
     "the operator manages replication (spec.replicas, spec.replication)": (
         "cluster_name", "primary_conninfo", "primary_slot_name", "synchronous_standby_names", "wal_log_hints",
     ),

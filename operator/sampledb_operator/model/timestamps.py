@@ -7,7 +7,7 @@ compares aware datetimes only.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 
 def parse(value: object) -> datetime | None:
@@ -20,3 +20,8 @@ def parse(value: object) -> datetime | None:
         return None
     return parsed if parsed.tzinfo is not None else None
 
+
+
+def format(value: datetime) -> str:
+    """`value` (aware) as the API server writes a timestamp: UTC, whole seconds, "Z"."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -136,6 +136,18 @@ async def reload_config(target: Target, within: float = 5.0) -> bool:
     return bool(rows and rows[0][0])
 
 
+RELOAD_IF_NEWER_SQL = ("SELECT CASE WHEN (pg_stat_file(%s, true)).modification > pg_conf_load_time()"
+                       " THEN pg_reload_conf() ELSE false END")
+
+
+async def reload_if_newer(target: Target, path: str, within: float = 5.0) -> bool | None:
+    """Reload the server's configuration when the file `path` changed after it was last loaded (a certificate the
+    kubelet has refreshed in a mounted Secret): True when it reloaded, False when it had no need, None when the
+    server does not answer."""
+    rows = await _run(target, within, RELOAD_IF_NEWER_SQL, (path,))
+    return bool(rows[0][0]) if rows else None
+
+
 async def promote(target: Target, within: float = 60.0) -> bool:
     """pg_promote(): the standby leaves recovery; True when it has (waits up to `within` seconds)."""
     wait = max(1, int(within) - 5)

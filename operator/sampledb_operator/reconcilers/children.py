@@ -73,6 +73,8 @@ def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
     name = db.metadata.name
     return [*data_children(db),
             ("Secret", names.secret_name(name)),
+            ("Secret", names.ca_secret_name(name)),  # TLS (reconcilers/tls.py)
+            ("Secret", names.tls_secret_name(name)),
             ("ConfigMap", names.configmap_name(name)),
             ("ConfigMap", d.legacy_scripts_configmap_name(db)),  # of earlier versions: see retire_legacy_scripts
             ("Service", names.headless_service_name(name)),

@@ -57,6 +57,7 @@ from sampledb_operator.reconcilers import (
     replication,
     schedule,
     stuck,
+    tls,
     upgrade,
     verification,
     volumes,
@@ -131,11 +132,12 @@ class SampleDBReconciler:
         ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
+        served = await tls.reconcile_tls(self.ctx, db, db_ready=ready)  # before the pods that mount it
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
             db=db, scripts=self._scripts, running=upgrading.running,
             instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,
             skip_volumes=instances.skip_volumes,
-            replica_service=children.replica_service_made(db, observed_children)),
+            replica_service=children.replica_service_made(db, observed_children), ca_cert=served.ca_cert),
             created_before=(secret.created,) if secret.created else ())
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
@@ -150,7 +152,8 @@ class SampleDBReconciler:
         grown = await autogrow.reconcile_autogrow(self.ctx, db, db_ready=ready, primary_pod=primary_pod,
                                                   full_pods=stuck_now.full_pods)
         degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
-                    *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems)
+                    *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems,
+                    *served.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -194,8 +197,9 @@ class SampleDBReconciler:
         binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
         podless = Result(requeue_after=stuck_now.recheck_after) if stuck_now.recheck_after is not None else None
         measure = Result(requeue_after=grown.recheck_after) if grown.recheck_after is not None else None
-        return combine(recheck, binding, podless, measure, initialized.result, migration.result, verified.result,
-                       backups.result, instances.result, archived.plan.result)
+        certificate = Result(requeue_after=served.recheck_after) if served.recheck_after is not None else None
+        return combine(recheck, binding, podless, measure, certificate, initialized.result, migration.result,
+                       verified.result, backups.result, instances.result, archived.plan.result)
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
         """Why the object stores' access keys cannot be used (decide/archive_config.credentials_problems), from

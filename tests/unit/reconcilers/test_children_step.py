@@ -48,10 +48,11 @@ async def children_step(cluster: FakeCluster, db: SampleDB) -> None:
 
 def made_children(db: SampleDB) -> list[tuple[str, str]]:
     """What the children step makes of a single instance: the database's long-lived children (not an earlier
-    version's own scripts ConfigMap, nor the `-ro` Service, made only once there are standbys) and the namespace's
-    shared scripts ConfigMap."""
+    version's own scripts ConfigMap, nor the `-ro` Service, made only once there are standbys, nor the TLS Secrets,
+    made by the TLS step) and the namespace's shared scripts ConfigMap."""
     skipped = {("ConfigMap", d.legacy_scripts_configmap_name(db)),
-               ("Service", names.replica_service_name(db.metadata.name))}
+               ("Service", names.replica_service_name(db.metadata.name)),
+               ("Secret", names.ca_secret_name(db.metadata.name)), ("Secret", names.tls_secret_name(db.metadata.name))}
     return [c for c in unowned_children(db) if c not in skipped] + [("ConfigMap", d.SCRIPTS_CONFIGMAP)]
 
 

@@ -1,0 +1,1 @@
+"""X.509 for the databases' TLS: the operator's certificate authorities and the servers' certificates."""

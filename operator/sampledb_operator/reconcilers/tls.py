@@ -1,0 +1,155 @@
+"""The TLS step: the database's certificate authority and server certificate, and their reload (decide/tls.py).
+
+With spec.tls on and no secretName: makes the Secret <name>-ca once (a new CA; Event CertificateAuthorityCreated)
+and keeps the Secret <name>-tls issued from it (created or replaced when decide/tls.renewal says why; Event
+CertificateIssued with that reason and the new end of validity, never a key). With secretName: reads that Secret
+live (it is the user's, outside the label-selected cache) and says what is wrong with it (Degraded
+TLSSecretInvalid), changing nothing. Either way it returns the CA to publish in the ConfigMap and, for a while after a
+new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed its mounted files
+(pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without a restart and
+without dropping a connection. Issuing runs in a worker thread (a key pair and a signature: milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+
+from sampledb_operator.decide import tls
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
+from sampledb_operator.kube.errors import Conflict, NotFound
+from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import Problem, SampleDB
+from sampledb_operator.model.schema import API_VERSION
+from sampledb_operator.pg import client as pg
+from sampledb_operator.pki import certs
+from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.superuser import credentials
+
+REPLACED_AT_ANNOTATION = "sampledb.io/replaced-at"  # on <name>-tls: when the operator last replaced the certificate
+# the instances were serving (RFC 3339); a first certificate needs no reload (the server starts with it)
+# Both Secrets are unowned, like the database's other long-lived children: the deletion steps remove them
+# (reconcilers/children.unowned_children), after the final snapshot.
+RECHECK_SECONDS = 15.0  # a missing or unusable Secret of spec.tls.secretName is read again this soon
+RENEWAL_RECHECK = 86400.0  # the operator's own certificate is looked at at least daily (renewed 30 days ahead)
+EXPIRY_RECHECK = 3600.0  # a usable one at least this often (its end, its renewal by the user)
+
+
+@dataclass(frozen=True, slots=True)
+class TLSOutcome:
+    """The CA to publish ("" with TLS off or no usable certificate), problems for Degraded, and when to look again."""
+
+    ca_cert: str = ""
+    problems: tuple[Problem, ...] = ()
+    recheck_after: float | None = None
+
+
+async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOutcome:
+    """One pass of spec.tls (see the module's docstring)."""
+    spec = db.spec.tls
+    if not spec.enabled:
+        return TLSOutcome()
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    now = ctx.clock.now()
+    if spec.secret_name:
+        return await _provided(ctx, ns, spec.secret_name, now)
+    ca = ctx.cached("Secret", ns, names.ca_secret_name(name))
+    ca_data = tls.secret_data(ca)
+    if ca is None:
+        ca_pair = await asyncio.to_thread(certs.issue_ca, f"{name} CA", now, certs.CA_DAYS, ns)
+        ca_data = {tls.CA_KEY: ca_pair.cert, tls.CA_PRIVATE_KEY: ca_pair.key}
+        try:
+            await ctx.apis["Secret"].create(tls.secret(meta(db, names.ca_secret_name(name), "tls", owned=False),
+                                                       names.ca_secret_name(name), ca_data))
+        except Conflict:
+            return TLSOutcome(recheck_after=1.0)  # made by an earlier pass whose watch event has not arrived yet
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CertificateAuthorityCreated", (
+            f"the database's certificate authority is in Secret {names.ca_secret_name(name)}; its certificate is"
+            f" published as ca.crt in ConfigMap {names.configmap_name(name)}"))
+    elif certs.read(ca_data.get(tls.CA_KEY, "")) is None or not certs.key_matches(
+            ca_data.get(tls.CA_KEY, ""), ca_data.get(tls.CA_PRIVATE_KEY, "")):
+        return TLSOutcome(problems=(Problem("TLSAuthorityInvalid", (
+            f"Secret {names.ca_secret_name(name)} does not hold a certificate authority with its key (ca.crt,"
+            " ca.key): delete it to have a new one made (clients must then trust the new ca.crt)"),
+            "spec.tls"),), recheck_after=RECHECK_SECONDS)
+    ca_cert = ca_data[tls.CA_KEY]
+    server_name = names.tls_secret_name(name)
+    server = ctx.cached("Secret", ns, server_name)
+    annotations = dict(((server or {}).get("metadata") or {}).get("annotations") or {})
+    rotate = str((db.metadata.annotations or {}).get(tls.ROTATE_ANNOTATION) or "")
+    dns = tls.dns_names(name, ns)
+    why = tls.renewal(tls.secret_data(server), annotations, ca_cert, dns, now=now, rotate=rotate)
+    if why is not None:
+        await _issue(ctx, db, server, certs.Pair(ca_cert, ca_data[tls.CA_PRIVATE_KEY]), dns, now, rotate, why)
+        replaced_at: datetime | None = now if server is not None else None
+    else:
+        replaced_at = timestamps.parse(annotations.get(REPLACED_AT_ANNOTATION))
+    recheck = RENEWAL_RECHECK  # its renewal is never left to the resync of every object (which may be off)
+    if replaced_at is not None and now - replaced_at < tls.RELOAD_WINDOW:
+        if db_ready:
+            await _reload(ctx, db)
+        recheck = tls.RELOAD_CHECK_SECONDS
+    return TLSOutcome(ca_cert=ca_cert, recheck_after=recheck)
+
+
+async def _issue(ctx: Context, db: SampleDB, server: Obj | None, ca: certs.Pair, dns: list[str],  # noqa: PLR0917
+                 now: datetime, rotate: str, why: str) -> None:
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    server_name = names.tls_secret_name(name)
+    pair = await asyncio.to_thread(certs.issue_server, ca, dns[0], dns, now)
+    data = {tls.CERT_KEY: pair.cert, tls.KEY_KEY: pair.key, tls.CA_KEY: ca.cert}
+    if server is None:
+        await ctx.apis["Secret"].create(tls.secret(meta(db, server_name, "tls", owned=False), server_name, data,
+                                                   {tls.ISSUED_FOR_ANNOTATION: rotate}))
+    else:
+        notes = {tls.ISSUED_FOR_ANNOTATION: rotate, REPLACED_AT_ANNOTATION: timestamps.format(now)}
+        await ctx.apis["Secret"].patch(server_name, {
+            "metadata": {"annotations": notes},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}, namespace=ns)
+    until = certs.read(pair.cert)
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "CertificateIssued", (
+        f"{why}: a new server certificate is in Secret {server_name}"
+        + (f", valid until {until.not_after:%Y-%m-%dT%H:%M:%SZ}" if until else "")
+        + "; the instances load it without a restart"))
+
+
+async def _reload(ctx: Context, db: SampleDB) -> None:
+    """Every ready instance whose mounted certificate is newer than its configuration reloads."""
+    creds = credentials(ctx, db)
+    if creds is None:
+        return
+    ns = db.metadata.namespace or ""
+    for pod in ctx.caches.pods.list(ns, {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: "database"}):
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip and _ready(pod):
+            await pg.reload_if_newer(pg.Target(str(ip), names.POSTGRES_PORT, *creds), f"{tls.TLS_DIR}/{tls.CERT_KEY}")
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def _provided(ctx: Context, ns: str, secret_name: str, now: datetime) -> TLSOutcome:
+    try:
+        secret = await ctx.apis["Secret"].get(secret_name, ns)
+    except NotFound:
+        why: str | None = "it does not exist"
+        data: dict[str, str] = {}
+    else:
+        data = tls.secret_data(secret)
+        why = tls.provided_problem(data)
+    if why is not None:
+        return TLSOutcome(problems=(Problem("TLSSecretInvalid", (
+            f"Secret {secret_name} of spec.tls.secretName cannot be served: {why} (a kubernetes.io/tls Secret with"
+            " tls.crt, tls.key and ca.crt, as cert-manager writes it)"), "spec.tls.secretName"),),
+            recheck_after=RECHECK_SECONDS)
+    ending = tls.expiring(data[tls.CERT_KEY], now)
+    if ending is not None:
+        return TLSOutcome(ca_cert=data[tls.CA_KEY], problems=(Problem("TLSCertificateExpiring", (
+            f"the certificate in Secret {secret_name} of spec.tls.secretName: {ending}; renew it there (the"
+            " instances load a new one without a restart)"), "spec.tls.secretName"),), recheck_after=EXPIRY_RECHECK)
+    return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=EXPIRY_RECHECK)

@@ -1,0 +1,141 @@
+"""The TLS step on a fake cluster: the database's CA made once, its server certificate issued, published, mounted,
+issued again when asked; a certificate of the user's read and refused with a reason; TLS off leaves no trace."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from tests.support.fake_cluster import NS, FakeCluster, condition, sampledb
+
+from sampledb_operator.decide import tls
+from sampledb_operator.model import names
+from sampledb_operator.pki import certs
+
+DB = "orders"
+
+
+def data(cluster: FakeCluster, name: str) -> dict[str, str]:
+    secret = cluster.get("Secret", name)
+    assert secret is not None, name
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+def pod_spec(cluster: FakeCluster) -> dict[str, Any]:
+    sts = cluster.get("StatefulSet", names.statefulset_name(DB))
+    assert sts is not None
+    return dict(sts["spec"]["template"]["spec"])
+
+
+def config(cluster: FakeCluster) -> dict[str, str]:
+    cm = cluster.get("ConfigMap", names.configmap_name(DB))
+    assert cm is not None
+    return dict(cm["data"])
+
+
+async def passes(cluster: FakeCluster, n: int = 2) -> None:
+    for _ in range(n):
+        await cluster.reconcile(DB)
+
+
+async def test_a_new_database_gets_its_own_ca_a_certificate_for_its_names_published_and_mounted() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb())
+    await passes(cluster)
+    ca = data(cluster, names.ca_secret_name(DB))
+    server = data(cluster, names.tls_secret_name(DB))
+    assert certs.key_matches(ca["ca.crt"], ca["ca.key"])
+    assert certs.signed_by(server["tls.crt"], ca["ca.crt"]) and certs.key_matches(server["tls.crt"], server["tls.key"])
+    info = certs.read(server["tls.crt"])
+    assert info is not None and set(tls.dns_names(DB, NS)) <= info.dns_names
+    assert config(cluster)["ca.crt"] == ca["ca.crt"] and config(cluster)["sslmode"] == "verify-full"
+    assert "PRIVATE KEY" not in str(config(cluster))
+    spec = pod_spec(cluster)
+    volume = next(v for v in spec["volumes"] if v["name"] == tls.TLS_VOLUME)
+    assert volume["secret"]["secretName"] == names.tls_secret_name(DB)
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["SAMPLEDB_TLS_DIR"] == tls.TLS_DIR
+    assert cluster.recorder.reasons().count("CertificateAuthorityCreated") == 1
+    assert cluster.recorder.reasons().count("CertificateIssued") == 1
+    assert all("PRIVATE KEY" not in message for _t, _r, message in cluster.recorder.events)
+
+    writes = len(cluster.written(kind="Secret"))
+    await passes(cluster)  # in shape: nothing issued again
+    assert len(cluster.written(kind="Secret")) == writes
+
+
+async def test_the_rotate_annotation_issues_a_new_certificate_from_the_same_ca_and_checks_the_reload() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb())
+    await passes(cluster)
+    ca_before = data(cluster, names.ca_secret_name(DB))["ca.crt"]
+    before = certs.read(data(cluster, names.tls_secret_name(DB))["tls.crt"])
+    cluster.patch("SampleDB", DB, {"metadata": {"annotations": {tls.ROTATE_ANNOTATION: "2026-12"}}})
+    result = await cluster.reconcile(DB)
+    after = certs.read(data(cluster, names.tls_secret_name(DB))["tls.crt"])
+    assert before is not None and after is not None and after.serial != before.serial
+    assert data(cluster, names.ca_secret_name(DB))["ca.crt"] == ca_before  # clients keep trusting it
+    issued = [m for _t, r, m in cluster.recorder.events if r == "CertificateIssued"]
+    assert len(issued) == 2 and tls.ROTATE_ANNOTATION in issued[-1]
+    # the instances are looked at again until the kubelet has refreshed the files and they have reloaded
+    assert result is not None and result.requeue_after is not None
+    assert result.requeue_after <= tls.RELOAD_CHECK_SECONDS
+    await passes(cluster)
+    assert len([r for r in cluster.recorder.reasons() if r == "CertificateIssued"]) == 2  # once per value
+
+
+async def test_tls_off_makes_no_secret_mounts_nothing_and_publishes_no_ca() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb(tls={"enabled": False}))
+    await passes(cluster)
+    assert cluster.get("Secret", names.ca_secret_name(DB)) is None
+    assert cluster.get("Secret", names.tls_secret_name(DB)) is None
+    assert all(v["name"] != tls.TLS_VOLUME for v in pod_spec(cluster)["volumes"])
+    assert "ca.crt" not in config(cluster)
+    assert "hostssl" not in config(cluster)["pg_hba.conf"]
+
+
+async def test_required_tls_admits_only_encrypted_tcp_connections() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb(tls={"required": True}))
+    await passes(cluster)
+    hba = config(cluster)["pg_hba.conf"]
+    tcp = [line.split()[0] for line in hba.splitlines() if line and not line.startswith(("#", "local"))]
+    assert tcp == ["hostssl", "hostssl"]
+
+
+async def test_a_users_certificate_is_read_refused_with_a_reason_and_served_once_usable() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb(tls={"secretName": "orders-cert"}))
+    await passes(cluster)
+    degraded = condition(cluster.get("SampleDB", DB), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "TLSSecretInvalid")
+    assert "orders-cert" in degraded["message"] and "does not exist" in degraded["message"]
+
+    ca = certs.issue_ca("users-ca", cluster.clock.now())
+    other = certs.issue_ca("other", cluster.clock.now())
+    server = certs.issue_server(ca, DB, tls.dns_names(DB, NS), cluster.clock.now())
+    cluster.put("Secret", {"metadata": {"name": "orders-cert"}, "type": "kubernetes.io/tls",
+                           "stringData": {"tls.crt": server.cert, "tls.key": other.key, "ca.crt": ca.cert}})
+    await passes(cluster)
+    degraded = condition(cluster.get("SampleDB", DB), "Degraded")
+    assert degraded["reason"] == "TLSSecretInvalid" and "tls.key is not the key of its tls.crt" in degraded["message"]
+    assert "PRIVATE KEY" not in degraded["message"]
+
+    cluster.patch("Secret", "orders-cert", {"stringData": {"tls.key": server.key}})
+    await passes(cluster)
+    assert condition(cluster.get("SampleDB", DB), "Degraded")["status"] == "False"
+    assert config(cluster)["ca.crt"] == ca.cert
+    volume = next(v for v in pod_spec(cluster)["volumes"] if v["name"] == tls.TLS_VOLUME)
+    assert volume["secret"]["secretName"] == "orders-cert"
+    assert cluster.get("Secret", names.ca_secret_name(DB)) is None  # the operator issues nothing
+
+
+async def test_a_long_namespace_and_name_still_get_a_ca() -> None:
+    cluster = FakeCluster()
+    name = "o" * 40
+    cluster.put("SampleDB", sampledb(name))
+    for _ in range(2):
+        await cluster.reconcile(name)
+    assert cluster.get("Secret", names.ca_secret_name(name)) is not None
+    assert cluster.get("Secret", names.tls_secret_name(name)) is not None
