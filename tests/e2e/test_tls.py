@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from cryptography import x509
-from tests.e2e.conftest import apply, wait_ready
+from tests.e2e.conftest import apply, condition, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
@@ -129,6 +129,9 @@ def test_tls_is_verified_required_used_by_replication_and_rotated_under_load(
                and all(any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
                        for p in kubectl_json("get", "pods", "-n", ns, "-l", f"sampledb.io/database={name}")["items"]),
                timeout=240, what="both instances ready")
+    encrypted = wait_until(lambda: (c := condition(name, ns, "Encrypted")).get("status") == "True" and c,
+                           timeout=60, what="Encrypted=True")
+    assert encrypted["reason"] == "Served" and f"{name}-tls" in encrypted["message"]
     ca = tmp_path / "ca.crt"
     ca.write_text(kubectl_json("get", "configmap", f"{name}-config", "-n", ns)["data"]["ca.crt"])
     assert "PRIVATE KEY" not in ca.read_text()

@@ -10,7 +10,8 @@
 # Nothing is ever written to postgresql.auto.conf (it is read after that include and would win).
 # With SAMPLEDB_TLS_DIR (the server certificate's Secret: tls.crt, tls.key, ca.crt), the same file turns
 # ssl on with those files (a reload reads them again: the operator reloads after a new certificate), and
-# replication checks the primary's certificate against ca.crt (sslmode=verify-ca).
+# replication checks the primary's certificate against ca.crt (sslmode=verify-ca). A server built without
+# OpenSSL starts without TLS (and logs why), or, with SAMPLEDB_TLS_REQUIRED=1, does not start (exit 2).
 #
 # role=primary: never touches the data. An empty $PGDATA goes to the entrypoint (initdb); a data
 #   directory starts as it is, so a standby (standby.signal) stays a standby: only the operator's
@@ -362,6 +363,16 @@ write_private "$PASSFILE" "*:*:*:$(pgpass_field "$POSTGRES_USER"):$(pgpass_field
 CONNINFO="host=$(conn_value "$SAMPLEDB_PRIMARY_HOST") port=$PRIMARY_PORT user=$(conn_value "$POSTGRES_USER")"
 CONNINFO+=" passfile=$(conn_value "$PASSFILE") application_name=$(conn_value "$SAMPLEDB_INSTANCE")"
 TLS_CONF=
+server=$(command -v postgres || true)
+if [[ -n ${SAMPLEDB_TLS_DIR:-} && -n $server ]] && ! grep -qa SSL_CTX_new "$server"; then
+    # a build without OpenSSL refuses ssl = on: serve without TLS (the operator says so: Encrypted=False), unless
+    # TLS is required, which such a server cannot honour
+    if [[ ${SAMPLEDB_TLS_REQUIRED:-} == 1 ]]; then
+        die "$SDB_EXIT_CONFIG" "spec.tls.required is set but this image's PostgreSQL ($server) is built without SSL support: use an image built with OpenSSL"
+    fi
+    log "TLS asked for, but this image's PostgreSQL ($server) is built without SSL support: serving without TLS"
+    SAMPLEDB_TLS_DIR=
+fi
 if [[ -n ${SAMPLEDB_TLS_DIR:-} ]]; then
     for file in tls.crt tls.key ca.crt; do
         [[ -s $SAMPLEDB_TLS_DIR/$file ]] || die "$SDB_EXIT_CONFIG" "TLS is on but $SAMPLEDB_TLS_DIR/$file is missing or empty"

@@ -143,7 +143,10 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
         tls_volume, tls_mount = tls.volume(name, db.spec.tls.secret_name)
         ca_volumes, ca_mounts = [*ca_volumes, tls_volume], [*ca_mounts, tls_mount]
         container["env"].append({"name": "SAMPLEDB_TLS_DIR", "value": tls.TLS_DIR})
-    restart_hash = pgconfig.restart_hash(archive_config.server_parameters(db.spec))
+        if db.spec.tls.required:
+            container["env"].append({"name": "SAMPLEDB_TLS_REQUIRED", "value": "1"})
+    restart_hash = pgconfig.restart_hash(archive_config.server_parameters(db.spec),
+                                         tls_required=db.spec.tls.enabled and db.spec.tls.required)
     container["volumeMounts"] += ca_mounts
     sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)
     sts_meta["labels"][names.INSTANCE_LABEL] = str(index)

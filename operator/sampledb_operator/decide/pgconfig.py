@@ -91,6 +91,10 @@ def parameters_hash(parameters: Mapping[str, str] | None, *, synchronous: bool =
     return _digest(settings)
 
 
-def restart_hash(parameters: Mapping[str, str] | None) -> str:
-    """Identifies the postmaster-context parameters only: changes when a change needs a restart."""
-    return _digest({k: v for k, v in (parameters or {}).items() if needs_restart(k)})
+def restart_hash(parameters: Mapping[str, str] | None, *, tls_required: bool = False) -> str:
+    """Identifies the postmaster-context parameters only: changes when a change needs a restart. Required TLS
+    counts as one (its pg_hba.conf is read at the restart it causes; without it the hash is what it always was)."""
+    settings = {k: v for k, v in (parameters or {}).items() if needs_restart(k)}
+    if tls_required:
+        settings["hba"] = "hostssl"
+    return _digest(settings)

@@ -19,7 +19,8 @@ import base64
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from sampledb_operator.model import names
+from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.conditions import Condition, ConditionType
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.pki import certs
 
@@ -123,3 +124,33 @@ def volume(db: str, secret_name: str | None) -> tuple[Obj, Obj]:
     return ({"name": TLS_VOLUME, "secret": {"secretName": served_secret(db, secret_name), "defaultMode": TLS_MODE,
                                              "items": [{"key": k, "path": k} for k in (CERT_KEY, KEY_KEY, CA_KEY)]}},
             {"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True})
+
+
+def ssl_check_needed(previous: Condition | None, primary_pod: Obj | None) -> bool:
+    """Whether to ask the primary whether it serves TLS (SQL): not known yet, not served when last asked, or its
+    server started after the last answer (a new pod, a restart)."""
+    if previous is None or previous.status != "True":
+        return True
+    started = None
+    for cs in ((primary_pod or {}).get("status") or {}).get("containerStatuses") or []:
+        started = timestamps.parse(((cs.get("state") or {}).get("running") or {}).get("startedAt")) or started
+    answered = previous.last_transition_time
+    return started is None or answered is None or started >= answered
+
+
+def encrypted(enabled: bool, served: bool | None, secret_name: str, generation: int | None) -> Condition | None:
+    """The Encrypted condition: TLS off, served, or asked for but not served (`served`: the primary's `ssl`
+    setting; None when it was not asked: the condition stays as it was)."""
+    def cond(ok: bool, reason: str, message: str) -> Condition:
+        return Condition(type=ConditionType.ENCRYPTED.value, status="True" if ok else "False", reason=reason,
+                         message=message, observed_generation=generation)
+    if not enabled:
+        return cond(False, "Disabled", "spec.tls.enabled is false: connections are not encrypted")
+    if served is None:
+        return None
+    if served:
+        return cond(True, "Served", f"the server serves TLS with the certificate of Secret {secret_name}")
+    return cond(False, "ImageWithoutSSL", (
+        "TLS is asked for but the server runs with ssl off: its image's PostgreSQL is built without SSL support;"
+        " connections are not encrypted. Use an image built with OpenSSL (the official postgres images are), or"
+        " set spec.tls.enabled: false"))

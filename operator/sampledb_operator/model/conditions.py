@@ -40,6 +40,7 @@ class ConditionType(StrEnum):
     CONTINUOUS_ARCHIVING = "ContinuousArchiving"
     BASE_BACKUP_HEALTHY = "BaseBackupHealthy"
     RECOVERY_VERIFIED = "RecoveryVerified"
+    ENCRYPTED = "Encrypted"
 
 
 class Condition(StatusModel):

@@ -136,6 +136,12 @@ async def reload_config(target: Target, within: float = 5.0) -> bool:
     return bool(rows and rows[0][0])
 
 
+async def ssl_on(target: Target, within: float = 3.0) -> bool | None:
+    """Whether the server serves TLS (its `ssl` setting), or None when it does not answer."""
+    rows = await _run(target, within, "SELECT current_setting('ssl') = 'on'")
+    return bool(rows[0][0]) if rows else None
+
+
 RELOAD_IF_NEWER_SQL = ("SELECT CASE WHEN (pg_stat_file(%s, true)).modification > pg_conf_load_time()"
                        " THEN pg_reload_conf() ELSE false END")
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sampledb_operator.decide import autogrow
-from sampledb_operator.kube.errors import ApiError, NotFound
+from sampledb_operator.kube.errors import ApiError
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -25,6 +25,7 @@ from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.stuck import delete_pods
 from sampledb_operator.reconcilers.superuser import credentials
 
 
@@ -46,14 +47,9 @@ async def reconcile_autogrow(ctx: Context, db: SampleDB, *, db_ready: bool, prim
     claims = [c for i in range(db.spec.replicas)
               if (c := ctx.cached("PersistentVolumeClaim", ns, names.instance_data_pvc_name(name, i))) is not None]
     usage = await _usage(ctx, db, primary_pod) if db_ready else None
-    for pod in autogrow.restarts(claims, full_pods):
-        try:
-            await ctx.apis["Pod"].delete(pod, ns)
-        except NotFound:
-            continue
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RestartedOnGrownVolume", (
-            f"pod {pod} stopped because its volume was full; the volume has grown, so the pod was deleted to start"
-            " again now rather than after the kubelet's crash-loop back-off"))
+    await delete_pods(ctx, db, autogrow.restarts(claims, full_pods), "RestartedOnGrownVolume", (
+        "stopped because its volume was full; the volume has grown, so the pod was deleted to start again now rather"
+        " than after the kubelet's crash-loop back-off"))
     growth = autogrow.decide(spec, claims, usage, full_pods)
     if growth.size is not None:
         size = autogrow.quantity(growth.size)

@@ -132,7 +132,7 @@ class SampleDBReconciler:
         ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
-        served = await tls.reconcile_tls(self.ctx, db, db_ready=ready)  # before the pods that mount it
+        served = await tls.reconcile_tls(self.ctx, db, db_ready=ready, primary_pod=primary_pod)  # before the pods
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
             db=db, scripts=self._scripts, running=upgrading.running,
             instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,
@@ -162,6 +162,7 @@ class SampleDBReconciler:
                                                    primary_pod=primary_pod)
         observed = st.Observed(
             extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
+                              *((served.condition,) if served.condition else ()),
                               *((backups.condition,) if backups.condition else ()), *archived.conditions),
             archive=archived.status,
             last_backup=backups.last_backup,

@@ -157,12 +157,19 @@ async def _recreate_stale(ctx: Context, db: SampleDB, pods: list[Obj]) -> None:
         revision = ((sts or {}).get("status") or {}).get("updateRevision")
         if revision:
             revisions[names.instance_pod_name(name, i)] = str(revision)
-    for pod in stuck.stale_stuck_pods(pods, revisions):
+    await delete_pods(ctx, db, stuck.stale_stuck_pods(pods, revisions), "RecreatedStuckPod", (
+        "was stuck on an older revision of its StatefulSet (a rolling update waits for it forever): deleted so that"
+        " it is made again from the current spec"))
+
+
+async def delete_pods(ctx: Context, db: SampleDB, pods: list[str], reason: str, why: str) -> None:
+    """Delete the database's instance pods `pods` (their StatefulSets make them again at once), each with a Normal
+    Event `reason`: "pod <name> <why>". A pod already gone is skipped."""
+    ns = db.metadata.namespace or ""
+    for pod in pods:
         try:
             await ctx.apis["Pod"].delete(pod, ns)
         except NotFound:
             continue
-        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RecreatedStuckPod", (
-            f"pod {pod} was stuck on an older revision of its StatefulSet (a rolling update waits for it forever):"
-            " deleted so that it is made again from the current spec"))
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", reason, f"pod {pod} {why}")
 

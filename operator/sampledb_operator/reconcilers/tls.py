@@ -7,13 +7,17 @@ live (it is the user's, outside the label-selected cache) and says what is wrong
 TLSSecretInvalid), changing nothing. Either way it returns the CA to publish in the ConfigMap and, for a while after a
 new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed its mounted files
 (pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without a restart and
-without dropping a connection. Issuing runs in a worker thread (a key pair and a signature: milliseconds).
+without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over SQL only
+until it does, and again after its server starts: decide/tls.ssl_check_needed); a server whose build lacks SSL
+starts without it (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. Issuing runs in a worker
+thread (a key pair and a signature: milliseconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,6 +25,7 @@ from sampledb_operator.decide import tls
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
+from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
@@ -45,10 +50,31 @@ class TLSOutcome:
     ca_cert: str = ""
     problems: tuple[Problem, ...] = ()
     recheck_after: float | None = None
+    condition: Condition | None = None  # Encrypted (None: as it was)
 
 
-async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOutcome:
+async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj | None) -> TLSOutcome:
     """One pass of spec.tls (see the module's docstring)."""
+    spec = db.spec.tls
+    outcome = await _certificates(ctx, db, db_ready=db_ready)
+    served = None
+    if spec.enabled and db_ready and tls.ssl_check_needed(
+            get_condition(db.status.conditions, ConditionType.ENCRYPTED.value), primary_pod):
+        served = await _ssl_on(ctx, db, primary_pod)
+    condition = tls.encrypted(spec.enabled, served, tls.served_secret(db.metadata.name, spec.secret_name),
+                              db.metadata.generation)
+    return dataclasses.replace(outcome, condition=condition)
+
+
+async def _ssl_on(ctx: Context, db: SampleDB, primary_pod: Obj | None) -> bool | None:
+    ip = ((primary_pod or {}).get("status") or {}).get("podIP")
+    creds = credentials(ctx, db)
+    if not ip or creds is None:
+        return None
+    return await pg.ssl_on(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
+
+
+async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOutcome:
     spec = db.spec.tls
     if not spec.enabled:
         return TLSOutcome()

@@ -167,3 +167,11 @@ def test_a_finished_reload_job_expires_once_recorded_or_superseded() -> None:
     assert not job_ttl.outcome_recorded(db, job)
     assert job_ttl.outcome_recorded(make_db({"work_mem": "8MB"}, appliedParameters=h), job)
     assert job_ttl.outcome_recorded(make_db({"work_mem": "16MB"}), job)
+
+
+def test_required_tls_restarts_the_instances_and_leaves_every_other_hash_as_it_was() -> None:
+    params = {"max_connections": "200", "work_mem": "8MB"}
+    assert pgconfig.restart_hash(params, tls_required=False) == pgconfig.restart_hash(params)
+    assert pgconfig.restart_hash(params, tls_required=True) != pgconfig.restart_hash(params)
+    assert "hostssl" in pgconfig.hba(tls_required=True) and "\nhost " not in pgconfig.hba(tls_required=True)
+    assert pgconfig.hba() == pgconfig.HBA and "hostssl" not in pgconfig.HBA

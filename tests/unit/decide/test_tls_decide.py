@@ -241,3 +241,30 @@ def test_a_secret_without_a_certificate_is_opaque_and_unannotated() -> None:
     assert secret["type"] == "Opaque"
     assert secret["stringData"] == data
     assert secret["metadata"] == {"namespace": NS, "name": "orders-ca"}
+
+
+def test_encrypted_says_off_served_or_not_served_and_nothing_when_not_asked() -> None:
+    off = tls.encrypted(False, None, "orders-tls", 3)
+    assert off is not None and (off.status, off.reason, off.observed_generation) == ("False", "Disabled", 3)
+    assert tls.encrypted(True, None, "orders-tls", 3) is None  # not asked this pass: the condition stays
+    served = tls.encrypted(True, True, "orders-tls", 3)
+    assert served is not None and (served.status, served.reason) == ("True", "Served")
+    assert "orders-tls" in served.message
+    plain = tls.encrypted(True, False, "orders-tls", 3)
+    assert plain is not None and (plain.status, plain.reason) == ("False", "ImageWithoutSSL")
+    assert "built without SSL support" in plain.message
+
+
+def test_the_primary_is_asked_until_it_serves_and_again_after_its_server_starts() -> None:
+    served = tls.encrypted(True, True, "orders-tls", 1)
+    assert served is not None
+    answered = served.model_copy(update={"last_transition_time": NOW})
+    pod_started = {"status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-12-05T11:00:00Z"}}}]}}
+    assert tls.ssl_check_needed(None, pod_started)
+    assert not tls.ssl_check_needed(answered, pod_started)  # started before the answer: nothing new
+    restarted = {"status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-12-05T12:05:00Z"}}}]}}
+    assert tls.ssl_check_needed(answered, restarted)
+    assert tls.ssl_check_needed(answered, None)  # no running server known: ask
+    not_served = tls.encrypted(True, False, "orders-tls", 1)
+    assert not_served is not None
+    assert tls.ssl_check_needed(not_served.model_copy(update={"last_transition_time": NOW}), pod_started)
