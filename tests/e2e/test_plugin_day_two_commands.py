@@ -77,11 +77,15 @@ def test_switchover_logs_and_report_on_fake_nodes(kubeconfig: str, namespace: st
             "persistentvolumeclaims/data-ha-0.yaml", "services/ha.yaml", "configmaps/ha-config.yaml"} <= set(files)
     assert files["status.txt"].startswith(f"SampleDB {ns}/ha\n")
     assert yaml.safe_load(files["sampledb.yaml"])["status"]["primary"] == "ha-0"
-    [credentials] = yaml.safe_load(files["secrets.yaml"])
-    assert credentials["name"] == "ha-credentials" and "password" in credentials["keys"]
+    secrets = {s["name"]: s for s in yaml.safe_load(files["secrets.yaml"])}
+    assert set(secrets) == {"ha-credentials", "ha-ca", "ha-tls"}  # the TLS Secrets too, by name and keys only
+    assert "password" in secrets["ha-credentials"]["keys"] and "ca.key" in secrets["ha-ca"]["keys"]
     assert any(e["involvedObject"]["name"] == "ha" for e in yaml.safe_load(files["events.yaml"]))
     assert "cannot read the log of ha-0" in files["README.txt"]   # no kubelet serves kwok's pods
     everything = "\n".join(files.values()) + out
     for value in secret_values("ha-credentials", ns):
         assert value not in everything
+    for secret, key in (("ha-ca", "ca.key"), ("ha-tls", "tls.key")):
+        private = base64.b64decode(kubectl_json("get", "secret", secret, "-n", ns)["data"][key]).decode()
+        assert private.strip() and private.strip() not in everything
     assert "solo" not in "\n".join(name for name in files)
