@@ -58,7 +58,7 @@ def connect(ns: str, name: str, ip: str, **params: Any) -> psycopg.Connection[An
 
 def client_pod(ns: str, name: str) -> dict[str, Any]:
     """A pod that mounts only the ConfigMap the operator publishes and the credentials Secret, and connects with
-    sslmode=verify-full to the database's Service by its name."""
+    sslmode=verify-full to the database's Service by its name, then with the Secret's uri alone."""
     security = {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
                 "seccompProfile": {"type": "RuntimeDefault"}}
     return {
@@ -66,9 +66,13 @@ def client_pod(ns: str, name: str) -> dict[str, Any]:
         "spec": {"restartPolicy": "Never", "securityContext": security, "automountServiceAccountToken": False,
                  "containers": [{
                      "name": "psql", "image": f"postgres:{VERSION}",
-                     "command": ["psql", "-X", "-qAt", "-c",
-                                 "SELECT 'ssl=' || ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"],
-                     "env": [{"name": "PGHOST", "value": f"{name}.{ns}.svc"}, {"name": "PGUSER", "value": "app"},
+                     # verify-full with the ConfigMap's CA, then the Secret's uri alone (sslmode=require)
+                     "command": ["sh", "-c", 'psql -X -qAt -c "$Q" && psql "$DATABASE_URL" -X -qAt -c "$Q"'],
+                     "env": [{"name": "Q",
+                              "value": "SELECT 'ssl=' || ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"},
+                             {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {"name": f"{name}-credentials",
+                                                                                    "key": "uri"}}},
+                             {"name": "PGHOST", "value": f"{name}.{ns}.svc"}, {"name": "PGUSER", "value": "app"},
                              {"name": "PGDATABASE", "value": "app"},
                              {"name": "PGSSLMODE", "valueFrom": {"configMapKeyRef": {"name": f"{name}-config",
                                                                                     "key": "sslmode"}}},
@@ -143,7 +147,8 @@ def test_tls_is_verified_required_used_by_replication_and_rotated_under_load(
                timeout=120, what="the client pod's query")
     logs = str(kubectl("logs", "client", "-n", ns).stdout)
     assert kubectl_json("get", "pod", "client", "-n", ns)["status"]["phase"] == "Succeeded", logs
-    assert logs.strip() == "ssl=true"
+    assert logs.split() == ["ssl=true", "ssl=true"]
+    assert secret_value(ns, f"{name}-credentials", "uri").endswith("?sslmode=require")
 
     # verify-full from outside the pod network too; the wrong CA is refused; unencrypted is refused
     with connect(ns, name, ip, sslmode="verify-full", sslrootcert=str(ca)) as conn:

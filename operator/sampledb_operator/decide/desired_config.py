@@ -7,13 +7,17 @@ decide/desired_statefulset.py and decide/jobs.py take them from this module.
 
 Invariants:
 - None of them is owned by the SampleDB (decide/desired.py's docstring says why); the Secret is created once
-  and never overwritten.
+  and never overwritten, except its `uri`, which follows whether the server serves TLS (`uri_update`), built
+  from the Secret's own other keys.
 - The connection ConfigMap carries no secret material.
 - The scripts ConfigMap is one per namespace, with no database label and no owner, the same body for every
   database in the namespace.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import quote
 
 from sampledb_operator.decide import archive_config, pgconfig
 from sampledb_operator.decide.desired_inputs import Inputs
@@ -39,13 +43,42 @@ DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
+URI_KEY = "uri"
+# The uri's sslmode while the server serves TLS: encrypted, with nothing but the Secret (no CA file to mount);
+# verify-full needs the CA, published as ca.crt in the ConfigMap (docs/user-guide.md "Encrypted connections").
+URI_SSLMODE = "require"
+
+
+def connection_uri(user: str, password: str, host: str, port: str, database: str, *, encrypted: bool) -> str:
+    """A libpq connection URI (RFC 3986, user, password and database percent-encoded), asking for TLS
+    (sslmode=URI_SSLMODE) when the server serves it."""
+    def enc(value: str) -> str:
+        return quote(value, safe="")
+    query = f"?sslmode={URI_SSLMODE}" if encrypted else ""
+    return f"postgresql://{enc(user)}:{enc(password)}@{host}:{port}/{enc(database)}{query}"
+
+
+def uri_update(data: Mapping[str, str], encrypted: bool | None) -> str | None:
+    """The uri the credentials Secret (its decoded `data`) should hold now that the server does (True) or does not
+    (False) serve TLS; None when it holds it already, when that is not known (`encrypted` None), or when a key it is
+    built from is missing (the Secret is then the user's to mend: nothing is guessed)."""
+    if encrypted is None:
+        return None
+    try:
+        want = connection_uri(data[SECRET_USERNAME_KEY], data[SECRET_PASSWORD_KEY], data["host"], data["port"],
+                              data["database"], encrypted=encrypted)
+    except KeyError:
+        return None
+    return want if data.get(URI_KEY) != want else None
 
 
 def secret(db: SampleDB, password: str) -> Obj:
-    """The credentials Secret. Created once with a generated password and never overwritten."""
+    """The credentials Secret. Created once with a generated password and never overwritten (but for its uri:
+    `uri_update`); its uri asks for TLS when spec.tls is on (the server is then expected to serve it)."""
     name, ns = db_name(db), namespace_of(db)
     host = names.service_host(name, ns)
-    uri = f"postgresql://{DEFAULT_USER}:{password}@{host}:{names.POSTGRES_PORT}/{DEFAULT_DATABASE}"
+    uri = connection_uri(DEFAULT_USER, password, host, str(names.POSTGRES_PORT), DEFAULT_DATABASE,
+                         encrypted=db.spec.tls.enabled)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -57,7 +90,7 @@ def secret(db: SampleDB, password: str) -> Obj:
             "database": DEFAULT_DATABASE,
             "host": host,
             "port": str(names.POSTGRES_PORT),
-            "uri": uri,
+            URI_KEY: uri,
         },
     }
 

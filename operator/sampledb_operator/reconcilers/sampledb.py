@@ -37,6 +37,7 @@ from sampledb_operator.kube.resources import (
     Resource,
 )
 from sampledb_operator.model import names
+from sampledb_operator.model.conditions import ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result, combine
@@ -133,6 +134,8 @@ class SampleDBReconciler:
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
         served = await tls.reconcile_tls(self.ctx, db, db_ready=ready, primary_pod=primary_pod)  # before the pods
+        await tls.sync_connection_uri(self.ctx, db, served.condition or get_condition(
+            db.status.conditions, ConditionType.ENCRYPTED.value))
         applied = await children.apply_children(self.ctx, db, observed_children, d.Inputs(
             db=db, scripts=self._scripts, running=upgrading.running,
             instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,

@@ -9,7 +9,9 @@ new certificate (RELOAD_WINDOW), has every ready instance reload once the kubele
 (pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without a restart and
 without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over SQL only
 until it does, and again after its server starts: decide/tls.ssl_check_needed); a server whose build lacks SSL
-starts without it (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. Issuing runs in a worker
+starts without it (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. The credentials Secret's uri
+follows that condition (`sync_connection_uri`: sslmode=require while the server serves TLS, none while it does not,
+so a client of the uri neither goes unencrypted nor fails against a server without SSL). Issuing runs in a worker
 thread (a key pair and a signature: milliseconds).
 """
 
@@ -21,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import tls
+from sampledb_operator.decide import desired_config, tls
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
@@ -64,6 +66,31 @@ async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool, primary_p
     condition = tls.encrypted(spec.enabled, served, tls.served_secret(db.metadata.name, spec.secret_name),
                               db.metadata.generation)
     return dataclasses.replace(outcome, condition=condition)
+
+
+async def sync_connection_uri(ctx: Context, db: SampleDB, encrypted: Condition | None) -> bool:
+    """Keep the credentials Secret's uri in step with `encrypted` (this pass's Encrypted condition, or the status's);
+    returns whether it was rewritten (an Event ConnectionURIUpdated says how, never with the password)."""
+    if encrypted is None or encrypted.status not in ("True", "False"):
+        return False
+    name = names.secret_name(db.metadata.name)
+    secret = ctx.cached("Secret", db.metadata.namespace, name)
+    if secret is None:
+        return False
+    uri = desired_config.uri_update(tls.secret_data(secret), encrypted.status == "True")
+    if uri is None:
+        return False
+    try:
+        encoded = base64.b64encode(uri.encode()).decode()
+        await ctx.apis["Secret"].patch(name, {"data": {desired_config.URI_KEY: encoded}},
+                                       namespace=db.metadata.namespace or "")
+    except NotFound:
+        return False
+    how = (f"asks for sslmode={desired_config.URI_SSLMODE}: the server serves TLS" if encrypted.status == "True"
+           else f"asks for no sslmode: the server does not serve TLS ({encrypted.reason})")
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "ConnectionURIUpdated",
+                    f"the uri in Secret {name} {how}")
+    return True
 
 
 async def _ssl_on(ctx: Context, db: SampleDB, primary_pod: Obj | None) -> bool | None:

@@ -266,3 +266,20 @@ def test_a_plan_applied_to_its_own_result_is_empty(version: str, size: str, para
     first = plan.plan(want, {})
     result = observed_from([a.obj for a in first])
     assert plan.plan(want, result) == []
+
+
+def test_the_connection_uri_is_percent_encoded_and_asks_for_tls_when_served() -> None:
+    from sampledb_operator.decide import desired_config as dc
+
+    uri = dc.connection_uri("app", "p@ss/w:rd", "orders.shop.svc", "5432", "app", encrypted=True)
+    assert uri == "postgresql://app:p%40ss%2Fw%3Ard@orders.shop.svc:5432/app?sslmode=require"
+    assert "sslmode" not in dc.connection_uri("app", "pw", "h", "5432", "app", encrypted=False)
+    data = {"username": "app", "password": "pw", "host": "h", "port": "5432", "database": "app",
+            "uri": "postgresql://app:pw@h:5432/app"}
+    assert dc.uri_update(data, None) is None  # not known yet: as it is
+    assert dc.uri_update(data, False) is None  # already so
+    assert dc.uri_update(data, True) == "postgresql://app:pw@h:5432/app?sslmode=require"
+    assert dc.uri_update({k: v for k, v in data.items() if k != "host"}, True) is None  # nothing guessed
+    tls_on = d.secret(make_db(), "pw")["stringData"]["uri"]
+    tls_off = d.secret(make_db(tls={"enabled": False}), "pw")["stringData"]["uri"]
+    assert tls_on.endswith("?sslmode=require") and "sslmode" not in tls_off

@@ -139,3 +139,38 @@ async def test_a_long_namespace_and_name_still_get_a_ca() -> None:
         await cluster.reconcile(name)
     assert cluster.get("Secret", names.ca_secret_name(name)) is not None
     assert cluster.get("Secret", names.tls_secret_name(name)) is not None
+
+
+async def test_the_connection_uri_follows_whether_the_server_serves_tls() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb())
+    await passes(cluster)
+    secret = names.secret_name(DB)
+    password = data(cluster, secret)["password"]
+    assert data(cluster, secret)["uri"].endswith("/app?sslmode=require")  # made for a server expected to serve it
+    # the server turns out to run without SSL (an image built without it): the uri stops asking for it
+    cluster.patch("SampleDB", DB, {"status": {"conditions": [
+        {"type": "Encrypted", "status": "False", "reason": "ImageWithoutSSL", "message": "no SSL",
+         "lastTransitionTime": "2026-12-05T00:00:00Z"}]}})
+    await cluster.reconcile(DB)
+    assert data(cluster, secret)["uri"] == f"postgresql://app:{password}@{DB}.{NS}.svc:5432/app"
+    updated = [m for _t, r, m in cluster.recorder.events if r == "ConnectionURIUpdated"]
+    assert len(updated) == 1 and "ImageWithoutSSL" in updated[0] and password not in updated[0]
+    writes = len(cluster.written(kind="Secret"))
+    await passes(cluster)
+    assert len(cluster.written(kind="Secret")) == writes  # in step: not written again
+    # and back once it serves TLS (a new image)
+    cluster.patch("SampleDB", DB, {"status": {"conditions": [
+        {"type": "Encrypted", "status": "True", "reason": "Served", "message": "served",
+         "lastTransitionTime": "2026-12-05T00:00:00Z"}]}})
+    await cluster.reconcile(DB)
+    assert data(cluster, secret)["uri"].endswith("?sslmode=require")
+    assert data(cluster, secret)["password"] == password  # only the uri is ever rewritten
+
+
+async def test_tls_off_gives_a_uri_without_sslmode() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb(tls={"enabled": False}))
+    await passes(cluster)
+    assert "sslmode" not in data(cluster, names.secret_name(DB))["uri"]
+    assert "ConnectionURIUpdated" not in cluster.recorder.reasons()
