@@ -10,7 +10,9 @@ bootstrap:
 
 ## run: set everything up, start the local control plane, install the CRDs and an example
 ## database, and run the operator in the foreground against it (Ctrl-C stops the operator).
-run: bootstrap
+run:
+	@hack/prereqs.sh run
+	@hack/bootstrap.sh
 	@hack/run-local.sh
 
 ## psql: psql on the example database of `make run` (DB=name NS=namespace for another one).
@@ -18,7 +20,9 @@ psql: bootstrap
 	@hack/psql.sh $(ARGS)
 
 ## test: the whole suite (lint, unit, data plane, integration, end to end) - what CI runs.
-test: bootstrap
+test:
+	@hack/prereqs.sh test
+	@hack/bootstrap.sh
 	@hack/test.sh
 
 unit: bootstrap

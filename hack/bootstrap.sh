@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine, idempotently, and fast when warm:
 #   - Debian packages: PostgreSQL server (data-plane tests), Prometheus + promtool (metrics tests),
-#     shellcheck (the data-plane scripts' lint), openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
+#     ShellCheck for the data-plane scripts' lint, openssl and curl (local control plane); for the real node (hack/real-node, root only): runc,
 #     the CNI plugins, iptables/nftables and conntrack, and what builds its images offline
 #     (mmdebstrap, buildah, busybox-static). apt-get update runs only when something is missing.
 #   - the Python virtualenv .venv with the package, its dev dependencies and Barman Cloud (the
@@ -31,9 +31,16 @@ if [[ $(id -u) == 0 && ${SAMPLEDB_REAL_NODE:-1} != 0 ]]; then
 fi
 if ((${#need[@]})); then
   echo "bootstrap: installing Debian packages: ${need[*]}" >&2
+  apt=(apt-get)
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null || { echo "bootstrap: installing ${need[*]} needs root; install them as root" \
+      "(apt-get install ${need[*]}) or through sudo" >&2; exit 1; }
+    apt=(sudo DEBIAN_FRONTEND=noninteractive apt-get)
+  fi
+  command -v apt-get >/dev/null || { echo "bootstrap: no apt-get to install ${need[*]}: install them yourself" >&2; exit 1; }
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  "${apt[@]}" update -qq >/dev/null
+  "${apt[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # The Debian packages start their services; the tests start their own servers instead.
   for svc in prometheus postgresql; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
@@ -45,7 +52,7 @@ if [[ -x hack/install-postgres.sh ]]; then
   hack/install-postgres.sh >/dev/null
 fi
 
-command -v go >/dev/null || { echo "bootstrap: Go is required (go 1.26+)" >&2; exit 1; }
+command -v go >/dev/null || { echo "bootstrap: Go 1.26+ is required and is not on PATH ($PATH): see hack/prereqs.sh" >&2; exit 1; }
 
 barman_requirements=hack/images/barman-requirements.txt
 stamp=.venv/.installed-$(cat pyproject.toml "$barman_requirements" | sha256sum | cut -c1-16)

@@ -31,6 +31,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cache_root=${SAMPLEDB_CACHE:-$HOME/.cache/sampledb-operator}
 out="$cache_root/images"
+# shellcheck source=hack/progress.sh
+. "$here/progress.sh"
 NODE_BIN=${NODE_BIN:-$("$here/build-node.sh")}
 SOURCES=${SAMPLEDB_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
 SUITE=bookworm
@@ -248,7 +250,7 @@ build_operator() {
 
 start=$(date +%s)
 for image in $ONLY; do
-  line=$("build_$image")
+  line=$(progress "image $image" "build_$image")
   # The Python base is only buildah's (the operator image's) base: nothing to import into the node.
   [[ $image == python ]] || list+=("$line")
 done

@@ -12,6 +12,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/progress.sh
+. "$here/progress.sh"
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 cache_root=${SAMPLEDB_CACHE:-$HOME/.cache/sampledb-operator}
 
@@ -32,10 +34,11 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 echo "building the real node's binaries (containerd $CONTAINERD_VERSION, CoreDNS, pause) into $bin" >&2
 for cmd in containerd containerd-shim-runc-v2 ctr; do
-  CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" \
-    "github.com/containerd/containerd/v2/cmd/$cmd@$CONTAINERD_VERSION" >&2
+  progress "go install of $cmd $CONTAINERD_VERSION" env CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+    -ldflags "-s -w" "github.com/containerd/containerd/v2/cmd/$cmd@$CONTAINERD_VERSION" >&2
 done
-(cd "$here/node/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .) >&2
+build_coredns() { (cd "$here/node/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .) >&2; }
+progress "go build of CoreDNS" build_coredns
 (cd "$here/node/pause" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" .) >&2
 echo "built in $(( $(date +%s) - start ))s" >&2
 rm -rf "$bin"

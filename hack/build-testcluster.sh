@@ -9,6 +9,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/progress.sh
+. "$here/progress.sh"
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 K8S_VERSION=$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$here/testcluster/go.mod")
 cache_root=${SAMPLEDB_CACHE:-$HOME/.cache/sampledb-operator}
@@ -32,8 +34,11 @@ for v in gitVersion=$K8S_VERSION gitTreeState=clean gitMajor=$(echo "$K8S_VERSIO
          gitMinor=$(echo "$K8S_VERSION" | sed -E 's/^v[0-9]+\.([0-9]+)\..*/\1/'); do
   ldflags="$ldflags -X k8s.io/component-base/version.$v -X k8s.io/client-go/pkg/version.$v"
 done
-(cd "$here/testcluster" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/testcluster" .) >&2
-CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
+build_testcluster() { (cd "$here/testcluster" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/testcluster" .) >&2; }
+progress "go build of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl" \
+  build_testcluster
+progress "go install of kwok $KWOK_VERSION" \
+  env CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
 echo "built in $(( $(date +%s) - start ))s" >&2
 rm -rf "$bin"
 mv "$tmp" "$bin"
