@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env crd bundle docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env image crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -62,6 +62,11 @@ cluster-down:
 
 cluster-env:
 	@hack/cluster env
+
+## image: build the operator's image and load it into a local cluster or push it to a registry, then print the
+## kustomize and Helm overrides (hack/image.sh): ARGS='load kind', 'load k3s', 'load minikube', 'push REF'; none: build.
+image:
+	@hack/image.sh $(ARGS)
 
 ## crd: regenerate manifests/crd (and the chart's copies in charts/sampledb-operator/crds) and
 ## docs/reference.md from the models.
