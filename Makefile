@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env image crd bundle docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env image plugin crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -67,6 +67,11 @@ cluster-env:
 ## kustomize and Helm overrides (hack/image.sh): ARGS='load kind', 'load k3s', 'load minikube', 'push REF'; none: build.
 image:
 	@hack/image.sh $(ARGS)
+
+## plugin: the kubectl plugin alone (hack/build-plugin.sh): its wheel for pipx, and a krew archive with
+## its manifest, in dist/ (OUT=folder for another one).
+plugin: bootstrap
+	@hack/build-plugin.sh $(OUT)
 
 ## crd: regenerate manifests/crd (and the chart's copies in charts/sampledb-operator/crds) and
 ## docs/reference.md from the models.

@@ -9,8 +9,8 @@ Invariants:
 - The selector (labels.instance_selector) is immutable once created: instance 0 keeps the database's
   original one, the others add their instance label.
 - Any change to the pod template restarts the database, so spec.parameters reach it only as the hash of the
-  postmaster-context ones (a reload applies the others), and decide/plan.py keeps the bucket label out of the
-  template of a StatefulSet made without it.
+  postmaster-context ones (a reload applies the others), and a restart asked for (RESTART_ANNOTATION) only as
+  its value; decide/plan.py keeps the bucket label out of the template of a StatefulSet made without it.
 - Every pod meets the restricted Pod Security Standard (pod_security, container_security) and has no API
   token (automountServiceAccountToken: False).
 - Not owned by the SampleDB (decide/desired.py's docstring says why).
@@ -29,6 +29,8 @@ from sampledb_operator.decide.desired_config import (
 )
 from sampledb_operator.decide.desired_inputs import Running
 from sampledb_operator.decide.labels import (
+    RESTART_ANNOTATION,
+    RESTARTED_FOR_ANNOTATION,
     VERSION_ANNOTATION,
     db_name,
     instance_selector,
@@ -152,7 +154,9 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
     sts_meta["labels"][names.INSTANCE_LABEL] = str(index)
     sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
     template_labels = scheduling.pod_labels(db, {**pod_labels(db), names.INSTANCE_LABEL: str(index)})
-    template_annotations = scheduling.pod_annotations(db, {pgconfig.RESTART_ANNOTATION: restart_hash})
+    restart = db.metadata.annotations.get(RESTART_ANNOTATION)  # a restart asked for: its value rolls the pods
+    template_annotations = scheduling.pod_annotations(db, {pgconfig.RESTART_ANNOTATION: restart_hash,
+                                                           **({RESTARTED_FOR_ANNOTATION: restart} if restart else {})})
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

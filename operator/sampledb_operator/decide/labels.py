@@ -39,6 +39,11 @@ DATA_COMPONENT = "storage"  # the component label of the instances' data volumes
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 VERSION_ANNOTATION = "sampledb.io/version"
 DATA_DIR_ANNOTATION = "sampledb.io/data-dir"
+# On the SampleDB: any new value restarts every instance (kubectl sampledb restart). It is copied onto the instances'
+# pod template as RESTARTED_FOR_ANNOTATION (decide/desired_statefulset.py), so the StatefulSets roll their pods as
+# for a restart setting; without it the template has no such key.
+RESTART_ANNOTATION = "sampledb.io/restart"
+RESTARTED_FOR_ANNOTATION = "sampledb.io/restarted-for"
 # the values of names.ROLE_LABEL on the database pods, which the client and replica Services select on
 PRIMARY_ROLE = "primary"
 REPLICA_ROLE = "replica"

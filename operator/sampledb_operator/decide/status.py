@@ -62,6 +62,7 @@ class Observed:
     last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
     archive: ArchiveStatus | None = None  # replaces status.archive when set (decide/archive.py)
     replication: ReplicationRecord | None = None  # replaces status.primary/targetPrimary/instances when set
+    hibernated: Condition | None = None  # Hibernated=True: the instances are stopped (decide/hibernation.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +260,14 @@ def compute(db: SampleDB, obs: Observed, now: datetime) -> SampleDBStatus:
         put(_cond(ConditionType.PROGRESSING, False, "Paused",
                   "spec.paused is true: the operator changes nothing", gen))
         return _status(old, conds, Phase.PAUSED, gen, name=name, ns=ns)
+
+    if obs.hibernated is not None:
+        put(obs.hibernated)
+        put(_cond(ConditionType.READY, False, "Hibernated", obs.hibernated.message, gen))
+        put(_cond(ConditionType.PROGRESSING, False, "Hibernated", obs.hibernated.message, gen))
+        # no instance runs: none is listed (nor reported unready by the metrics and their alert)
+        return _status(old, conds, Phase.HIBERNATED, gen, name=name, ns=ns).model_copy(update={
+            "instances": [], "ready_instances": f"0/{db.spec.replicas}"})
 
     db_ready = database_ready(obs.statefulset, obs.pod)
     for extra in obs.extra_conditions:

@@ -41,6 +41,7 @@ class ConditionType(StrEnum):
     BASE_BACKUP_HEALTHY = "BaseBackupHealthy"
     RECOVERY_VERIFIED = "RecoveryVerified"
     ENCRYPTED = "Encrypted"
+    HIBERNATED = "Hibernated"
 
 
 class Condition(StatusModel):

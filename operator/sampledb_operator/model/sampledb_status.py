@@ -31,6 +31,7 @@ class Phase(StrEnum):
     MIGRATING = "Migrating"
     DEGRADED = "Degraded"
     PAUSED = "Paused"
+    HIBERNATED = "Hibernated"
     DELETING = "Deleting"
     FAILED = "Failed"
 

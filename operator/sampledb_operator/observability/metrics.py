@@ -216,7 +216,7 @@ SHARD_EVENTS = ("acquired", "released", "lost")
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 # every phase sampledb_databases{phase} exports (0 when none): observability.database_metrics
 PHASES = ("Pending", "Provisioning", "Initializing", "Restoring", "Running", "Upgrading", "Migrating", "Degraded",
-          "Paused", "Deleting", "Failed")
+          "Paused", "Hibernated", "Deleting", "Failed")
 
 
 def init_controller(controller: str, workers: int) -> None:

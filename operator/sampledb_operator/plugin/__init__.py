@@ -20,7 +20,12 @@ everything `status` shows), render.py (pure: text of a status screen), actions.p
 objects and patches backup/restore/upgrade/pause/resume send), psql.py (the port-forward and psql
 command lines; runs them), instances.py (pure: the standby a switchover promotes, the pod `logs`
 reads), podlog.py (pods/log, read or followed), support.py (pure: the support archive of `report`,
-its redaction), support_read.py (the reads behind it).
+its redaction), support_read.py (the reads behind it), lifecycle.py (hibernate, wake, restart,
+reload), version.py (the installed distribution's version: the operator's, or the plugin's own).
+
+Installed alone: hack/build-plugin.sh builds the distribution `kubectl-sampledb` from this source
+tree: this package and the modules it imports (no reconcilers, no PostgreSQL driver, no
+certificates), with only the dependencies those need, as a wheel (pipx) and a krew archive.
 
 Invariant: a database password is only ever put into psql's environment (PGPASSWORD): never into
 an argv, the plugin's output, its logs, or a report's archive (which holds Secrets by name and key

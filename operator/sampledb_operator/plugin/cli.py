@@ -18,15 +18,18 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from sampledb_operator import __version__
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
-from sampledb_operator.plugin import commands, pgbench, psql
+from sampledb_operator.plugin import commands, lifecycle, pgbench, psql
 from sampledb_operator.plugin.actions import ActionError
 from sampledb_operator.plugin.session import Target
+from sampledb_operator.plugin.version import __version__
 
 PROG = "kubectl sampledb"
 EXIT_FAILED, EXIT_USAGE = 1, 2
 KUBECTL_ENV = "SAMPLEDB_KUBECTL"  # the kubectl command `psql` runs (words split as a shell would)
+# Only a kubeconfig user with a legacy auth-provider needs it (kube/credentials.py); the plugin installed
+# alone (hack/build-plugin.sh) leaves it out, as the extra `auth-provider` of its distribution.
+LEGACY_AUTH_PACKAGE = "kubernetes_asyncio"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,12 +60,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ApiError as err:
         print(f"Error from server ({err.reason or err.status}): {err.message or err}", file=sys.stderr)
     except KubeError as err:
-        print(f"Error: {err}", file=sys.stderr)
+        print(f"Error: {err}{_missing_package_hint(err)}", file=sys.stderr)
     except ActionError as err:
         print(f"Error: {err}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _missing_package_hint(err: KubeError) -> str:
+    """The remedy, when the kubeconfig needs a package the plugin installed alone leaves out."""
+    cause = err.__cause__
+    if isinstance(cause, ModuleNotFoundError) and (cause.name or "").partition(".")[0] == LEGACY_AUTH_PACKAGE:
+        return (f" (a kubeconfig user with an auth-provider needs it; with the plugin installed alone by pipx:"
+                f" pipx inject kubectl-sampledb {LEGACY_AUTH_PACKAGE})")
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                              default_image=a.default_image, dry_run=a.dry_run)))
 
     _operating_commands(sub, common)
+    _lifecycle_commands(sub, common)
 
     for name, paused, text in (("pause", True, "stop reconciling a database (spec.paused: true)"),
                                ("resume", False, "reconcile a paused database again (spec.paused: false)")):
@@ -241,11 +254,12 @@ def _logs(args: argparse.Namespace, target: Target) -> int:
         return 0
 
 
-def _wait_flags(parser: argparse.ArgumentParser, timeout: int) -> None:
+def _wait_flags(parser: argparse.ArgumentParser, timeout: int, *, dry_run: bool = True) -> None:
     parser.add_argument("--wait", action="store_true", help="wait until it has finished, showing its progress")
     parser.add_argument("--timeout", type=float, default=float(timeout), metavar="SECONDS",
                         help=f"how long --wait waits (default: {timeout})")
-    parser.add_argument("--dry-run", action="store_true", help="print the object instead of creating it")
+    if dry_run:
+        parser.add_argument("--dry-run", action="store_true", help="print the object instead of creating it")
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
@@ -263,6 +277,41 @@ def _psql(args: argparse.Namespace, target: Target) -> int:
         if not program or shutil.which(program) is None:
             raise ActionError(f"{program or 'kubectl'} not found on PATH (install it, or name it with {what})")
     return psql.run(plan)
+
+
+def _lifecycle_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """hibernate, wake, restart and reload (plugin/lifecycle.py)."""
+    for name, on, text in (("hibernate", True, "stop every instance, keeping the volumes (sampledb.io/hibernation)"),
+                           ("wake", False, "start the instances of a hibernated database again")):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("db", metavar="DB")
+        _wait_flags(p, 600, dry_run=False)
+        p.set_defaults(handler=lambda a, t, on=on: _run(lifecycle.hibernate(t, a.db, on, wait=a.wait,
+                                                                            wait_seconds=a.timeout)))
+    p = sub.add_parser("restart", parents=[common], help="restart every instance (a new pod each:"
+                       " the annotation sampledb.io/restart)")
+    p.add_argument("db", metavar="DB")
+    _wait_flags(p, 600, dry_run=False)
+    p.set_defaults(handler=lambda a, t: _run(lifecycle.restart(t, a.db, wait=a.wait, wait_seconds=a.timeout)))
+    p = sub.add_parser("reload", parents=[common], help="have every running instance read its configuration again"
+                       " (pg_reload_conf() over its socket, through kubectl exec)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--kubectl", default=os.environ.get(KUBECTL_ENV, "kubectl"),
+                   help=f"the kubectl command for the exec [env {KUBECTL_ENV}; default: kubectl]")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    p.set_defaults(handler=_reload)
+
+
+def _reload(args: argparse.Namespace, target: Target) -> int:
+    kubectl = shlex.split(args.kubectl)
+    plan = asyncio.run(lifecycle.reload_plan_for(target, args.db, kubectl=kubectl))
+    if args.dry_run:
+        sys.stdout.write(lifecycle.describe(plan))
+        return 0
+    if not kubectl or shutil.which(kubectl[0]) is None:
+        raise ActionError(f"{kubectl[0] if kubectl else 'kubectl'} not found on PATH (install it, or name it with"
+                          " --kubectl)")
+    return lifecycle.run_reload(plan)
 
 
 def _pgbench(args: argparse.Namespace, target: Target) -> int:

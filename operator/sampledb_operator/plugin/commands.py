@@ -22,7 +22,6 @@ from typing import TextIO
 
 import yaml
 
-from sampledb_operator import __version__
 from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
@@ -31,6 +30,7 @@ from sampledb_operator.plugin import actions, instances, pgbench, podlog, psql, 
 from sampledb_operator.plugin.report import gather
 from sampledb_operator.plugin.session import Session, Target, open_session
 from sampledb_operator.plugin.support_read import gather_support
+from sampledb_operator.plugin.version import __version__
 
 DB_REF, BACKUP_REF = "sampledb.sampledb.io", "sampledbbackup.sampledb.io"
 POLL_SECONDS = 2.0

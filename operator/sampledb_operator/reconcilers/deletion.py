@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sampledb_operator.decide import deletion as decide_deletion
-from sampledb_operator.decide.lifecycle import Attempt
+from sampledb_operator.decide import hibernation as hib
+from sampledb_operator.decide.lifecycle import Attempt, Step
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers import hibernation
 from sampledb_operator.reconcilers.children import (
     data_children,
     deletable_children,
@@ -29,6 +31,7 @@ from sampledb_operator.reconcilers.effects import apply_plan, subject_of
 from sampledb_operator.reconcilers.namespace import namespace_terminating
 
 log = get_logger(__name__)
+SNAPSHOT_STEPS = (Step.START_SNAPSHOT, Step.WAIT_SNAPSHOT, Step.RETRY_LATER)  # a final snapshot is to be taken
 
 
 def snapshot_attempts(ctx: Context, db: SampleDB) -> list[Attempt]:
@@ -63,6 +66,8 @@ async def finalize(ctx: Context, db: SampleDB) -> Result | None:
     ns, name = db.metadata.namespace, db.metadata.name
     planned = decide_deletion.plan_deletion(await read_facts(ctx, db))
     decision = planned.decision
+    if decision.step in SNAPSHOT_STEPS and hib.hibernating(db.status):
+        await hibernation.start_for_snapshot(ctx, db)
     log.info("deletion step", step=decision.step.value, reason=decision.reason, namespace=ns, name=name)
     applied = await apply_plan(ctx, subject_of(db), planned.plan)
     if planned.releases and ("SampleDB", name) in applied.patched:

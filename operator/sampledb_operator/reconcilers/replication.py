@@ -122,8 +122,9 @@ def _skip_volumes(ctx: Context, db: SampleDB, keep: set[int]) -> frozenset[int]:
     return frozenset(out)
 
 
-async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcome:
-    """One pass: decide the instances and the primary, and do the steps that cannot wait for the children."""
+async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = False) -> ReplicationOutcome:
+    """One pass: decide the instances and the primary, and do the steps that cannot wait for the children.
+    `starting`: every instance starts at once (a wake from hibernation): an unready primary is no failure yet."""
     ns, name = db.metadata.namespace or "", db.metadata.name
     sets = instance_statefulsets(ctx, db)
     selector = {DATABASE_LABEL: name, COMPONENT_LABEL: "database"}
@@ -145,7 +146,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB) -> ReplicationOutcom
         db=name, replicas=db.spec.replicas, synchronous=db.spec.replication.synchronous,
         failover_delay=float(db.spec.replication.failover_delay_seconds), primary=db.status.primary,
         target=db.status.target_primary, switchover_to=switchover, instances=views, now=ctx.clock.now(),
-        fence_confirmed=fenced, has_run=db.status.has_run))
+        fence_confirmed=fenced, has_run=db.status.has_run and not starting))
     if _decisive(db, plan) and not await _fresh(ctx, db):
         # The cache is behind the API server: a fence or a promotion decided on an old record could stop
         # the new primary. Decide again on the newer object (its watch event brings the next pass).

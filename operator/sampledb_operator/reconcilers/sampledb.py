@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sampledb_operator import dataplane
 from sampledb_operator.decide import archive_config, events, lifecycle
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import hibernation as hib
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide import volumes as vol
@@ -52,6 +53,7 @@ from sampledb_operator.reconcilers import (
     chaos,
     children,
     deletion,
+    hibernation,
     init,
     migrations,
     reload,
@@ -122,10 +124,13 @@ class SampleDBReconciler:
             written = await self._write_status(db, obj, st.Observed(problems=problems or credentials))
             # the stores' Secrets are not watched: look again with backoff until they are usable
             return Result(requeue=True) if written.stale or credentials else None
+        asked, hibernate_wait = hibernation.asked(self.ctx, db)
+        if asked is True and hibernate_wait is None:
+            return await self._hibernate(db, obj)
         await chaos.reconcile_chaos(self.ctx, db)  # a one-off fault the sampledb.io/chaos annotation asks for
 
         observed_children = children.observed_children(self.ctx, db)
-        instances = await replication.reconcile_replication(self.ctx, db)
+        instances = await replication.reconcile_replication(self.ctx, db, starting=hib.waking(db.status))
         sts = instances.primary_statefulset
         primary_index = rep.index_of(db.metadata.name, instances.primary) or 0
         primary_pod = self.ctx.cached("Pod", db.metadata.namespace,
@@ -154,7 +159,10 @@ class SampleDBReconciler:
         stuck_now = await stuck.stuck_problems(self.ctx, db)
         grown = await autogrow.reconcile_autogrow(self.ctx, db, db_ready=ready, primary_pod=primary_pod,
                                                   full_pods=stuck_now.full_pods)
-        degraded = (*upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
+        hibernated = hib.condition(db.status, asked=asked is True, wait_for=hibernate_wait, primary_ready=ready,
+                                   stopping=0, generation=db.metadata.generation)
+        degraded = (*((asked,) if isinstance(asked, Problem) else ()),
+                    *upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
                     *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems,
                     *served.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
@@ -165,6 +173,7 @@ class SampleDBReconciler:
                                                    primary_pod=primary_pod)
         observed = st.Observed(
             extra_conditions=(*((upgrading.condition,) if upgrading.condition else ()), *migration.conditions,
+                              *((hibernated,) if hibernated else ()),
                               *((served.condition,) if served.condition else ()),
                               *((backups.condition,) if backups.condition else ()), *archived.conditions),
             archive=archived.status,
@@ -198,12 +207,21 @@ class SampleDBReconciler:
         recheck = (Result(requeue_after=STATUS_RECHECK_SECONDS)
                    if written.changed and written.status is not None
                    and st.steps_may_read_the_change(db.status, written.status) else None)
-        binding = Result(requeue_after=applied.recheck_after) if applied.recheck_after is not None else None
-        podless = Result(requeue_after=stuck_now.recheck_after) if stuck_now.recheck_after is not None else None
-        measure = Result(requeue_after=grown.recheck_after) if grown.recheck_after is not None else None
-        certificate = Result(requeue_after=served.recheck_after) if served.recheck_after is not None else None
-        return combine(recheck, binding, podless, measure, certificate, initialized.result, migration.result,
+        # a claim's binding, a podless instance, a volume to measure, a certificate to look at
+        again = (Result(requeue_after=after) for after in (applied.recheck_after, stuck_now.recheck_after,
+                                                           grown.recheck_after, served.recheck_after)
+                 if after is not None)
+        return combine(recheck, *again, initialized.result, migration.result,
                        verified.result, backups.result, instances.result, archived.plan.result)
+
+    async def _hibernate(self, db: SampleDB, obj: Obj) -> Result | None:
+        """A hibernation pass: the instances stopped (reconcilers/hibernation.py), the status Hibernated, and
+        nothing else (no failover, backup, archive or apply of the other children while nothing runs)."""
+        stopping = await hibernation.stop(self.ctx, db)
+        cond = hib.condition(db.status, asked=True, wait_for=None, primary_ready=False, stopping=stopping,
+                             generation=db.metadata.generation)
+        written = await self._write_status(db, obj, st.Observed(hibernated=cond))
+        return Result(requeue=True) if written.stale else None
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
         """Why the object stores' access keys cannot be used (decide/archive_config.credentials_problems), from
