@@ -255,7 +255,8 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         recorder = EventRecorder(client, background=True)  # a pass never waits for an Event round trip
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period,
-                      label_buckets=sharding is not None, chaos_annotation=settings.chaos_annotation)
+                      label_buckets=sharding is not None, chaos_annotation=settings.chaos_annotation,
+                      test_hooks=settings.test_hooks)
 
         async def on_terminal(ref: ObjectRef, err: TerminalError) -> None:
             obj = caches.sampledbs.get(ref)

@@ -90,6 +90,7 @@ class Settings(BaseModel):
     streaming_lists: bool = True
     api_connections: int = Field(default=32, ge=1, le=1024)  # = kube.client.DEFAULT_CONNECTIONS (not imported: aiohttp)
     chaos_annotation: bool = False  # off: the sampledb.io/chaos annotation injects nothing (reconcilers/chaos.py)
+    test_hooks: bool = False  # off: testing.sampledb.io/ annotations are not copied onto Job pods (decide/jobs.py)
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -212,6 +213,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("chaos_annotation", "inject the one-off fault a SampleDB's sampledb.io/chaos annotation asks for (needs the "
            "grants of manifests/components/chaos: pods/exec get and create, jobs delete); off: the annotation is "
            "removed with a Warning Event ChaosDisabled and nothing is injected", "true or false", "bool"),
+    Option("test_hooks", "copy a SampleDB's testing.sampledb.io/ annotations onto the pods of its Jobs, for a "
+           "simulated cluster's stages to select them (the test suite's kwok stages fail such Jobs on purpose); "
+           "off: those annotations are ignored", "true or false", "bool"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 

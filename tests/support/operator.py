@@ -47,7 +47,8 @@ class OperatorProcess:
         argv = [sys.executable, "-m", "sampledb_operator", "run", "--kubeconfig", self.kubeconfig,
                 "--metrics-bind", "127.0.0.1:0", "--health-bind", "127.0.0.1:0", "--log-format", "json",
                 *self.args]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        # --test-hooks: the kwok stages fail the Jobs of SampleDBs annotated testing.sampledb.io/fail
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "SAMPLEDB_TEST_HOOKS": "true", **self.env}
         self._started_at = self.log_path.stat().st_size  # a restart's ports are in the lines after this
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

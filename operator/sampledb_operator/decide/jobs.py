@@ -32,11 +32,21 @@ TEST_ANNOTATION_PREFIX = "testing.sampledb.io/"
 INIT_SQL_OPT_IN_LABEL = "sampledb.io/init-sql"
 
 
+def without_test_annotations(db: SampleDB) -> SampleDB:
+    """`db` without its TEST_ANNOTATION_PREFIX annotations (the same object when it has none): what an operator
+    started without --test-hooks builds its Jobs from."""
+    kept = {k: v for k, v in db.metadata.annotations.items() if not k.startswith(TEST_ANNOTATION_PREFIX)}
+    if len(kept) == len(db.metadata.annotations):
+        return db
+    return db.model_copy(update={"metadata": db.metadata.model_copy(update={"annotations": kept})})
+
+
 def test_annotations(db: SampleDB) -> dict[str, str]:
     """SampleDB annotations under testing.sampledb.io/, copied onto every Job's pods.
 
     They let a simulated cluster (kwok stages) select the pods of one database's Jobs, e.g. to make
-    them fail; on a real cluster they are inert labels of intent.
+    them fail. Only an operator started with --test-hooks passes them on: the reconcilers hand decide/ a
+    SampleDB without them otherwise (Context.for_jobs, `without_test_annotations`).
     """
     return {k: v for k, v in sorted(db.metadata.annotations.items()) if k.startswith(TEST_ANNOTATION_PREFIX)}
 

@@ -77,7 +77,7 @@ class BackupReconciler:
         ns = backup.metadata.namespace or ""
         db_obj = self.ctx.cached("SampleDB", ns, backup.spec.database) if bp.database_read_needed(backup) else None
         facts = bp.BackupFacts(
-            backup=backup, db=SampleDB.model_validate(db_obj) if db_obj is not None else None,
+            backup=backup, db=self.ctx.for_jobs(SampleDB.model_validate(db_obj)) if db_obj is not None else None,
             job=job_state(self.ctx.cached("Job", ns, bp.job_name(backup))), now=self.ctx.clock.now())
         if bp.volume_read_needed(facts):
             facts = replace(facts, volume_exists=await backup_files.volume_exists(self.ctx, ns, bp.claim_name(backup)))

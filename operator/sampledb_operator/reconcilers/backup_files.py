@@ -48,7 +48,7 @@ async def read_facts(ctx: Context, backup: SampleDBBackup) -> bf.FilesFacts:
         facts = replace(facts, volume_exists=await volume_exists(ctx, ns, location.pvc_name))
     if bf.database_read_needed(facts):
         db_obj = ctx.cached("SampleDB", ns, db_name)
-        facts = replace(facts, db=SampleDB.model_validate(db_obj) if db_obj is not None else None)
+        facts = replace(facts, db=ctx.for_jobs(SampleDB.model_validate(db_obj)) if db_obj is not None else None)
     return facts
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sampledb_operator.decide.events import EventType
+from sampledb_operator.decide.jobs import without_test_annotations
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -37,6 +38,7 @@ from sampledb_operator.kube.resources import (
 )
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
+from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.storage_classes import BindingModes
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
@@ -127,6 +129,11 @@ class Context:
     recheck_period: float = 60.0  # seconds between looks at unwatched references (migrations ConfigMap)
     label_buckets: bool = False  # sharded replicas: a SampleDB's first pass gives it its bucket label
     chaos_annotation: bool = False  # --chaos-annotation: act on sampledb.io/chaos (reconcilers/chaos.py)
+    test_hooks: bool = False  # --test-hooks: testing.sampledb.io/ annotations reach Job pods (decide/jobs.py)
+
+    def for_jobs(self, db: SampleDB) -> SampleDB:
+        """`db` as the Jobs it makes may see it: without testing.sampledb.io/ annotations unless --test-hooks."""
+        return db if self.test_hooks else without_test_annotations(db)
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
 

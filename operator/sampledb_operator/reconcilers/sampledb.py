@@ -105,7 +105,7 @@ class SampleDBReconciler:
 
     async def _reconcile(self, obj: Obj) -> Result | None:
         try:
-            db = SampleDB.model_validate(obj)
+            db = self.ctx.for_jobs(SampleDB.model_validate(obj))  # testing.sampledb.io/: with --test-hooks only
         except ValidationError as exc:
             await self._invalid_object(obj, exc)
             return None
