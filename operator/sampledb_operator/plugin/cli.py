@@ -305,25 +305,24 @@ def _lifecycle_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 def _reload(args: argparse.Namespace, target: Target) -> int:
     kubectl = shlex.split(args.kubectl)
     plan = asyncio.run(lifecycle.reload_plan_for(target, args.db, kubectl=kubectl))
-    if args.dry_run:
-        sys.stdout.write(lifecycle.describe(plan))
-        return 0
-    if not kubectl or shutil.which(kubectl[0]) is None:
-        raise ActionError(f"{kubectl[0] if kubectl else 'kubectl'} not found on PATH (install it, or name it with"
-                          " --kubectl)")
-    return lifecycle.run_reload(plan)
+    return _exec_plan(args.dry_run, kubectl, lifecycle.describe(plan), lambda: lifecycle.run_reload(plan))
 
 
 def _pgbench(args: argparse.Namespace, target: Target) -> int:
     kubectl = shlex.split(args.kubectl)
     plan = asyncio.run(commands.pgbench_plan(target, args.db, kubectl=kubectl, scale=args.scale, extra=args.extra))
-    if args.dry_run:
-        sys.stdout.write(pgbench.describe(plan))
+    return _exec_plan(args.dry_run, kubectl, pgbench.describe(plan), lambda: pgbench.run(plan))
+
+
+def _exec_plan(dry_run: bool, kubectl: list[str], described: str, run: Callable[[], int]) -> int:
+    """`kubectl exec` commands: printed (--dry-run), or run once kubectl is found."""
+    if dry_run:
+        sys.stdout.write(described)
         return 0
     if not kubectl or shutil.which(kubectl[0]) is None:
         raise ActionError(f"{kubectl[0] if kubectl else 'kubectl'} not found on PATH (install it, or name it with"
                           " --kubectl)")
-    return pgbench.run(plan)
+    return run()
 
 
 def _quiet_logging(verbose: bool) -> None:

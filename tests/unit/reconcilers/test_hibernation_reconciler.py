@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from tests.support.fake_cluster import MANAGED_LABEL, NS, FakeCluster, condition
 from tests.unit.reconcilers.test_replication_reconciler import (
     DB,
@@ -24,18 +23,8 @@ from tests.unit.reconcilers.test_replication_reconciler import (
 
 from sampledb_operator.decide import hibernation
 from sampledb_operator.decide.labels import RESTART_ANNOTATION, RESTARTED_FOR_ANNOTATION
-from sampledb_operator.pg import client as pg
 
 STS = "StatefulSet"
-
-
-@pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch) -> FakeServers:
-    """The SQL layer replaced by test_replication_reconciler's script of the servers' answers."""
-    fake = FakeServers()
-    for call in ("server_state", "promote", "sync_slots", "reload_config"):
-        monkeypatch.setattr(pg, call, getattr(fake, call))
-    return fake
 
 
 def annotate(cluster: FakeCluster, value: str | None, key: str = hibernation.HIBERNATION_ANNOTATION) -> None:

@@ -75,14 +75,6 @@ class FakeServers:
         return target.host in self.states
 
 
-@pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch) -> FakeServers:
-    fake = FakeServers()
-    for call in ("server_state", "promote", "sync_slots", "reload_config"):
-        monkeypatch.setattr(pg, call, getattr(fake, call))
-    return fake
-
-
 def stamp(cluster: FakeCluster) -> str:
     return cluster.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
