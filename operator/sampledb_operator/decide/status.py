@@ -17,6 +17,7 @@ from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
 from sampledb_operator.model.objects import Obj, condition_true
+from sampledb_operator.model.roles import RoleStatus
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.sampledb_status import (
     AppliedMigration,
@@ -63,6 +64,8 @@ class Observed:
     archive: ArchiveStatus | None = None  # replaces status.archive when set (decide/archive.py)
     replication: ReplicationRecord | None = None  # replaces status.primary/targetPrimary/instances when set
     hibernated: Condition | None = None  # Hibernated=True: the instances are stopped (decide/hibernation.py)
+    roles: tuple[RoleStatus, ...] | None = None  # replaces status.roles when set (reconcilers/roles.py)
+    roles_applied: str | None = None  # replaces status.rolesApplied when set
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +320,10 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
         update["last_snapshot"] = obs.last_snapshot
     if obs.archive is not None:
         update["archive"] = obs.archive
+    if obs.roles is not None:
+        update["roles"] = list(obs.roles)
+    if obs.roles_applied is not None:
+        update["roles_applied"] = obs.roles_applied
     if obs.applied_migrations is not None:
         update["applied_migrations"] = list(obs.applied_migrations)
     if obs.applied_parameters is not None:

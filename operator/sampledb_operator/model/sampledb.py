@@ -19,6 +19,7 @@ from sampledb_operator.model.archive import RecoverySpec
 from sampledb_operator.model.autogrow import AutoGrowSpec
 from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
 from sampledb_operator.model.names import MAX_NAME_LENGTH
+from sampledb_operator.model.roles import RolesList
 from sampledb_operator.model.sampledb_status import SampleDBStatus
 from sampledb_operator.model.scheduling import SchedulingSpec
 from sampledb_operator.model.schema import (
@@ -271,6 +272,11 @@ class SampleDBSpec(SpecModel):
         default_factory=ReplicationSpec, description="Replication mode and failover timing (with replicas > 1)."
     )
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
+    roles: RolesList = Field(
+        default_factory=list,
+        description="PostgreSQL roles the operator creates, keeps as written, and drops only when asked (ensure:"
+        " absent); one removed from this list is left as it is (status.roles: Retained).",
+    )
     tls: TLSSpec = Field(
         default_factory=TLSSpec,
         description="TLS for clients and replication: on by default, with a certificate the operator issues from"

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
+from sampledb_operator.model.roles import MAX_ROLES, RoleStatus
 from sampledb_operator.model.schema import NAME_MAX, SHA256_RE, OneOf, StatusModel, Time
 
 
@@ -116,6 +117,14 @@ class SampleDBStatus(StatusModel):
     )
     archive: ArchiveStatus | None = Field(
         default=None, description="Continuous WAL archiving and base backups (with spec.backup.objectStore).",
+    )
+    roles: list[RoleStatus] = Field(
+        default_factory=list, max_length=MAX_ROLES * 2,
+        description="The roles of spec.roles, and those removed from it (Retained), with what was done to each.",
+    )
+    roles_applied: str | None = Field(
+        default=None, max_length=64,
+        description="Hash of the spec.roles (and their password Secrets' versions) last applied to the server.",
     )
 
     @property

@@ -58,6 +58,7 @@ from sampledb_operator.reconcilers import (
     migrations,
     reload,
     replication,
+    roles,
     schedule,
     stuck,
     tls,
@@ -132,9 +133,7 @@ class SampleDBReconciler:
         observed_children = children.observed_children(self.ctx, db)
         instances = await replication.reconcile_replication(self.ctx, db, starting=hib.waking(db.status))
         sts = instances.primary_statefulset
-        primary_index = rep.index_of(db.metadata.name, instances.primary) or 0
-        primary_pod = self.ctx.cached("Pod", db.metadata.namespace,
-                                      names.instance_pod_name(db.metadata.name, primary_index))
+        primary_index, primary_pod = self._primary(db, instances.primary)
         ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
@@ -153,6 +152,7 @@ class SampleDBReconciler:
         await children.retire_legacy_scripts(self.ctx, db, observed_children)
 
         initialized = await init.reconcile_init(self.ctx, db, db_ready=ready)
+        declared = await roles.reconcile_roles(self.ctx, db, db_ready=ready, primary_pod=primary_pod)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
@@ -164,7 +164,7 @@ class SampleDBReconciler:
         degraded = (*((asked,) if isinstance(asked, Problem) else ()),
                     *upgrading.degraded, *instances.problems, *secret.problems, *applied.problems,
                     *migration.degraded, *reloaded.degraded, *stuck_now.problems, *grown.problems,
-                    *served.problems)
+                    *served.problems, *declared.problems)
         busy = Phase.UPGRADING if upgrading.busy else (Phase.MIGRATING if migration.busy else None)
         verified = await verification.reconcile_verification(self.ctx, db)
         backups = await schedule.reconcile_schedule(self.ctx, db, db_ready=ready, busy=busy is not None,
@@ -177,6 +177,8 @@ class SampleDBReconciler:
                               *((served.condition,) if served.condition else ()),
                               *((backups.condition,) if backups.condition else ()), *archived.conditions),
             archive=archived.status,
+            roles=declared.statuses,
+            roles_applied=declared.applied,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,
@@ -209,10 +211,16 @@ class SampleDBReconciler:
                    and st.steps_may_read_the_change(db.status, written.status) else None)
         # a claim's binding, a podless instance, a volume to measure, a certificate to look at
         again = (Result(requeue_after=after) for after in (applied.recheck_after, stuck_now.recheck_after,
-                                                           grown.recheck_after, served.recheck_after)
+                                                           grown.recheck_after, served.recheck_after,
+                                                           declared.recheck_after)
                  if after is not None)
         return combine(recheck, *again, initialized.result, migration.result,
                        verified.result, backups.result, instances.result, archived.plan.result)
+
+    def _primary(self, db: SampleDB, primary: str | None) -> tuple[int, Obj | None]:
+        """The primary's instance index and its pod from the cache."""
+        index = rep.index_of(db.metadata.name, primary) or 0
+        return index, self.ctx.cached("Pod", db.metadata.namespace, names.instance_pod_name(db.metadata.name, index))
 
     async def _hibernate(self, db: SampleDB, obj: Obj) -> Result | None:
         """A hibernation pass: the instances stopped (reconcilers/hibernation.py), the status Hibernated, and

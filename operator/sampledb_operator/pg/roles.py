@@ -1,0 +1,115 @@
+"""The server's roles: read them, and run decide/roles.py's statements, on one short connection to the primary.
+
+Identifiers and values are composed by psycopg.sql (never by string formatting). A password is sent as its
+SCRAM-SHA-256 verifier, computed here (`scram_verifier`): the server stores the same thing, and the password
+itself appears in no statement text, so a server that logs statements (log_statement=ddl) never logs it. Each
+statement runs on its own (autocommit): one refused statement (a role that owns objects cannot be dropped) fails
+that role only, with the server's words; the call never raises, and returns None when the server does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from sampledb_operator.model.roles import ObservedRole, Op
+from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.pg.client import Target, driver
+
+log = get_logger(__name__)
+SCRAM_ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
+OBSERVE_SQL = """
+SELECT r.rolname, r.rolcanlogin, r.rolconnlimit,
+       coalesce(array_agg(g.rolname) FILTER (WHERE g.rolname IS NOT NULL), '{}')
+FROM pg_roles r LEFT JOIN pg_auth_members m ON m.member = r.oid LEFT JOIN pg_roles g ON g.oid = m.roleid
+WHERE r.rolname = ANY(%s) GROUP BY 1, 2, 3
+"""
+
+
+def scram_verifier(password: str, *, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677; no SASLprep: passwords are taken
+    as their UTF-8 bytes, as libpq sends an ASCII or already normalised one)."""
+    salt = salt if salt is not None else os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    return f"SCRAM-SHA-256${iterations}:{_b64(salt)}${_b64(stored_key)}:{_b64(server_key)}"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def statement(sql: Any, op: Op) -> Any:
+    """The SQL of one Op (psycopg.sql composed: identifiers quoted, the verifier a literal)."""
+    role = sql.Identifier(op.role)
+    login = sql.SQL("LOGIN" if op.login else "NOLOGIN")
+    limit = sql.Literal(op.connection_limit)
+    if op.kind == "create":
+        password = (sql.SQL(" PASSWORD {}").format(sql.Literal(scram_verifier(op.password.value)))
+                    if op.password is not None else sql.SQL(""))
+        return sql.SQL("CREATE ROLE {} WITH {} CONNECTION LIMIT {}{}").format(role, login, limit, password)
+    if op.kind == "alter":
+        return sql.SQL("ALTER ROLE {} WITH {} CONNECTION LIMIT {}").format(role, login, limit)
+    if op.kind == "password":
+        assert op.password is not None
+        return sql.SQL("ALTER ROLE {} WITH PASSWORD {}").format(role, sql.Literal(scram_verifier(op.password.value)))
+    if op.kind == "grant":
+        return sql.SQL("GRANT {} TO {}").format(sql.Identifier(str(op.other)), role)
+    if op.kind == "revoke":
+        return sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(str(op.other)), role)
+    if op.kind == "drop":
+        return sql.SQL("DROP ROLE IF EXISTS {}").format(role)
+    raise ValueError(f"unknown role statement {op.kind!r}")
+
+
+async def observe(target: Target, names: Sequence[str], within: float = 5.0) -> dict[str, ObservedRole] | None:
+    """The roles of `names` the server has (absent ones are missing from the answer); None: no answer."""
+    psycopg = await driver()
+
+    async def go() -> dict[str, ObservedRole]:
+        async with await psycopg.AsyncConnection.connect(
+                host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
+                connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=True) as conn:
+            rows = await (await conn.execute(OBSERVE_SQL, (list(names),))).fetchall()
+        return {str(name): ObservedRole(bool(login), int(limit), frozenset(str(g) for g in groups or []))
+                for name, login, limit, groups in rows}
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.Error, OSError) as exc:
+        log.info("SQL call failed", host=target.host, error=type(exc).__name__)
+        return None
+
+
+async def apply(target: Target, ops: Sequence[Op], within: float = 30.0) -> dict[str, str] | None:
+    """Run `ops` in order, each on its own; returns, per role, the server's words for its first refused
+    statement ({}: all done); None when the server does not answer (nothing, or only part, was done)."""
+    psycopg = await driver()
+    from psycopg import sql
+
+    async def go() -> dict[str, str]:
+        failed: dict[str, str] = {}
+        async with await psycopg.AsyncConnection.connect(
+                host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
+                connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=True) as conn:
+            for op in ops:
+                if op.role in failed:
+                    continue
+                try:
+                    await conn.execute(statement(sql, op))
+                except psycopg.errors.Error as exc:  # the server refused this one: the others go on
+                    failed[op.role] = (exc.diag.message_primary or str(exc)).splitlines()[0]
+        return failed
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.OperationalError, OSError) as exc:
+        log.info("SQL call failed", host=target.host, error=type(exc).__name__)
+        return None
