@@ -82,7 +82,8 @@ def test_segments_the_old_primary_never_archived_are_archived_by_the_new_one(
         replica.wait_archived(wal)
         names = wal_names(store, "hole/db")
         assert set(unarchived) <= names, sorted(names)
-        assert "segment(s) of timeline 1 streamed here but not in" in replica.log_tail(500)
+        # the whole log: the checkpoints of a loaded machine can push the line out of any fixed tail
+        assert "segment(s) of timeline 1 streamed here but not in" in replica.log_tail(1_000_000)
         run, pgdata = recover(runner, pg_root, primary)
         assert run.returncode == 0, run.stderr
         check_recovered(pgdata, pg_bindir, expected)

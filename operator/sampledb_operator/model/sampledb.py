@@ -272,8 +272,8 @@ class SampleDBSpec(SpecModel):
         default_factory=ReplicationSpec, description="Replication mode and failover timing (with replicas > 1)."
     )
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Upgrade behaviour.")
-    roles: RolesList = Field(
-        default_factory=list,
+    roles: RolesList | None = Field(
+        default=None,
         description="PostgreSQL roles the operator creates, keeps as written, and drops only when asked (ensure:"
         " absent); one removed from this list is left as it is (status.roles: Retained).",
     )

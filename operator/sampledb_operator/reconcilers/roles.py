@@ -43,7 +43,7 @@ class RolesOutcome:
 async def _passwords(ctx: Context, db: SampleDB) -> tuple[dict[str, Password | None], dict[str, str]]:
     passwords: dict[str, Password | None] = {}
     missing: dict[str, str] = {}
-    for role in db.spec.roles:
+    for role in db.spec.roles or []:
         ref = role.password_secret
         if role.ensure is Ensure.ABSENT or ref is None:
             continue
@@ -68,9 +68,10 @@ def _problems(statuses: tuple[RoleStatus, ...]) -> tuple[Problem, ...]:
 
 async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj | None) -> RolesOutcome:
     """One pass of spec.roles (see the module's docstring)."""
-    if not db.spec.roles and not db.status.roles:
+    declared_roles = db.spec.roles or []
+    if not declared_roles and not db.status.roles:
         return RolesOutcome()
-    invalid = decide_roles.problems(db.spec.roles)
+    invalid = decide_roles.problems(declared_roles)
     if invalid:
         return RolesOutcome(problems=tuple(invalid))
     kept = _problems(tuple(db.status.roles))
@@ -79,18 +80,18 @@ async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary
     if not db_ready or not ip or creds is None:
         return RolesOutcome(problems=kept)
     passwords, missing = await _passwords(ctx, db)
-    look_again = SECRET_RECHECK_SECONDS if any(r.password_secret for r in db.spec.roles) else None
-    wanted = decide_roles.applied_hash(db.spec.roles, passwords)
+    look_again = SECRET_RECHECK_SECONDS if any(r.password_secret for r in declared_roles) else None
+    wanted = decide_roles.applied_hash(declared_roles, passwords)
     if wanted == db.status.roles_applied and not missing:
         return RolesOutcome(problems=kept, recheck_after=look_again)
     target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
-    declared = [r.name for r in db.spec.roles]
+    declared = [r.name for r in declared_roles]
     observed = await pg_roles.observe(target, declared)
-    ops = decide_roles.plan(db.spec.roles, observed or {}, db.status.roles, passwords) if observed is not None else []
+    ops = decide_roles.plan(declared_roles, observed or {}, db.status.roles, passwords) if observed is not None else []
     failed = await pg_roles.apply(target, [o for o in ops if o.role not in missing]) if ops else {}
     if observed is None or failed is None:
         return RolesOutcome(problems=kept, recheck_after=RETRY_SECONDS)  # no answer: as it was, and again soon
-    statuses = tuple(decide_roles.statuses(db.spec.roles, db.status.roles, passwords, failed, missing))
+    statuses = tuple(decide_roles.statuses(declared_roles, db.status.roles, passwords, failed, missing))
     changed = sorted({o.role for o in ops} - set(failed))
     if changed:
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RolesApplied",
