@@ -57,17 +57,13 @@ EOF
 bad_usage() { echo "image: $*" >&2; usage >&2; exit 2; }
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# The operator's version: a literal __version__ in the package if it has one, otherwise pyproject.toml's
-# [project] version (the package reads its __version__ from the installed metadata, which comes from there).
+# The operator's version: pyproject.toml's [project] version, its single source (the package reads its
+# __version__ from the installed metadata, which comes from there).
 read_version() {
   local v
-  v=$(sed -nE 's/^__version__[[:space:]]*=[[:space:]]*["'\'']([^"'\'']+)["'\''].*/\1/p' \
-    "$repo/operator/sampledb_operator/__init__.py" | sed -n 1p)
-  if [[ -z $v ]]; then
-    v=$(sed -nE '/^\[project\]/,/^\[/ s/^version[[:space:]]*=[[:space:]]*"([^"]+)".*/\1/p' "$repo/pyproject.toml" \
-      | sed -n 1p)
-  fi
-  [[ -n $v ]] || die "cannot read the operator's version from operator/sampledb_operator/__init__.py or pyproject.toml"
+  v=$(sed -nE '/^\[project\]/,/^\[/ s/^version[[:space:]]*=[[:space:]]*"([^"]+)".*/\1/p' "$repo/pyproject.toml" \
+    | sed -n 1p)
+  [[ -n $v ]] || die "cannot read the operator's version from pyproject.toml"
   echo "$v"
 }
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from sampledb_operator.model.conditions import Condition, ConditionType
+from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
 from sampledb_operator.model.sampledb import Problem
 from sampledb_operator.model.sampledb_status import Phase, SampleDBStatus
 
@@ -60,7 +60,7 @@ def must_wait(status: SampleDBStatus, active_jobs: Iterable[str]) -> str | None:
 
 
 def _condition(status: SampleDBStatus) -> Condition | None:
-    return next((c for c in status.conditions if c.type == ConditionType.HIBERNATED.value), None)
+    return get_condition(status.conditions, ConditionType.HIBERNATED.value)
 
 
 def hibernating(status: SampleDBStatus) -> bool:

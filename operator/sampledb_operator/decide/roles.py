@@ -89,12 +89,9 @@ def statuses(roles: Sequence[RoleSpec], previous: Sequence[RoleStatus], password
     before = {s.name: s for s in previous}
     for role in roles:
         last = before.get(role.name)
-        if role.name in missing_secrets:
-            out.append(RoleStatus(name=role.name, state=RoleState.FAILED, message=missing_secrets[role.name],
-                                  in_roles=last.in_roles if last else [],
-                                  password_version=last.password_version if last else None))
-        elif role.name in failed:
-            out.append(RoleStatus(name=role.name, state=RoleState.FAILED, message=failed[role.name][:1024],
+        why = missing_secrets.get(role.name) or failed.get(role.name)
+        if why is not None:
+            out.append(RoleStatus(name=role.name, state=RoleState.FAILED, message=why[:1024],
                                   in_roles=last.in_roles if last else [],
                                   password_version=last.password_version if last else None))
         elif role.ensure is Ensure.ABSENT:

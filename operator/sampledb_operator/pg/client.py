@@ -4,9 +4,9 @@ Every call is bounded by `within` seconds (connect and statement alike) and neve
 unreachable or failing server: it returns None/False and logs why, so a reconcile pass is never stuck
 on a database. Credentials are passed to the driver only; they are never logged.
 
-psycopg is imported on the first call, in a worker thread (the event loop goes on meanwhile): only a
-database with more than one instance needs SQL from the operator, and the import costs ~10.7 MiB of
-resident memory and ~150 ms, which an operator of single-instance databases never pays.
+psycopg is imported on the first call, in a worker thread (the event loop goes on meanwhile): only some steps
+need SQL from the operator (replicas, archiving, autoGrow, the TLS check once a server starts, declared roles), and
+the import costs ~10.7 MiB of resident memory and ~150 ms, paid on the first of them.
 """
 
 from __future__ import annotations
@@ -59,14 +59,21 @@ class Target:
         return f"Target({self.host}:{self.port} as {self.user})"
 
 
-async def _run(target: Target, within: float, sql: str, params: tuple[Any, ...] = (),
-               *, autocommit: bool = True) -> list[tuple[Any, ...]] | None:
+async def connect(psycopg: ModuleType, target: Target, within: float, *, autocommit: bool = True) -> Any:
+    """A new connection to `target`'s postgres database as the operator (connect timeout: `within`, at least 1 s);
+    the caller bounds what it does with it and closes it."""
+    return await psycopg.AsyncConnection.connect(
+        host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
+        connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=autocommit)
+
+
+async def query(target: Target, within: float, sql: str, params: tuple[Any, ...] = (),
+                *, autocommit: bool = True) -> list[tuple[Any, ...]] | None:
+    """One statement's rows ([] without a result), or None when the server does not answer or refuses it (logged)."""
     psycopg = await driver()
 
     async def go() -> list[tuple[Any, ...]]:
-        conn = await psycopg.AsyncConnection.connect(
-            host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
-            connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=autocommit)
+        conn = await connect(psycopg, target, within, autocommit=autocommit)
         try:
             async with conn.cursor() as cur:
                 await cur.execute(sql, params)
@@ -84,7 +91,7 @@ async def _run(target: Target, within: float, sql: str, params: tuple[Any, ...] 
 
 async def server_state(target: Target, within: float = 3.0) -> ServerState | None:
     """The server's recovery state and WAL positions, or None when it does not answer."""
-    rows = await _run(target, within, STATE_SQL)
+    rows = await query(target, within, STATE_SQL)
     if not rows:
         return None
     in_recovery, current, received, replayed, timeline, config_changed = rows[0]
@@ -107,7 +114,7 @@ FROM pg_stat_archiver a
 async def archiver_state(target: Target, within: float = 3.0) -> ArchiverState | None:
     """The primary's WAL archiver: pg_stat_archiver, the segments still waiting (their .ready files) and the
     last error archive-wal.sh recorded; None when the server does not answer."""
-    rows = await _run(target, within, ARCHIVER_SQL, (ARCHIVE_ERROR_FILE,))
+    rows = await query(target, within, ARCHIVER_SQL, (ARCHIVE_ERROR_FILE,))
     if not rows:
         return None
     (archived, last_wal, last_at, failed, failed_wal, failed_at, pending, oldest, error, now) = rows[0]
@@ -124,21 +131,21 @@ DF_SQL = f"COPY (SELECT 1) TO PROGRAM 'df -P -B1 . > {DF_FILE}.tmp && mv -f {DF_
 async def data_filesystem(target: Target, within: float = 5.0) -> str | None:
     """`df -P -B1` of the server's data directory (its working directory), run by the server itself (COPY TO
     PROGRAM: the operator's superuser, no exec into the pod), then read back; None when it does not answer."""
-    if await _run(target, within, DF_SQL) is None:
+    if await query(target, within, DF_SQL) is None:
         return None
-    rows = await _run(target, within, "SELECT pg_read_file(%s, 0, 4096, true)", (DF_FILE,))
+    rows = await query(target, within, "SELECT pg_read_file(%s, 0, 4096, true)", (DF_FILE,))
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 async def reload_config(target: Target, within: float = 5.0) -> bool:
     """pg_reload_conf(): the server re-reads its configuration files. True when it answered."""
-    rows = await _run(target, within, "SELECT pg_reload_conf()")
+    rows = await query(target, within, "SELECT pg_reload_conf()")
     return bool(rows and rows[0][0])
 
 
 async def ssl_on(target: Target, within: float = 3.0) -> bool | None:
     """Whether the server serves TLS (its `ssl` setting), or None when it does not answer."""
-    rows = await _run(target, within, "SELECT current_setting('ssl') = 'on'")
+    rows = await query(target, within, "SELECT current_setting('ssl') = 'on'")
     return bool(rows[0][0]) if rows else None
 
 
@@ -150,14 +157,14 @@ async def reload_if_newer(target: Target, path: str, within: float = 5.0) -> boo
     """Reload the server's configuration when the file `path` changed after it was last loaded (a certificate the
     kubelet has refreshed in a mounted Secret): True when it reloaded, False when it had no need, None when the
     server does not answer."""
-    rows = await _run(target, within, RELOAD_IF_NEWER_SQL, (path,))
+    rows = await query(target, within, RELOAD_IF_NEWER_SQL, (path,))
     return bool(rows[0][0]) if rows else None
 
 
 async def promote(target: Target, within: float = 60.0) -> bool:
     """pg_promote(): the standby leaves recovery; True when it has (waits up to `within` seconds)."""
     wait = max(1, int(within) - 5)
-    rows = await _run(target, within, "SELECT pg_promote(true, %s)", (wait,))
+    rows = await query(target, within, "SELECT pg_promote(true, %s)", (wait,))
     return bool(rows and rows[0][0])
 
 
@@ -165,20 +172,20 @@ async def sync_slots(target: Target, wanted: frozenset[str], within: float = 5.0
     """Make the primary's physical slots named SLOT_PREFIX* exactly `wanted`: create missing ones (reserving
     WAL at once), drop the ones no instance uses any more (a slot kept for nobody keeps WAL forever), ending
     a removed standby's connection first. True when it answered."""
-    rows = await _run(target, within,
+    rows = await query(target, within,
                       "SELECT slot_name, active_pid FROM pg_replication_slots WHERE slot_type = 'physical'")
     if rows is None:
         return False
     have = {str(name): pid for name, pid in rows}
     for name in sorted(wanted - set(have)):
-        await _run(target, within, "SELECT pg_create_physical_replication_slot(%s, true)", (name,))
+        await query(target, within, "SELECT pg_create_physical_replication_slot(%s, true)", (name,))
     for name in sorted(n for n in have if n.startswith(SLOT_PREFIX) and n not in wanted):
         # A removed standby may still stream (and reconnect): end its connection, then drop the slot
         # while it is free, in one statement; the next pass tries again if it was taken back meanwhile.
-        await _run(target, within + 5,
+        await query(target, within + 5,
                    "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots"
                    " WHERE slot_name = %s AND active_pid IS NOT NULL", (name,))
-        await _run(target, within,
+        await query(target, within,
                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
                    " WHERE slot_name = %s AND NOT active", (name,))
     return True

@@ -19,7 +19,7 @@ from typing import Any
 
 from sampledb_operator.model.roles import ObservedRole, Op
 from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.pg.client import Target, driver
+from sampledb_operator.pg.client import Target, connect, driver, query
 
 log = get_logger(__name__)
 SCRAM_ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
@@ -71,21 +71,11 @@ def statement(sql: Any, op: Op) -> Any:
 
 async def observe(target: Target, names: Sequence[str], within: float = 5.0) -> dict[str, ObservedRole] | None:
     """The roles of `names` the server has (absent ones are missing from the answer); None: no answer."""
-    psycopg = await driver()
-
-    async def go() -> dict[str, ObservedRole]:
-        async with await psycopg.AsyncConnection.connect(
-                host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
-                connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=True) as conn:
-            rows = await (await conn.execute(OBSERVE_SQL, (list(names),))).fetchall()
-        return {str(name): ObservedRole(bool(login), int(limit), frozenset(str(g) for g in groups or []))
-                for name, login, limit, groups in rows}
-
-    try:
-        return await asyncio.wait_for(go(), within)
-    except (TimeoutError, psycopg.Error, OSError) as exc:
-        log.info("SQL call failed", host=target.host, error=type(exc).__name__)
+    rows = await query(target, within, OBSERVE_SQL, (list(names),))
+    if rows is None:
         return None
+    return {str(name): ObservedRole(bool(login), int(limit), frozenset(str(g) for g in groups or []))
+            for name, login, limit, groups in rows}
 
 
 async def apply(target: Target, ops: Sequence[Op], within: float = 30.0) -> dict[str, str] | None:
@@ -96,9 +86,7 @@ async def apply(target: Target, ops: Sequence[Op], within: float = 30.0) -> dict
 
     async def go() -> dict[str, str]:
         failed: dict[str, str] = {}
-        async with await psycopg.AsyncConnection.connect(
-                host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
-                connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=True) as conn:
+        async with await connect(psycopg, target, within) as conn:
             for op in ops:
                 if op.role in failed:
                     continue

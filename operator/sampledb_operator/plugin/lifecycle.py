@@ -33,22 +33,19 @@ from sampledb_operator.decide.labels import (
 )
 from sampledb_operator.kube.resources import POD, SAMPLEDB, SECRET
 from sampledb_operator.model.names import secret_name
-from sampledb_operator.model.objects import Obj
-from sampledb_operator.plugin import psql
+from sampledb_operator.model.objects import Obj, condition_true
+from sampledb_operator.plugin import pgbench, psql
 from sampledb_operator.plugin.actions import ActionError
+from sampledb_operator.plugin.commands import DB_REF
 from sampledb_operator.plugin.session import Session, Target, open_session
 
-DB_REF = "sampledb.sampledb.io"
-SOCKET_DIR = "/var/run/postgresql"
-CONTAINER = "postgres"
 POLL_SECONDS = 2.0
 RELOAD_SQL = ("SELECT pg_reload_conf(), coalesce((SELECT string_agg(name, ',' ORDER BY name) FROM pg_settings"
               " WHERE pending_restart), '')")
 
 
-def _ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+def _ready(obj: Obj) -> bool:
+    return condition_true(obj, "Ready")
 
 
 def _terminating(pod: Obj) -> bool:
@@ -62,8 +59,7 @@ def restart_patch(now: datetime) -> Obj:
 
 def restarted(obj: Obj, pods: Sequence[Obj], token: str) -> bool:
     """Every instance runs a pod made for the restart `token` and is ready, and the database is Ready."""
-    status = obj.get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    ready = _ready(obj)
     wanted = int((obj.get("spec") or {}).get("replicas") or 1)
     fresh = [p for p in pods if ((p.get("metadata") or {}).get("annotations") or {}).get(RESTARTED_FOR_ANNOTATION)
              == token and _ready(p) and not _terminating(p)]
@@ -82,8 +78,7 @@ def hibernated(obj: Obj, pods: Sequence[Obj]) -> bool:
 
 def awake(obj: Obj) -> bool:
     """Ready again (every instance need not be: the database answers)."""
-    status = obj.get("status") or {}
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return _ready(obj)
 
 
 @dataclass(frozen=True)
@@ -96,13 +91,8 @@ class ReloadPlan:
 def reload_plan(kubectl: Sequence[str], target: Target, namespace: str, pods: Sequence[str], *, user: str,
                 database: str) -> ReloadPlan:
     """psql in each pod's postgres container over the unix socket: reload, and the settings pending a restart."""
-    base = [*kubectl, "exec", "--namespace", namespace]
-    if target.kubeconfig:
-        base += ["--kubeconfig", target.kubeconfig]
-    if target.context:
-        base += ["--context", target.context]
-    return ReloadPlan(tuple((pod, (*base, pod, "--container", CONTAINER, "--", "psql", "-X", "-qAt", "-v",
-                                   "ON_ERROR_STOP=1", "--host", SOCKET_DIR, "--username", user, "--dbname",
+    return ReloadPlan(tuple((pod, (*pgbench.exec_in(kubectl, target, namespace, pod), "psql", "-X", "-qAt", "-v",
+                                   "ON_ERROR_STOP=1", "--host", pgbench.SOCKET_DIR, "--username", user, "--dbname",
                                    database, "-F", "|", "-c", RELOAD_SQL)) for pod in sorted(pods)))
 
 

@@ -29,16 +29,21 @@ class PgbenchPlan:
     commands: tuple[tuple[str, ...], ...]
 
 
-def plan(kubectl: Sequence[str], target: Target, namespace: str, pod: str, *, user: str, database: str,
-         scale: int | None = None, extra: Sequence[str] = ()) -> PgbenchPlan:
-    """pgbench in `pod`: `--initialize --scale scale` first when `scale`, then a run with `extra` (none when only
-    initializing and no arguments were given)."""
+def exec_in(kubectl: Sequence[str], target: Target, namespace: str, pod: str) -> list[str]:
+    """`kubectl exec` into `pod`'s postgres container, with the user's kubeconfig and context; the command follows."""
     base = [*kubectl, "exec", "--namespace", namespace]
     if target.kubeconfig:
         base += ["--kubeconfig", target.kubeconfig]
     if target.context:
         base += ["--context", target.context]
-    base += [pod, "--container", CONTAINER, "--", "pgbench", "--host", SOCKET_DIR, "--username", user]
+    return [*base, pod, "--container", CONTAINER, "--"]
+
+
+def plan(kubectl: Sequence[str], target: Target, namespace: str, pod: str, *, user: str, database: str,
+         scale: int | None = None, extra: Sequence[str] = ()) -> PgbenchPlan:
+    """pgbench in `pod`: `--initialize --scale scale` first when `scale`, then a run with `extra` (none when only
+    initializing and no arguments were given)."""
+    base = [*exec_in(kubectl, target, namespace, pod), "pgbench", "--host", SOCKET_DIR, "--username", user]
     commands: list[tuple[str, ...]] = []
     if scale is not None:
         commands.append((*base, "--initialize", "--scale", str(scale), database))

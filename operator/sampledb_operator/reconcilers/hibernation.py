@@ -38,20 +38,28 @@ def asked(ctx: Context, db: SampleDB) -> tuple[bool | Problem, str | None]:
     return wanted, (hibernation.must_wait(db.status, active_jobs(ctx, db)) if wanted is True else None)
 
 
+async def _scale(ctx: Context, db: SampleDB, replicas: int) -> list[str]:
+    """Every instance StatefulSet of `db` not at `replicas` set to it (a merge patch of spec.replicas only); returns
+    the names of those it set."""
+    ns = db.metadata.namespace or ""
+    scaled = []
+    for _index, sts in sorted(instance_statefulsets(ctx, db).items()):
+        if (sts.get("spec") or {}).get("replicas") == replicas:
+            continue
+        name = str(sts["metadata"]["name"])
+        try:
+            await ctx.apis["StatefulSet"].patch(name, {"spec": {"replicas": replicas}}, namespace=ns)
+        except NotFound:
+            continue
+        scaled.append(name)
+    return scaled
+
+
 async def start_for_snapshot(ctx: Context, db: SampleDB) -> None:
     """A hibernated database deleted with the Snapshot policy: its final snapshot needs a running server, so every
     instance starts again (StatefulSets at 1) and the replication step labels the primary (the Services select it by
     that label; the deletion passes run no other step). No failover meanwhile (`starting`)."""
-    ns = db.metadata.namespace or ""
-    started = []
-    for _index, sts in sorted(instance_statefulsets(ctx, db).items()):
-        if (sts.get("spec") or {}).get("replicas") != 0:
-            continue
-        try:
-            await ctx.apis["StatefulSet"].patch(str(sts["metadata"]["name"]), {"spec": {"replicas": 1}}, namespace=ns)
-        except NotFound:
-            continue
-        started.append(str(sts["metadata"]["name"]))
+    started = await _scale(ctx, db, 1)
     if started:
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "WakingForSnapshot", (
             f"the database is hibernated and deleted with the Snapshot policy: starting {', '.join(started)} to take"
@@ -62,19 +70,10 @@ async def start_for_snapshot(ctx: Context, db: SampleDB) -> None:
 async def stop(ctx: Context, db: SampleDB) -> int:
     """Every instance StatefulSet at 0 replicas (an Event Hibernating the first time one is set); returns the
     number of the database's pods that still exist (stopping)."""
-    ns, name = db.metadata.namespace or "", db.metadata.name
-    stopped = []
-    for _index, sts in sorted(instance_statefulsets(ctx, db).items()):
-        if (sts.get("spec") or {}).get("replicas") == 0:
-            continue
-        sts_name = str(sts["metadata"]["name"])
-        try:
-            await ctx.apis["StatefulSet"].patch(sts_name, {"spec": {"replicas": 0}}, namespace=ns)
-        except NotFound:
-            continue
-        stopped.append(sts_name)
+    stopped = await _scale(ctx, db, 0)
     if stopped:
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "Hibernating", (
             f"{hibernation.HIBERNATION_ANNOTATION}={hibernation.ON}: stopping every instance ({', '.join(stopped)}"
             " to 0 replicas); volumes, Services and Secrets are kept"))
-    return len(ctx.caches.pods.list(ns, {DATABASE_LABEL: name, COMPONENT_LABEL: "database"}))
+    return len(ctx.caches.pods.list(db.metadata.namespace, {DATABASE_LABEL: db.metadata.name,
+                                                           COMPONENT_LABEL: "database"}))

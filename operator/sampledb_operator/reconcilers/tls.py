@@ -28,7 +28,7 @@ from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, met
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
-from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.objects import Obj, condition_true
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.pg import client as pg
@@ -177,13 +177,8 @@ async def _reload(ctx: Context, db: SampleDB) -> None:
     ns = db.metadata.namespace or ""
     for pod in ctx.caches.pods.list(ns, {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: "database"}):
         ip = (pod.get("status") or {}).get("podIP")
-        if ip and _ready(pod):
+        if ip and condition_true(pod, "Ready"):
             await pg.reload_if_newer(pg.Target(str(ip), names.POSTGRES_PORT, *creds), f"{tls.TLS_DIR}/{tls.CERT_KEY}")
-
-
-def _ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 async def _provided(ctx: Context, ns: str, secret_name: str, now: datetime) -> TLSOutcome:
