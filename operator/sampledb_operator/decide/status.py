@@ -16,6 +16,7 @@ from sampledb_operator.decide.archive_config import destination
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
+from sampledb_operator.model.databases import DatabaseStatus
 from sampledb_operator.model.objects import Obj, condition_true
 from sampledb_operator.model.roles import RoleStatus
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -66,6 +67,13 @@ class Observed:
     hibernated: Condition | None = None  # Hibernated=True: the instances are stopped (decide/hibernation.py)
     roles: tuple[RoleStatus, ...] | None = None  # replaces status.roles when set (reconcilers/roles.py)
     roles_applied: str | None = None  # replaces status.rolesApplied when set
+    databases: tuple[DatabaseStatus, ...] | None = None  # replaces status.databases when set (reconcilers/databases.py)
+    databases_applied: str | None = None  # replaces status.databasesApplied when set
+
+
+# The records other steps keep: Observed's field of each name replaces the status's when set.
+RECORDS = ("last_backup", "last_snapshot", "archive", "roles", "roles_applied", "databases", "databases_applied",
+           "applied_migrations", "applied_parameters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,20 +322,10 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
     update: dict[str, object] = {}
     if db_ready:
         update["current_version"] = obs.running_version or db.spec.version
-    if obs.last_backup is not None:
-        update["last_backup"] = obs.last_backup
-    if obs.last_snapshot is not None:
-        update["last_snapshot"] = obs.last_snapshot
-    if obs.archive is not None:
-        update["archive"] = obs.archive
-    if obs.roles is not None:
-        update["roles"] = list(obs.roles)
-    if obs.roles_applied is not None:
-        update["roles_applied"] = obs.roles_applied
-    if obs.applied_migrations is not None:
-        update["applied_migrations"] = list(obs.applied_migrations)
-    if obs.applied_parameters is not None:
-        update["applied_parameters"] = obs.applied_parameters
+    for record in RECORDS:  # each replaces its status field when the step that keeps it set it
+        value = getattr(obs, record)
+        if value is not None:
+            update[record] = list(value) if isinstance(value, tuple) else value
     if obs.replication is not None:
         update.update(primary=obs.replication.primary, target_primary=obs.replication.target,
                       ready_instances=obs.replication.ready_instances, instances=list(obs.replication.instances))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sampledb_operator.model.archive import RecoverySpec
 from sampledb_operator.model.autogrow import AutoGrowSpec
 from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
+from sampledb_operator.model.databases import DatabasesList
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.roles import RolesList
 from sampledb_operator.model.sampledb_status import SampleDBStatus
@@ -276,6 +277,12 @@ class SampleDBSpec(SpecModel):
         default=None,
         description="PostgreSQL roles the operator creates, keeps as written, and drops only when asked (ensure:"
         " absent); one removed from this list is left as it is (status.roles: Retained).",
+    )
+    databases: DatabasesList | None = Field(
+        default=None,
+        description="Databases the operator creates (with their owner), keeps as written, and drops only when asked"
+        " (ensure: absent); one removed from this list is left as it is, with its data (status.databases:"
+        " Retained).",
     )
     tls: TLSSpec = Field(
         default_factory=TLSSpec,

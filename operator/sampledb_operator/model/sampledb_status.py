@@ -16,6 +16,7 @@ from pydantic import Field
 
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import MAX_CONDITIONS, Condition
+from sampledb_operator.model.databases import MAX_DATABASES, DatabaseStatus
 from sampledb_operator.model.roles import MAX_ROLES, RoleStatus
 from sampledb_operator.model.schema import NAME_MAX, SHA256_RE, OneOf, StatusModel, Time
 
@@ -125,6 +126,14 @@ class SampleDBStatus(StatusModel):
     roles_applied: str | None = Field(
         default=None, max_length=64,
         description="Hash of the spec.roles (and their password Secrets' versions) last applied to the server.",
+    )
+    databases: list[DatabaseStatus] = Field(
+        default_factory=list, max_length=MAX_DATABASES * 2,
+        description="The databases of spec.databases, and those removed from it (Retained), with what was done to"
+        " each.",
+    )
+    databases_applied: str | None = Field(
+        default=None, max_length=64, description="Hash of the spec.databases last applied to the server.",
     )
 
     @property

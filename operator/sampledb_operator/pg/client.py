@@ -5,14 +5,15 @@ unreachable or failing server: it returns None/False and logs why, so a reconcil
 on a database. Credentials are passed to the driver only; they are never logged.
 
 psycopg is imported on the first call, in a worker thread (the event loop goes on meanwhile): only some steps
-need SQL from the operator (replicas, archiving, autoGrow, the TLS check once a server starts, declared roles), and
-the import costs ~10.7 MiB of resident memory and ~150 ms, paid on the first of them.
+need SQL from the operator (replicas, archiving, autoGrow, the TLS check once a server starts, declared roles and
+databases), and the import costs ~10.7 MiB of resident memory and ~150 ms, paid on the first of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -86,6 +87,34 @@ async def query(target: Target, within: float, sql: str, params: tuple[Any, ...]
     except (TimeoutError, psycopg.Error, OSError) as exc:
         log.info("SQL call failed", host=target.host, error=type(exc).__name__, detail=str(exc).splitlines()[0][:200]
                  if str(exc) else "")
+        return None
+
+
+async def run_each(target: Target, statements: Sequence[tuple[str, Callable[[Any], Any]]],
+                   within: float = 30.0) -> dict[str, str] | None:
+    """Run `statements` (a key, and a function composing the SQL from psycopg.sql) in order on one connection, each
+    on its own (autocommit): once a key's statement is refused, that key's later ones are skipped and the others
+    go on. Returns, per key, the server's words for its refused statement ({}: all done); None when the server
+    does not answer (nothing, or only part, was done). Never raises."""
+    psycopg = await driver()
+    from psycopg import sql
+
+    async def go() -> dict[str, str]:
+        failed: dict[str, str] = {}
+        async with await connect(psycopg, target, within) as conn:
+            for key, compose in statements:
+                if key in failed:
+                    continue
+                try:
+                    await conn.execute(compose(sql))
+                except psycopg.errors.Error as exc:  # the server refused this one: the others go on
+                    failed[key] = (exc.diag.message_primary or str(exc)).splitlines()[0]
+        return failed
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.OperationalError, OSError) as exc:
+        log.info("SQL call failed", host=target.host, error=type(exc).__name__)
         return None
 
 

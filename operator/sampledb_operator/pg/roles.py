@@ -9,8 +9,8 @@ that role only, with the server's words; the call never raises, and returns None
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -18,10 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sampledb_operator.model.roles import ObservedRole, Op
-from sampledb_operator.observability.logging import get_logger
-from sampledb_operator.pg.client import Target, connect, driver, query
+from sampledb_operator.pg.client import Target, query, run_each
 
-log = get_logger(__name__)
 SCRAM_ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
 OBSERVE_SQL = """
 SELECT r.rolname, r.rolcanlogin, r.rolconnlimit,
@@ -81,23 +79,4 @@ async def observe(target: Target, names: Sequence[str], within: float = 5.0) -> 
 async def apply(target: Target, ops: Sequence[Op], within: float = 30.0) -> dict[str, str] | None:
     """Run `ops` in order, each on its own; returns, per role, the server's words for its first refused
     statement ({}: all done); None when the server does not answer (nothing, or only part, was done)."""
-    psycopg = await driver()
-    from psycopg import sql
-
-    async def go() -> dict[str, str]:
-        failed: dict[str, str] = {}
-        async with await connect(psycopg, target, within) as conn:
-            for op in ops:
-                if op.role in failed:
-                    continue
-                try:
-                    await conn.execute(statement(sql, op))
-                except psycopg.errors.Error as exc:  # the server refused this one: the others go on
-                    failed[op.role] = (exc.diag.message_primary or str(exc)).splitlines()[0]
-        return failed
-
-    try:
-        return await asyncio.wait_for(go(), within)
-    except (TimeoutError, psycopg.OperationalError, OSError) as exc:
-        log.info("SQL call failed", host=target.host, error=type(exc).__name__)
-        return None
+    return await run_each(target, [(op.role, functools.partial(statement, op=op)) for op in ops], within)

@@ -58,8 +58,8 @@ from sampledb_operator.reconcilers import (
     migrations,
     reload,
     replication,
-    roles,
     schedule,
+    sql_objects,
     stuck,
     tls,
     upgrade,
@@ -152,7 +152,7 @@ class SampleDBReconciler:
         await children.retire_legacy_scripts(self.ctx, db, observed_children)
 
         initialized = await init.reconcile_init(self.ctx, db, db_ready=ready)
-        declared = await roles.reconcile_roles(self.ctx, db, db_ready=ready, primary_pod=primary_pod)
+        declared = await sql_objects.reconcile_declared(self.ctx, db, db_ready=ready, primary_pod=primary_pod)
         migration = await migrations.reconcile_migrations(self.ctx, db, db_ready=ready, blocked=upgrading.busy)
         reloaded = await reload.reconcile_reload(self.ctx, db, db_ready=ready, busy=upgrading.busy,
                                                  statefulset_existed=sts is not None)
@@ -177,8 +177,10 @@ class SampleDBReconciler:
                               *((served.condition,) if served.condition else ()),
                               *((backups.condition,) if backups.condition else ()), *archived.conditions),
             archive=archived.status,
-            roles=declared.statuses,
-            roles_applied=declared.applied,
+            roles=declared.roles.statuses,
+            roles_applied=declared.roles.applied,
+            databases=declared.databases.statuses,
+            databases_applied=declared.databases.applied,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,
