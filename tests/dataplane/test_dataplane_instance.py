@@ -571,6 +571,29 @@ def test_a_directory_in_the_way_of_a_clone(
     assert_password_never_printed(primary, replica)
 
 
+def test_a_clone_removes_the_older_majors_data_directories_and_keeps_what_was_moved_aside(
+        instances: Callable[..., Instance]) -> None:
+    """After a major upgrade a standby clones into the new major's directory; the older majors' directories on its
+    volume (its own copies) go, a directory moved aside and a newer major's stay."""
+    primary = new_primary(instances)
+    replica = new_replica(instances, primary)
+    volume = replica.base / "volume"
+    for name, major in (("pgdata-14", "14"), ("pgdata.major-13-20261206T000000Z", "13"), ("pgdata-99", "99")):
+        (volume / name / "base").mkdir(parents=True)
+        (volume / name / "PG_VERSION").write_text(f"{major}\n")
+        (volume / name / "base" / "a-table").write_text("old rows")
+        for path in [volume / name, *(volume / name).rglob("*")]:
+            chown_postgres(path)
+
+    replica.start(primary.port)
+
+    assert_streams_from(replica, primary, 400)
+    assert replica.siblings() == ["pgdata-99", "pgdata.major-13-20261206T000000Z"]
+    assert (volume / "pgdata.major-13-20261206T000000Z" / "base" / "a-table").read_text() == "old rows"
+    assert any("removed" in line and "pgdata-14" in line and "copy of major 14" in line
+               for line in replica.script_lines()), replica.log()
+
+
 def test_a_replica_waits_for_the_primary(instances: Callable[..., Instance]) -> None:
     primary = instances("db-0", "sdb_db_0")
     primary.set_role("primary")

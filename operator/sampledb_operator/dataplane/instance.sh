@@ -197,6 +197,25 @@ clone() {
     : >"$PGDATA/standby.signal"
     rm -f -- "$MARKER"
     log "role=$ROLE: $1; cloned from $PRIMARY $slot_note in $(since "$start"); starting as a standby"
+    drop_older_majors
+}
+
+# drop_older_majors: after a clone, the data directories of older majors that major upgrades left beside $PGDATA on
+# this standby's volume (named as the operator names them: pgdata, pgdata-<major>) are removed: they are this
+# standby's copies (the primary keeps its own old directory), and kept they would double the volume's use. A
+# directory moved aside (pgdata.<why>-<time>) is never removed: it is kept for a person to look at.
+drop_older_majors() {
+    local dir other major
+    major=$(server_major)
+    for dir in "$(dirname -- "$PGDATA")"/pgdata "$(dirname -- "$PGDATA")"/pgdata-*; do
+        [[ -d $dir && $dir != "$PGDATA" && -s $dir/PG_VERSION && ! -L $dir ]] || continue
+        [[ $(basename -- "$dir") =~ ^pgdata(-[0-9]+)?$ ]] || continue
+        other=$(tr -d '[:space:]' <"$dir/PG_VERSION")
+        if [[ $other =~ ^[0-9]+$ ]] && ((other < major)); then
+            rm -rf -- "$dir"
+            log "role=$ROLE: removed $dir, this standby's copy of major $other (the primary keeps its own)"
+        fi
+    done
 }
 
 # clear_stale_pidfile: remove postmaster.pid when no other process holds it (the old postmaster

@@ -135,7 +135,8 @@ class SampleDBReconciler:
         sts = instances.primary_statefulset
         primary_index, primary_pod = self._primary(db, instances.primary)
         ready = st.database_ready(sts, primary_pod)
-        upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready, major_blocked=_major_blocked(instances))
+        upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready,
+                                                    major_blocked=_major_blocked(db.metadata.name, instances))
         secret = await children.ensure_secret(self.ctx, db, observed_children)
         served = await tls.reconcile_tls(self.ctx, db, db_ready=ready, primary_pod=primary_pod)  # before the pods
         await tls.sync_connection_uri(self.ctx, db, served.condition or get_condition(
@@ -348,13 +349,14 @@ def watched_resources() -> list[tuple[Resource, str | None]]:
     ]
 
 
-def _major_blocked(instances: replication.ReplicationOutcome) -> str | None:
-    """Why a major upgrade cannot start now: it rewrites instance 0's volume, so it needs one instance, the
-    primary on instance 0 (standbys would need a new clone of the new major)."""
-    if len(instances.instances) > 1 or instances.target is not None:
-        return ("a major-version upgrade runs with one instance: set spec.replicas to 1 (the standbys are removed),"
-                " then raise spec.version, then scale up again")
-    if instances.instances and instances.instances[0].index != 0:
+def _major_blocked(db: str, instances: replication.ReplicationOutcome) -> str | None:
+    """Why a major upgrade cannot start now: it rewrites instance 0's volume, so the primary must be instance 0
+    and no failover or switchover under way. Standbys are stopped with it and, once the new major runs, clone it
+    again into the new major's directory on their volumes (dataplane/instance.sh)."""
+    if instances.target is not None:
+        return (f"a failover or switchover to {instances.target} is under way: the major-version upgrade starts"
+                " once it is done")
+    if rep.index_of(db, instances.primary) not in (None, 0):
         return (f"a major-version upgrade rewrites the first instance's volume, but {instances.primary} is the"
                 " primary: switch over to the first instance (annotation sampledb.io/switchover) first")
     return None

@@ -4,7 +4,7 @@ Each pod's server answers what `FakeServers` says for its pod IP; pg_promote() f
 primary. What is checked is the I/O around decide/replication.py: the instances' StatefulSets and
 volumes, the Services' role selectors, role labels on pods, the fence (StatefulSet at 0, pod deleted)
 before a promotion, the status record, the live-read guard against a stale cache, scale-down, and a
-major upgrade refused with more than one instance.
+major upgrade with standbys (started; held while the primary is not the first instance).
 """
 
 from __future__ import annotations
@@ -302,17 +302,31 @@ async def test_scale_down_removes_the_other_instances_and_their_volumes_per_the_
     assert status(cluster)["primary"] == pod_name(0)
 
 
-async def test_a_major_upgrade_with_standbys_is_blocked(servers: FakeServers) -> None:
+async def test_a_major_upgrade_with_standbys_starts_with_its_backup(servers: FakeServers) -> None:
     cluster = FakeCluster()
     await three_instances(cluster, servers)
     cluster.patch("SampleDB", DB, {"spec": {"version": "17.2"}})
     await cluster.reconcile(DB)
     obj = cluster.get("SampleDB", DB)
     upgrading = condition(obj, "Upgrading")
+    assert upgrading.get("reason") != "UpgradeBlocked" and condition(obj, "Degraded").get("status") != "True"
+    backups = [b for b in cluster.of_kind("SampleDBBackup") if b["spec"].get("reason") == "pre-upgrade"]
+    assert len(backups) == 1  # the first step of the upgrade, as with one instance
+
+
+async def test_a_major_upgrade_waits_for_the_primary_on_the_first_instance(servers: FakeServers) -> None:
+    cluster = FakeCluster()
+    await three_instances(cluster, servers)
+    cluster.patch("SampleDB", DB, {"metadata": {"annotations": {rep.SWITCHOVER_ANNOTATION: pod_name(2)}}})
+    await cluster.reconcile(DB)
+    cluster.remove((POD, "shop", pod_name(0)))
+    servers.silent(0)
+    for _ in range(3):
+        await cluster.reconcile(DB)
+    assert status(cluster)["primary"] == pod_name(2)
+    cluster.patch("SampleDB", DB, {"spec": {"version": "17.2"}})
+    await cluster.reconcile(DB)
+    upgrading = condition(cluster.get("SampleDB", DB), "Upgrading")
     assert (upgrading["status"], upgrading["reason"]) == ("False", "UpgradeBlocked")
-    assert "spec.replicas" in upgrading["message"]
-    degraded = condition(obj, "Degraded")
-    assert degraded.get("status") == "True" and degraded.get("reason") == "UpgradeBlocked"
+    assert "switch over to the first instance" in upgrading["message"]
     assert not [j for j in cluster.of_kind("Job") if "upgrade" in j["metadata"]["name"]]
-    sts = cluster.get(STS, DB)
-    assert sts is not None and sts["spec"]["template"]["spec"]["containers"][0]["image"] == "postgres:16.4"
