@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from sampledb_operator.decide import archive_config, pgconfig
+from sampledb_operator.decide import archive_config, pgconfig, roles, tls
 from sampledb_operator.decide.desired_inputs import Inputs
 from sampledb_operator.decide.labels import (
     BUCKET_LABEL,
@@ -43,6 +43,7 @@ DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
+CLIENT_CA_FILE = f"{tls.TLS_DIR}/{tls.CA_KEY}"  # the mounted ca.crt: the CA client certificates are checked with
 URI_KEY = "uri"
 # The uri's sslmode while the server serves TLS: encrypted, with nothing but the Secret (no CA file to mount);
 # verify-full needs the CA, published as ca.crt in the ConfigMap (docs/user-guide.md "Encrypted connections").
@@ -111,12 +112,19 @@ def configmap(db: SampleDB, data_dir: str = "pgdata", ca_cert: str = "") -> Obj:
             "secretName": names.secret_name(name),
             "endpoint": names.endpoint(name, ns),
             pgconfig.CONFIG_KEY: pgconfig.render(archive_config.server_parameters(db.spec), f"{DATA_MOUNT}/{data_dir}",
-                                                 synchronous=synchronous(db)),
-            pgconfig.HBA_KEY: pgconfig.hba(tls_required=db.spec.tls.enabled and db.spec.tls.required),
+                                                 synchronous=synchronous(db),
+                                                 client_ca=CLIENT_CA_FILE if certificates(db) else None),
+            pgconfig.HBA_KEY: pgconfig.hba(tls_required=db.spec.tls.enabled and db.spec.tls.required,
+                                           certificates=certificates(db)),
             # TLS: the certificate authority a client verifies the server with (sslmode=verify-full)
             **({"ca.crt": ca_cert, "sslmode": "verify-full"} if db.spec.tls.enabled and ca_cert else {}),
         },
     }
+
+
+def certificates(db: SampleDB) -> bool:
+    """Some declared role logs in with a client certificate (over TLS: with spec.tls.enabled only)."""
+    return db.spec.tls.enabled and bool(roles.certificate_roles(db.spec.roles or []))
 
 
 def synchronous(db: SampleDB) -> bool:

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 
 from sampledb_operator.model.pg_settings import needs_restart
+from sampledb_operator.model.roles import CERTIFICATE_GROUP
 
 CONFIG_DIR = "/etc/sampledb"
 CONFIG_KEY = "postgresql.conf"
@@ -34,14 +35,20 @@ WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can 
 
 # Who may connect, and how: the image's rules (trust on the socket, scram-sha-256 over TCP) plus
 # streaming replication over TCP for the standbys (the superuser of the Secret, with its password). With
-# spec.tls.required, TCP admits only encrypted connections (hostssl): an unencrypted one finds no line.
-def hba(*, tls_required: bool = False) -> str:
+# spec.tls.required, TCP admits only encrypted connections (hostssl): an unencrypted one finds no line. With
+# roles that log in by certificate (spec.roles[].certificate), the members of that group are admitted over TLS
+# by a client certificate whose common name is the role (`cert`), before the password lines.
+CERTIFICATE_LINE = f"hostssl all          +{CERTIFICATE_GROUP} all cert\n"
+
+
+def hba(*, tls_required: bool = False, certificates: bool = False) -> str:
     """The pg_hba.conf the server reads."""
     tcp = "hostssl" if tls_required else "host"
     return ("# Written by sampledb-operator.\n"
             "local   all          all                 trust\n"
             "local   replication  all                 trust\n"
-            f"{tcp:<8}all          all          all    scram-sha-256\n"
+            + (CERTIFICATE_LINE if certificates else "")
+            + f"{tcp:<8}all          all          all    scram-sha-256\n"
             f"{tcp:<8}replication  all          all    scram-sha-256\n")
 
 
@@ -56,13 +63,15 @@ def quote(value: str) -> str:
 
 
 def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bool = False,
-           hba_file: str = HBA_FILE) -> str:
+           hba_file: str = HBA_FILE, client_ca: str | None = None) -> str:
     """The postgresql.conf the server reads: PGDATA's own file, the operator's settings (access rules,
-    what pg_rewind needs, synchronous replication when asked), the instance's own file (instance.sh:
-    primary_conninfo, primary_slot_name, cluster_name), then the parameters in name order."""
+    what pg_rewind needs, synchronous replication when asked, the CA client certificates are checked with when
+    roles log in by certificate), the instance's own file (instance.sh: primary_conninfo, primary_slot_name,
+    cluster_name, TLS), then the parameters in name order."""
     lines = ["# Written by sampledb-operator from spec.parameters; edit the SampleDB, not this file.",
              f"include_if_exists = {quote(pgdata + '/postgresql.conf')}",
              f"hba_file = {quote(hba_file)}",
+             *([f"ssl_ca_file = {quote(client_ca)}"] if client_ca else []),
              "wal_log_hints = 'on'",
              f"wal_keep_size = {quote(WAL_KEEP_SIZE)}",
              f"synchronous_standby_names = {quote(SYNCHRONOUS_STANDBYS if synchronous else '')}",

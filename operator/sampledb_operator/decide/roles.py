@@ -6,6 +6,10 @@ each succeed (creations first, so that a membership in a declared role finds it;
 statements' outcomes into status.roles. `applied_hash` identifies what was applied (the roles as written and their
 password Secrets' versions), so that a pass with nothing new sends no SQL at all.
 
+A role with `certificate: true` is made a member of CERTIFICATE_GROUP (created, without login, when first needed),
+the group pg_hba admits by client certificate; like any membership the operator granted, it is revoked when the role
+no longer asks for it.
+
 Invariants: a role is dropped only when written `ensure: absent`; one removed from spec.roles is Retained, never
 touched again; a membership is revoked only if the operator granted it (status) and it left `inRoles`; a password
 is set only when its Secret's version differs from the one last set; nothing here holds or returns a password in a
@@ -19,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from sampledb_operator.model.roles import (
+    CERTIFICATE_GROUP,
     Ensure,
     ObservedRole,
     Op,
@@ -39,12 +44,27 @@ def applied_hash(roles: Sequence[RoleSpec], passwords: Mapping[str, Password | N
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def problems(roles: Sequence[RoleSpec]) -> list[Problem]:
-    """Declared roles the CRD would refuse today (an object stored before a rule existed): never applied."""
+def memberships(role: RoleSpec) -> list[str]:
+    """The roles `role` is to be a member of: its inRoles, and CERTIFICATE_GROUP when it logs in with a certificate
+    (pg_hba admits that group's members by certificate)."""
+    return [*role.in_roles, *([CERTIFICATE_GROUP] if role.certificate and CERTIFICATE_GROUP not in role.in_roles
+                              else [])]
+
+
+def certificate_roles(roles: Sequence[RoleSpec]) -> list[str]:
+    """The declared roles that log in with a client certificate (present ones)."""
+    return [r.name for r in roles if r.certificate and r.ensure is Ensure.PRESENT]
+
+
+def problems(roles: Sequence[RoleSpec], *, tls_enabled: bool = True) -> list[Problem]:
+    """Declared roles the CRD would refuse today (an object stored before a rule existed), or that ask for a
+    certificate login without TLS: never applied."""
     out = []
     for role in roles:
         why = role_name_error(role.name) or next((f"member of {r!r}: a role cannot be a member of itself"
                                                   for r in role.in_roles if r == role.name), None)
+        if why is None and role.certificate and not tls_enabled:
+            why = "certificate: true needs spec.tls.enabled (a client certificate is only presented over TLS)"
         if why:
             out.append(Problem("InvalidRole", f"role {role.name!r}: {why}", "spec.roles"))
     return out
@@ -55,6 +75,8 @@ def plan(roles: Sequence[RoleSpec], observed: Mapping[str, ObservedRole], previo
     """The statements that make the server's roles what `roles` says."""
     before = {s.name: s for s in previous}
     creates: list[Op] = []
+    if certificate_roles(roles) and CERTIFICATE_GROUP not in observed:
+        creates.append(Op("create", CERTIFICATE_GROUP, login=False))
     alters: list[Op] = []
     grants: list[Op] = []
     drops: list[Op] = []
@@ -74,9 +96,10 @@ def plan(roles: Sequence[RoleSpec], observed: Mapping[str, ObservedRole], previo
             if password is not None and (last is None or last.password_version != password.version):
                 alters.append(Op("password", role.name, password=password))
         member_of = have.member_of if have is not None else frozenset()
-        grants += [Op("grant", role.name, other=r) for r in role.in_roles if r not in member_of]
+        wanted = memberships(role)
+        grants += [Op("grant", role.name, other=r) for r in wanted if r not in member_of]
         granted = before[role.name].in_roles if role.name in before else []
-        grants += [Op("revoke", role.name, other=r) for r in granted if r not in role.in_roles and r in member_of]
+        grants += [Op("revoke", role.name, other=r) for r in granted if r not in wanted and r in member_of]
     return [*creates, *alters, *grants, *drops]
 
 
@@ -98,7 +121,7 @@ def statuses(roles: Sequence[RoleSpec], previous: Sequence[RoleStatus], password
             out.append(RoleStatus(name=role.name, state=RoleState.DROPPED))
         else:
             password = passwords.get(role.name)
-            out.append(RoleStatus(name=role.name, state=RoleState.READY, in_roles=list(role.in_roles),
+            out.append(RoleStatus(name=role.name, state=RoleState.READY, in_roles=memberships(role),
                                   password_version=password.version if password else None))
     out += [RoleStatus(name=s.name, state=RoleState.RETAINED if s.state is not RoleState.DROPPED else s.state)
             for s in previous if s.name not in declared]

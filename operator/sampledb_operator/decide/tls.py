@@ -33,6 +33,7 @@ EXPIRY_WARNING = timedelta(days=14)  # a certificate of the user's this close to
 ROTATE_ANNOTATION = "sampledb.io/rotate-certificate"  # on the SampleDB: a new value issues the certificate again
 ISSUED_FOR_ANNOTATION = "sampledb.io/issued-for-rotation"  # on <name>-tls: the ROTATE_ANNOTATION value it is for
 RELOAD_WINDOW = timedelta(minutes=5)  # after a new certificate, how long the instances are checked every RELOAD_CHECK
+SERVED, IMAGE_WITHOUT_SSL = "Served", "ImageWithoutSSL"  # the Encrypted condition's answers from the primary
 RELOAD_CHECK_SECONDS = 10.0  # (the kubelet refreshes a mounted Secret within about a minute)
 
 
@@ -77,6 +78,23 @@ def renewal(server: Mapping[str, str], annotations: Mapping[str, str], ca_cert: 
         return f"the server certificate expires at {info.not_after:%Y-%m-%dT%H:%M:%SZ}"
     if rotate and annotations.get(ISSUED_FOR_ANNOTATION, "") != rotate:
         return f"{ROTATE_ANNOTATION} asks for a new certificate ({rotate!r})"
+    return None
+
+
+def client_renewal(client: Mapping[str, str], ca_cert: str, role: str, *, now: datetime) -> str | None:
+    """Why a role's client certificate (`client`: its Secret's data as text) must be issued again now, or None."""
+    cert, key = client.get(CERT_KEY, ""), client.get(KEY_KEY, "")
+    info = certs.read(cert) if cert else None
+    if info is None:
+        return f"role {role} has no client certificate yet"
+    if not key or not certs.key_matches(cert, key):
+        return f"the client certificate of role {role} is not for the key stored with it"
+    if not certs.signed_by(cert, ca_cert) or client.get(CA_KEY) != ca_cert:
+        return f"the client certificate of role {role} is not signed by the database's certificate authority"
+    if info.subject != f"CN={role}":
+        return f"the client certificate is for {info.subject}, not role {role}"
+    if info.not_after - now <= RENEW_BEFORE:
+        return f"the client certificate of role {role} expires at {info.not_after:%Y-%m-%dT%H:%M:%SZ}"
     return None
 
 
@@ -126,16 +144,30 @@ def volume(db: str, secret_name: str | None) -> tuple[Obj, Obj]:
             {"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True})
 
 
+SSL_RETRY_FIRST = 5.0  # a primary that did not answer the TLS question is asked again after this, doubling
+SSL_RETRY_MAX = 300.0  # up to this
+SSL_RETRY_REQUEUES = 3  # the first unanswered questions bring the pass back (5, 10, 20 s); later ones wait for the
+# database's next pass (and are asked at most every ssl_retry_delay), so a server that never answers costs no passes
+
+
 def ssl_check_needed(previous: Condition | None, primary_pod: Obj | None) -> bool:
-    """Whether to ask the primary whether it serves TLS (SQL): not known yet, not served when last asked, or its
-    server started after the last answer (a new pod, a restart)."""
-    if previous is None or previous.status != "True":
+    """Whether to ask the primary whether it serves TLS (SQL): not answered yet (or TLS was off), or its server
+    started after the last answer (a new pod, a restart, a new image). An answer either way (Served,
+    ImageWithoutSSL) holds for the server that gave it."""
+    if previous is None or previous.reason not in (SERVED, IMAGE_WITHOUT_SSL):
         return True
     started = None
     for cs in ((primary_pod or {}).get("status") or {}).get("containerStatuses") or []:
         started = timestamps.parse(((cs.get("state") or {}).get("running") or {}).get("startedAt")) or started
     answered = previous.last_transition_time
     return started is None or answered is None or started >= answered
+
+
+def ssl_retry_delay(unanswered: int) -> float:
+    """How long to wait before asking again a primary that has not answered `unanswered` times in a row (its
+    server not listening yet, or no server at all): SSL_RETRY_FIRST, doubling, at most SSL_RETRY_MAX, so a
+    database whose server never answers costs a connection attempt every few minutes, not one per pass."""
+    return min(SSL_RETRY_FIRST * (1 << max(0, min(unanswered - 1, 16))), SSL_RETRY_MAX)
 
 
 def encrypted(enabled: bool, served: bool | None, secret_name: str, generation: int | None) -> Condition | None:
@@ -149,8 +181,8 @@ def encrypted(enabled: bool, served: bool | None, secret_name: str, generation: 
     if served is None:
         return None
     if served:
-        return cond(True, "Served", f"the server serves TLS with the certificate of Secret {secret_name}")
-    return cond(False, "ImageWithoutSSL", (
+        return cond(True, SERVED, f"the server serves TLS with the certificate of Secret {secret_name}")
+    return cond(False, IMAGE_WITHOUT_SSL, (
         "TLS is asked for but the server runs with ssl off: its image's PostgreSQL is built without SSL support;"
         " connections are not encrypted. Use an image built with OpenSSL (the official postgres images are), or"
         " set spec.tls.enabled: false"))

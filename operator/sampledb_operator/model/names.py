@@ -210,3 +210,9 @@ def ca_secret_name(db: str) -> str:
 def tls_secret_name(db: str) -> str:
     """The Secret holding the server certificate the operator issued (tls.crt, tls.key, ca.crt)."""
     return fit(db, "-tls")
+
+
+def client_secret_name(db: str, role: str) -> str:
+    """The Secret holding a declared role's client certificate (tls.crt, tls.key, ca.crt): `<db>-client.<role>`,
+    the role's `_` written `-`. A database's name has no dot, so no two (database, role) pairs share a name."""
+    return f"{fit(db, '-client')}.{role.replace('_', '-')}"

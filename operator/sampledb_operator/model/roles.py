@@ -1,10 +1,11 @@
 """Declarative PostgreSQL roles (spec.roles) and what the status says of each (status.roles).
 
-Pure data, no I/O. A role listed with `ensure: present` is created, and its login, connection limit, memberships
-and password (from a Secret) kept as written; `ensure: absent` drops it. A role removed from the list is never
-dropped: the status keeps it as Retained (the data it owns stays reachable). Names are plain lower-case
-identifiers, never the operator's own (the application's user, `postgres`) nor PostgreSQL's reserved `pg_` ones:
-the CRD refuses anything else at admission (and decide/roles.py again for objects stored before a rule existed).
+Pure data, no I/O. A role listed with `ensure: present` is created, and its login, connection limit, memberships,
+password (from a Secret) and certificate login (membership in CERTIFICATE_GROUP) kept as written; `ensure: absent`
+drops it. A role removed from the list is never dropped: the status keeps it as Retained (the data it owns stays
+reachable). Names are plain lower-case identifiers, never the operator's own (the application's user, `postgres`,
+CERTIFICATE_GROUP) nor PostgreSQL's reserved `pg_` ones: the CRD refuses anything else at admission (and
+decide/roles.py again for objects stored before a rule existed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from sampledb_operator.model.schema import KeyRef, Rule, SpecModel, StatusModel
 
 ROLE_NAME_RE = r"^[a-z_][a-z0-9_]{0,62}$"
 # Not the operator's to hand out: its own users, PostgreSQL's reserved prefix and words SQL gives a meaning.
-RESERVED_ROLES = ("app", "postgres", "public", "none", "current_user", "session_user", "current_role", "all")
+CERTIFICATE_GROUP = "sampledb_certificate"  # its members log in over TLS with a client certificate (pg_hba `cert`)
+RESERVED_ROLES = ("app", "postgres", "public", "none", "current_user", "session_user", "current_role", "all",
+                  CERTIFICATE_GROUP)
 MAX_ROLES = 64
 RoleName = Annotated[str, Field(min_length=1, max_length=63, pattern=ROLE_NAME_RE)]
 
@@ -47,6 +50,8 @@ class RoleSpec(SpecModel):
              "this name is reserved (the operator's own users, or a word SQL gives a meaning)", field_path=".name"),
         Rule("!has(self.inRoles) || !(self.name in self.inRoles)", "a role cannot be a member of itself",
              field_path=".inRoles"),
+        Rule("!has(self.certificate) || !self.certificate || !has(self.login) || self.login",
+             "a role that logs in with a certificate must be able to log in (login: true)", field_path=".certificate"),
     )
 
     name: RoleName = Field(description="The role's name: lower-case letters, digits and _, not starting with pg_.")
@@ -66,6 +71,12 @@ class RoleSpec(SpecModel):
         default=None,
         description="A key of a Secret in the database's namespace holding the role's password; a change of it is"
         " applied (that is how to rotate it). None: no password (a role without one cannot log in over TCP).")
+    certificate: bool = Field(
+        default=False,
+        description="Log in with a client certificate over TLS (pg_hba `cert`: the certificate's common name is the"
+        " role), instead of a password there. With the operator's own certificate authority (no"
+        " spec.tls.secretName) it issues one: Secret <name>-client.<role> (tls.crt, tls.key, ca.crt; `_` in the"
+        " role's name written `-`), renewed 30 days before its end. Needs spec.tls.enabled.")
 
 
 class RoleState(StrEnum):

@@ -80,3 +80,25 @@ async def apply(target: Target, ops: Sequence[Op], within: float = 30.0) -> dict
     """Run `ops` in order, each on its own; returns, per role, the server's words for its first refused
     statement ({}: all done); None when the server does not answer (nothing, or only part, was done)."""
     return await run_each(target, [(op.role, functools.partial(statement, op=op)) for op in ops], within)
+
+
+HBA_LOADED_SQL = """
+SELECT position(%s in pg_read_file(current_setting('hba_file'))) > 0,
+       (pg_stat_file(current_setting('hba_file'))).modification > pg_conf_load_time()
+"""
+
+
+async def hba_loaded(target: Target, text: str, within: float = 5.0) -> bool | None:
+    """Whether the server runs with a pg_hba.conf holding `text`: False while its mounted file lacks it (the kubelet
+    has not refreshed it yet) or was just reloaded (pg_reload_conf() when the file is newer than the configuration's
+    last load: the postmaster re-reads it in a moment, and the next call says True); None: no answer."""
+    rows = await query(target, within, HBA_LOADED_SQL, (text,))
+    if not rows:
+        return None
+    has, newer = rows[0]
+    if not has:
+        return False
+    if newer:
+        await query(target, within, "SELECT pg_reload_conf()")
+        return False
+    return True

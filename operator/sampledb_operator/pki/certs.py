@@ -1,13 +1,14 @@
-"""Issuing and reading certificates (the `cryptography` library): a database's own certificate authority, and its
-server certificate signed by it.
+"""Issuing and reading certificates (the `cryptography` library): a database's own certificate authority, its
+server certificate and its roles' client certificates, signed by it.
 
 No I/O and no clock of its own (the caller passes `now`); issuing draws keys from the system's random source.
 Keys are ECDSA P-256 (every supported PostgreSQL and libpq accepts them; one is made in well under a millisecond, so
 issuing never holds the event loop). PEM in and out: the Secrets hold PEM text.
 
-Invariants: a server certificate carries exactly the DNS names asked for, is valid from a minute before `now`
+Invariants: a server certificate carries exactly the DNS names asked for (a client certificate none, and the role
+as its common name), is valid from a minute before `now`
 (clocks of other machines) to `now + days`, and is signed by the CA it is issued from; a CA is valid for
-CA_DAYS and may sign server certificates only (path length 0).
+CA_DAYS and signs end-entity certificates only (path length 0).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
 SERVER_DAYS = 365
+CLIENT_DAYS = 365
 BACKDATE = timedelta(minutes=1)
 NAME_MAX = 64  # X.509's upper bound on a common name (and on an organizational unit)
 
@@ -84,23 +86,37 @@ def issue_ca(common_name: str, now: datetime, days: int = CA_DAYS, unit: str = "
 def issue_server(ca: Pair, common_name: str, dns_names: Sequence[str], now: datetime,
                  days: int = SERVER_DAYS) -> Pair:
     """A server certificate for `dns_names` (`common_name` cut to NAME_MAX characters), signed by `ca`."""
+    return _issue(ca, common_name, dns_names, ExtendedKeyUsageOID.SERVER_AUTH, now, days)
+
+
+def issue_client(ca: Pair, role: str, now: datetime, days: int = CLIENT_DAYS) -> Pair:
+    """A client certificate for the PostgreSQL role `role` (its common name, which pg_hba's `cert` method matches
+    with the role), signed by `ca`."""
+    return _issue(ca, role, (), ExtendedKeyUsageOID.CLIENT_AUTH, now, days)
+
+
+def _issue(ca: Pair, common_name: str, dns_names: Sequence[str], usage: x509.ObjectIdentifier,  # noqa: PLR0917
+           now: datetime, days: int) -> Pair:
     ca_cert = x509.load_pem_x509_certificate(ca.cert.encode())
     ca_key = serialization.load_pem_private_key(ca.key.encode(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the certificate authority's key is not an ECDSA key")
     key = _key()
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:NAME_MAX])]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:NAME_MAX])]))
+               .issuer_name(ca_cert.subject).public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - BACKDATE).not_valid_after(now + timedelta(days=days)))
+    if dns_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]),
+                                        critical=False)
+    cert = (builder
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, key_cert_sign=False,
                                          crl_sign=False, content_commitment=False, data_encipherment=False,
                                          key_agreement=False, encipher_only=False, decipher_only=False),
                            critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     return Pair(_pem(cert), _pem_key(key))

@@ -40,6 +40,7 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.storage_classes import BindingModes
+from sampledb_operator.reconcilers.unanswered import UnansweredChecks
 from sampledb_operator.runtime.clock import Clock
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
@@ -136,10 +137,12 @@ class Context:
         return db if self.test_hooks else without_test_annotations(db)
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
+    unanswered_tls: UnansweredChecks = field(init=False)  # primaries that did not answer the TLS question
 
     def __post_init__(self) -> None:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
         self.binding_modes = BindingModes(lambda: self.apis["StorageClass"], self.clock)
+        self.unanswered_tls = UnansweredChecks()
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

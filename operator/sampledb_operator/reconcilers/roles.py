@@ -6,7 +6,9 @@ looked at again every SECRET_RECHECK_SECONDS (a rotation is applied within that)
 written make `applied_hash`, and a pass whose hash is the one status.rolesApplied records sends no SQL. A failed
 pass (a statement the server refused, a missing Secret, no answer) records no hash and looks again after
 RETRY_SECONDS; each failed role is Degraded (RoleFailed) with the server's words. Events: RolesApplied (the roles a
-pass changed), never with a password.
+pass changed), never with a password. With roles that log in by certificate, the hash is recorded only once every
+ready instance runs the pg_hba.conf line that admits them (pg/roles.hba_loaded makes each reload when its copy of
+the file is newer; looked at again every HBA_RECHECK_SECONDS until then).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import base64
 from dataclasses import dataclass
 
 from sampledb_operator.decide import roles as decide_roles
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
-from sampledb_operator.model.objects import Obj
-from sampledb_operator.model.roles import Ensure, Password, RoleState, RoleStatus
+from sampledb_operator.model.objects import Obj, condition_true
+from sampledb_operator.model.roles import CERTIFICATE_GROUP, Ensure, Password, RoleState, RoleStatus
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.pg import client as pg
@@ -27,6 +30,7 @@ from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.superuser import credentials
 
 RETRY_SECONDS = 30.0
+HBA_RECHECK_SECONDS = 10.0  # roles that log in by certificate: the instances' pg_hba.conf looked at again this soon
 SECRET_RECHECK_SECONDS = 30.0  # the password Secrets are not watched: a rotation is found within this
 
 
@@ -71,7 +75,7 @@ async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary
     declared_roles = db.spec.roles or []
     if not declared_roles and not db.status.roles:
         return RolesOutcome()
-    invalid = decide_roles.problems(declared_roles)
+    invalid = decide_roles.problems(declared_roles, tls_enabled=db.spec.tls.enabled)
     if invalid:
         return RolesOutcome(problems=tuple(invalid))
     kept = _problems(tuple(db.status.roles))
@@ -86,7 +90,7 @@ async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary
         return RolesOutcome(problems=kept, recheck_after=look_again)
     target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
     declared = [r.name for r in declared_roles]
-    observed = await pg_roles.observe(target, declared)
+    observed = await pg_roles.observe(target, [*declared, CERTIFICATE_GROUP])
     ops = decide_roles.plan(declared_roles, observed or {}, db.status.roles, passwords) if observed is not None else []
     failed = await pg_roles.apply(target, [o for o in ops if o.role not in missing]) if ops else {}
     if observed is None or failed is None:
@@ -97,5 +101,22 @@ async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RolesApplied",
                         f"roles created, changed or dropped as spec.roles says: {', '.join(changed)}")
     bad = _problems(statuses)
+    if not bad and decide_roles.certificate_roles(declared_roles) and not await _hba_loaded(ctx, db, creds):
+        # the roles are made, but an instance does not run the pg_hba.conf that admits them by certificate yet
+        return RolesOutcome(statuses=statuses, problems=bad, recheck_after=HBA_RECHECK_SECONDS)
     return RolesOutcome(statuses=statuses, applied=None if bad else wanted, problems=bad,
                         recheck_after=RETRY_SECONDS if bad else look_again)
+
+
+async def _hba_loaded(ctx: Context, db: SampleDB, creds: tuple[str, str]) -> bool:
+    """Every ready instance runs with the pg_hba.conf line that admits CERTIFICATE_GROUP by certificate (each is
+    made to reload once the kubelet has refreshed its copy: pg/roles.hba_loaded)."""
+    pods = ctx.caches.pods.list(db.metadata.namespace or "", {DATABASE_LABEL: db.metadata.name,
+                                                               COMPONENT_LABEL: "database"})
+    loaded = True
+    for pod in pods:
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip and condition_true(pod, "Ready"):
+            target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
+            loaded = await pg_roles.hba_loaded(target, f"+{CERTIFICATE_GROUP}") is True and loaded
+    return loaded

@@ -8,7 +8,8 @@ TLSSecretInvalid), changing nothing. Either way it returns the CA to publish in 
 new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed its mounted files
 (pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without a restart and
 without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over SQL only
-until it does, and again after its server starts: decide/tls.ssl_check_needed); a server whose build lacks SSL
+once per server start: decide/tls.ssl_check_needed; a primary that does not answer is asked again after a
+growing delay, UnansweredChecks, not on every pass); a server whose build lacks SSL
 starts without it (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. The credentials Secret's uri
 follows that condition (`sync_connection_uri`: sslmode=require while the server serves TLS, none while it does not,
 so a client of the uri neither goes unencrypted nor fails against a server without SSL). Issuing runs in a worker
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import desired_config, tls
+from sampledb_operator.decide import desired_config, roles, tls
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
@@ -40,6 +42,7 @@ REPLACED_AT_ANNOTATION = "sampledb.io/replaced-at"  # on <name>-tls: when the op
 # the instances were serving (RFC 3339); a first certificate needs no reload (the server starts with it)
 # Both Secrets are unowned, like the database's other long-lived children: the deletion steps remove them
 # (reconcilers/children.unowned_children), after the final snapshot.
+CLIENT_COMPONENT = "client-certificate"  # the component label of the roles' client certificate Secrets
 RECHECK_SECONDS = 15.0  # a missing or unusable Secret of spec.tls.secretName is read again this soon
 RENEWAL_RECHECK = 86400.0  # the operator's own certificate is looked at at least daily (renewed 30 days ahead)
 EXPIRY_RECHECK = 3600.0  # a usable one at least this often (its end, its renewal by the user)
@@ -60,9 +63,20 @@ async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool, primary_p
     spec = db.spec.tls
     outcome = await _certificates(ctx, db, db_ready=db_ready)
     served = None
-    if spec.enabled and db_ready and tls.ssl_check_needed(
+    uid = db.metadata.uid or f"{db.metadata.namespace}/{db.metadata.name}"
+    target = _target(ctx, db, primary_pod) if spec.enabled and db_ready else None
+    if target is not None and tls.ssl_check_needed(
             get_condition(db.status.conditions, ConditionType.ENCRYPTED.value), primary_pod):
-        served = await _ssl_on(ctx, db, primary_pod)
+        now = ctx.clock.monotonic()
+        if not ctx.unanswered_tls.due(uid, now):
+            return outcome  # asked a moment ago without an answer: the recheck of that question comes back
+        served = await pg.ssl_on(target)
+        if served is None:
+            tries, again = ctx.unanswered_tls.unanswered(uid, now)
+            if tries > tls.SSL_RETRY_REQUEUES:
+                return outcome
+            return dataclasses.replace(outcome, recheck_after=min(outcome.recheck_after or again, again))
+        ctx.unanswered_tls.answered(uid)
     condition = tls.encrypted(spec.enabled, served, tls.served_secret(db.metadata.name, spec.secret_name),
                               db.metadata.generation)
     return dataclasses.replace(outcome, condition=condition)
@@ -93,12 +107,11 @@ async def sync_connection_uri(ctx: Context, db: SampleDB, encrypted: Condition |
     return True
 
 
-async def _ssl_on(ctx: Context, db: SampleDB, primary_pod: Obj | None) -> bool | None:
+def _target(ctx: Context, db: SampleDB, primary_pod: Obj | None) -> pg.Target | None:
+    """The primary to ask, as the operator (None: no address or no credentials yet)."""
     ip = ((primary_pod or {}).get("status") or {}).get("podIP")
     creds = credentials(ctx, db)
-    if not ip or creds is None:
-        return None
-    return await pg.ssl_on(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
+    return pg.Target(str(ip), names.POSTGRES_PORT, *creds) if ip and creds is not None else None
 
 
 async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOutcome:
@@ -140,6 +153,7 @@ async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOut
         replaced_at: datetime | None = now if server is not None else None
     else:
         replaced_at = timestamps.parse(annotations.get(REPLACED_AT_ANNOTATION))
+    await _client_certificates(ctx, db, certs.Pair(ca_cert, ca_data[tls.CA_PRIVATE_KEY]), now)
     recheck = RENEWAL_RECHECK  # its renewal is never left to the resync of every object (which may be off)
     if replaced_at is not None and now - replaced_at < tls.RELOAD_WINDOW:
         if db_ready:
@@ -167,6 +181,34 @@ async def _issue(ctx: Context, db: SampleDB, server: Obj | None, ca: certs.Pair,
         f"{why}: a new server certificate is in Secret {server_name}"
         + (f", valid until {until.not_after:%Y-%m-%dT%H:%M:%SZ}" if until else "")
         + "; the instances load it without a restart"))
+
+
+async def _client_certificates(ctx: Context, db: SampleDB, ca: certs.Pair, now: datetime) -> None:
+    """The client certificates of the roles that log in by certificate (Secrets <name>-client.<role>, owned by the
+    SampleDB): issued, renewed (decide/tls.client_renewal), and deleted once their role no longer asks for one."""
+    ns, name = db.metadata.namespace or "", db.metadata.name
+    wanted = {names.client_secret_name(name, role): role for role in roles.certificate_roles(db.spec.roles or [])}
+    for secret_name, role in wanted.items():
+        secret = ctx.cached("Secret", ns, secret_name)
+        why = tls.client_renewal(tls.secret_data(secret), ca.cert, role, now=now)
+        if why is None:
+            continue
+        pair = await asyncio.to_thread(certs.issue_client, ca, role, now)
+        data = {tls.CERT_KEY: pair.cert, tls.KEY_KEY: pair.key, tls.CA_KEY: ca.cert}
+        try:
+            if secret is None:
+                await ctx.apis["Secret"].create(tls.secret(meta(db, secret_name, CLIENT_COMPONENT), secret_name, data))
+            else:
+                await ctx.apis["Secret"].patch(secret_name, {"data": {
+                    k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}, namespace=ns)
+        except (Conflict, NotFound):
+            continue  # made or deleted since the cache was read: the next pass looks again
+        await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "ClientCertificateIssued",
+                        f"{why}: a new client certificate for role {role} is in Secret {secret_name}")
+    for secret in ctx.caches.secrets.list(ns, {DATABASE_LABEL: name, COMPONENT_LABEL: CLIENT_COMPONENT}):
+        if secret["metadata"]["name"] not in wanted:
+            with contextlib.suppress(NotFound):
+                await ctx.apis["Secret"].delete(secret["metadata"]["name"], ns)
 
 
 async def _reload(ctx: Context, db: SampleDB) -> None:
@@ -201,3 +243,4 @@ async def _provided(ctx: Context, ns: str, secret_name: str, now: datetime) -> T
             f"the certificate in Secret {secret_name} of spec.tls.secretName: {ending}; renew it there (the"
             " instances load a new one without a restart)"), "spec.tls.secretName"),), recheck_after=EXPIRY_RECHECK)
     return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=EXPIRY_RECHECK)
+

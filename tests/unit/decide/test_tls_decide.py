@@ -255,7 +255,7 @@ def test_encrypted_says_off_served_or_not_served_and_nothing_when_not_asked() ->
     assert "built without SSL support" in plain.message
 
 
-def test_the_primary_is_asked_until_it_serves_and_again_after_its_server_starts() -> None:
+def test_the_primary_is_asked_until_it_answers_and_again_after_its_server_starts() -> None:
     served = tls.encrypted(True, True, "orders-tls", 1)
     assert served is not None
     answered = served.model_copy(update={"last_transition_time": NOW})
@@ -267,4 +267,8 @@ def test_the_primary_is_asked_until_it_serves_and_again_after_its_server_starts(
     assert tls.ssl_check_needed(answered, None)  # no running server known: ask
     not_served = tls.encrypted(True, False, "orders-tls", 1)
     assert not_served is not None
-    assert tls.ssl_check_needed(not_served.model_copy(update={"last_transition_time": NOW}), pod_started)
+    # an image without SSL is asked once per server start too (a new image restarts it)
+    assert not tls.ssl_check_needed(not_served.model_copy(update={"last_transition_time": NOW}), pod_started)
+    assert tls.ssl_check_needed(not_served.model_copy(update={"last_transition_time": NOW}), restarted)
+    disabled = tls.encrypted(False, None, "orders-tls", 1)
+    assert disabled is not None and tls.ssl_check_needed(disabled, pod_started)  # turned on since: ask

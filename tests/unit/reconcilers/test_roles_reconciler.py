@@ -99,3 +99,32 @@ async def test_a_missing_password_secret_fails_that_role(server: Server) -> None
     out = await roles.reconcile_roles(cluster.ctx, db, db_ready=True, primary_pod=POD)
     assert out.statuses is not None and out.statuses[0].state == "Failed"
     assert "Secret nope" in (out.statuses[0].message or "") and server.ran == []
+
+
+async def test_certificate_roles_are_applied_once_every_instance_runs_the_pg_hba_line(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sampledb_operator.model.roles import CERTIFICATE_GROUP
+
+    loaded: list[bool | None] = [False]
+    asked: list[str] = []
+
+    async def hba_loaded(target: pg.Target, text: str, within: float = 5.0) -> bool | None:
+        asked.append(text)
+        return loaded[0]
+
+    monkeypatch.setattr(pg_roles, "hba_loaded", hba_loaded)
+    cluster = FakeCluster()
+    db = ready_db(cluster, roles=[{"name": "reporting", "certificate": True}])
+    labels = {"sampledb.io/database": "orders", MANAGED_LABEL: "sampledb-operator",
+              "app.kubernetes.io/component": "database"}
+    cluster.put("Pod", {"metadata": {"name": "orders-0", "labels": labels},
+                        "status": {"podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]}})
+    out = await roles.reconcile_roles(cluster.ctx, db, db_ready=True, primary_pod=POD)
+    assert [(o.kind, o.role, o.other) for o in server.ran] == [
+        ("create", CERTIFICATE_GROUP, None), ("create", "reporting", None), ("grant", "reporting", CERTIFICATE_GROUP)]
+    assert asked == [f"+{CERTIFICATE_GROUP}"]
+    assert out.statuses is not None and out.applied is None and out.recheck_after == roles.HBA_RECHECK_SECONDS
+    loaded[0] = True
+    done = await roles.reconcile_roles(cluster.ctx, db.model_copy(update={"status": db.status.model_copy(
+        update={"roles": list(out.statuses)})}), db_ready=True, primary_pod=POD)
+    assert done.applied and done.problems == ()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from tests.support.fake_cluster import NS, FakeCluster, condition, sampledb
 
 from sampledb_operator.decide import tls
 from sampledb_operator.model import names
+from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.pki import certs
 
 DB = "orders"
@@ -174,3 +176,69 @@ async def test_tls_off_gives_a_uri_without_sslmode() -> None:
     await passes(cluster)
     assert "sslmode" not in data(cluster, names.secret_name(DB))["uri"]
     assert "ConnectionURIUpdated" not in cluster.recorder.reasons()
+
+
+async def test_a_primary_that_does_not_answer_is_asked_again_after_a_growing_delay_not_every_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from sampledb_operator.pg import client as pg
+    from sampledb_operator.reconcilers import tls as tls_step
+
+    asked: list[float] = []
+    answer: list[bool | None] = [None]
+
+    async def ssl_on(target: pg.Target, within: float = 3.0) -> bool | None:
+        asked.append(cluster.clock.monotonic())
+        return answer[0]
+
+    monkeypatch.setattr(pg, "ssl_on", ssl_on)
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb())
+    await passes(cluster)  # the credentials Secret and the certificates
+    db = SampleDB.model_validate(cluster.get("SampleDB", DB))
+    pod = {"status": {"podIP": "10.0.0.9"}}
+
+    async def check() -> tls_step.TLSOutcome:
+        return await tls_step.reconcile_tls(cluster.ctx, db, db_ready=True, primary_pod=pod)
+
+    first = await check()
+    assert len(asked) == 1 and first.condition is None and first.recheck_after == tls.SSL_RETRY_FIRST
+    for _ in range(5):  # passes in between ask nothing
+        assert (await check()).condition is None
+    assert len(asked) == 1
+    cluster.clock.advance(tls.SSL_RETRY_FIRST)
+    second = await check()
+    assert len(asked) == 2 and second.recheck_after == 2 * tls.SSL_RETRY_FIRST  # doubled
+    assert [tls.ssl_retry_delay(n) for n in (1, 2, 3)] == [5.0, 10.0, 20.0] and tls.ssl_retry_delay(99) == 300.0
+    cluster.clock.advance(2 * tls.SSL_RETRY_FIRST)
+    assert (await check()).recheck_after == 4 * tls.SSL_RETRY_FIRST and len(asked) == 3
+    cluster.clock.advance(4 * tls.SSL_RETRY_FIRST)
+    fourth = await check()  # past SSL_RETRY_REQUEUES: asked when the database's next pass comes, no pass of its own
+    assert len(asked) == 4 and fourth.recheck_after in (tls_step.RENEWAL_RECHECK, tls.RELOAD_CHECK_SECONDS)
+    cluster.clock.advance(8 * tls.SSL_RETRY_FIRST)
+    answer[0] = True
+    served = await check()
+    assert served.condition is not None and served.condition.reason == "Served" and len(asked) == 5
+    assert cluster.ctx.unanswered_tls.due(db.metadata.uid or "", cluster.clock.monotonic())  # forgotten
+
+
+async def test_a_role_that_logs_in_by_certificate_gets_one_and_it_goes_when_the_role_stops_asking() -> None:
+    cluster = FakeCluster()
+    cluster.put("SampleDB", sampledb(roles=[{"name": "read_only", "certificate": True}, {"name": "plain"}]))
+    await passes(cluster)
+    secret_name = names.client_secret_name(DB, "read_only")
+    client = data(cluster, secret_name)
+    ca = data(cluster, names.ca_secret_name(DB))
+    info = certs.read(client["tls.crt"])
+    assert info is not None and info.subject == "CN=read_only" and client["ca.crt"] == ca["ca.crt"]
+    assert certs.signed_by(client["tls.crt"], ca["ca.crt"]) and certs.key_matches(client["tls.crt"], client["tls.key"])
+    secret = cluster.get("Secret", secret_name)
+    assert secret is not None and secret["metadata"]["ownerReferences"][0]["kind"] == "SampleDB"
+    assert cluster.get("Secret", names.client_secret_name(DB, "plain")) is None
+    issued = [m for _t, r, m in cluster.recorder.events if r == "ClientCertificateIssued"]
+    assert len(issued) == 1 and "PRIVATE KEY" not in issued[0]
+    writes = len(cluster.written(kind="Secret"))
+    await passes(cluster)
+    assert len(cluster.written(kind="Secret")) == writes  # valid: not issued again
+    cluster.patch("SampleDB", DB, {"spec": {"roles": [{"name": "read_only"}, {"name": "plain"}]}})
+    await passes(cluster)
+    assert cluster.get("Secret", secret_name) is None
