@@ -70,7 +70,12 @@ def delete(name: str, *, wait: bool = True, timeout: float = 300) -> None:
 
 
 def pod_of(name: str, ns: str = NS) -> str:
+    """The database's primary pod: status.primary with standbys, else the pod of its one StatefulSet."""
     sts = kubectl_json("get", "statefulsets", "-n", ns, "-l", f"sampledb.io/database={name}")["items"]
+    if len(sts) > 1:
+        primary = status(name, ns).get("primary")
+        assert primary, f"{name} has {len(sts)} instances and no status.primary"
+        return str(primary)
     assert len(sts) == 1, f"expected one StatefulSet of {name}, found {len(sts)}"
     return f"{sts[0]['metadata']['name']}-0"
 
