@@ -138,11 +138,14 @@ class Context:
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
     unanswered_tls: UnansweredChecks = field(init=False)  # primaries that did not answer the TLS question
+    # spec.tls.secretName: the Secret's resourceVersion last seen per database uid, and when it changed
+    tls_secret_versions: dict[str, tuple[str, float]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
         self.binding_modes = BindingModes(lambda: self.apis["StorageClass"], self.clock)
         self.unanswered_tls = UnansweredChecks()
+        self.tls_secret_versions = {}
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

@@ -1,19 +1,21 @@
-"""The TLS step: the database's certificate authority and server certificate, and their reload (decide/tls.py).
+"""The TLS step: the database's certificate authority, server and client certificates, their reload (decide/tls.py).
 
-With spec.tls on and no secretName: makes the Secret <name>-ca once (a new CA; Event CertificateAuthorityCreated)
-and keeps the Secret <name>-tls issued from it (created or replaced when decide/tls.renewal says why; Event
-CertificateIssued with that reason and the new end of validity, never a key). With secretName: reads that Secret
-live (it is the user's, outside the label-selected cache) and says what is wrong with it (Degraded
-TLSSecretInvalid), changing nothing. Either way it returns the CA to publish in the ConfigMap and, for a while after a
-new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed its mounted files
-(pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without a restart and
-without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over SQL only
-once per server start: decide/tls.ssl_check_needed; a primary that does not answer is asked again after a
-growing delay, UnansweredChecks, not on every pass); a server whose build lacks SSL
-starts without it (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. The credentials Secret's uri
-follows that condition (`sync_connection_uri`: sslmode=require while the server serves TLS, none while it does not,
-so a client of the uri neither goes unencrypted nor fails against a server without SSL). Issuing runs in a worker
-thread (a key pair and a signature: milliseconds).
+With spec.tls on and no secretName: makes the Secret <name>-ca once (a new CA; Event CertificateAuthorityCreated),
+keeps the Secret <name>-tls issued from it (created or replaced when decide/tls.renewal says why; Event
+CertificateIssued with that reason and the new end of validity, never a key), and the client certificates of the
+roles that log in with one (Secrets <name>-client.<role>). With secretName: reads that Secret live every
+PROVIDED_RECHECK (it is the user's, outside the label-selected cache) and says what is wrong with it (Degraded
+TLSSecretInvalid), changing nothing; when its resourceVersion changes (a renewal in place, as cert-manager's) the
+instances reload as after the operator's own renewal. Either way it returns the CA to publish in the ConfigMap and,
+for a while after a new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed
+its mounted files (pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without
+a restart and without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over
+SQL once per server start: decide/tls.ssl_check_needed; a primary that does not answer is asked again after a
+growing delay, UnansweredChecks, not on every pass); a server whose build lacks SSL starts without it
+(dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. The credentials Secret's uri follows that condition
+(`sync_connection_uri`: sslmode=require while the server serves TLS, none while it does not, so a client of the uri
+neither goes unencrypted nor fails against a server without SSL). Issuing runs in a worker thread (a key pair and a
+signature: milliseconds).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ REPLACED_AT_ANNOTATION = "sampledb.io/replaced-at"  # on <name>-tls: when the op
 CLIENT_COMPONENT = "client-certificate"  # the component label of the roles' client certificate Secrets
 RECHECK_SECONDS = 15.0  # a missing or unusable Secret of spec.tls.secretName is read again this soon
 RENEWAL_RECHECK = 86400.0  # the operator's own certificate is looked at at least daily (renewed 30 days ahead)
-EXPIRY_RECHECK = 3600.0  # a usable one at least this often (its end, its renewal by the user)
+PROVIDED_RECHECK = 60.0  # a user's Secret is not watched: read again this often, so a renewal is loaded within minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,7 @@ async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOut
     ns, name = db.metadata.namespace or "", db.metadata.name
     now = ctx.clock.now()
     if spec.secret_name:
-        return await _provided(ctx, ns, spec.secret_name, now)
+        return await _provided(ctx, db, spec.secret_name, now, db_ready=db_ready)
     ca = ctx.cached("Secret", ns, names.ca_secret_name(name))
     ca_data = tls.secret_data(ca)
     if ca is None:
@@ -223,7 +225,8 @@ async def _reload(ctx: Context, db: SampleDB) -> None:
             await pg.reload_if_newer(pg.Target(str(ip), names.POSTGRES_PORT, *creds), f"{tls.TLS_DIR}/{tls.CERT_KEY}")
 
 
-async def _provided(ctx: Context, ns: str, secret_name: str, now: datetime) -> TLSOutcome:
+async def _provided(ctx: Context, db: SampleDB, secret_name: str, now: datetime, *, db_ready: bool) -> TLSOutcome:
+    ns = db.metadata.namespace or ""
     try:
         secret = await ctx.apis["Secret"].get(secret_name, ns)
     except NotFound:
@@ -237,10 +240,30 @@ async def _provided(ctx: Context, ns: str, secret_name: str, now: datetime) -> T
             f"Secret {secret_name} of spec.tls.secretName cannot be served: {why} (a kubernetes.io/tls Secret with"
             " tls.crt, tls.key and ca.crt, as cert-manager writes it)"), "spec.tls.secretName"),),
             recheck_after=RECHECK_SECONDS)
+    recheck = await _reload_provided(ctx, db, str(secret["metadata"].get("resourceVersion") or ""), db_ready=db_ready)
     ending = tls.expiring(data[tls.CERT_KEY], now)
     if ending is not None:
         return TLSOutcome(ca_cert=data[tls.CA_KEY], problems=(Problem("TLSCertificateExpiring", (
             f"the certificate in Secret {secret_name} of spec.tls.secretName: {ending}; renew it there (the"
-            " instances load a new one without a restart)"), "spec.tls.secretName"),), recheck_after=EXPIRY_RECHECK)
-    return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=EXPIRY_RECHECK)
+            " instances load a new one without a restart)"), "spec.tls.secretName"),), recheck_after=recheck)
+    return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=recheck)
 
+
+async def _reload_provided(ctx: Context, db: SampleDB, version: str, *, db_ready: bool) -> float:
+    """A user's Secret (cert-manager renews it in place) changed since this operator last saw it (read every
+    PROVIDED_RECHECK): for RELOAD_WINDOW every ready instance reloads once the kubelet has refreshed its copy (as
+    after the operator's own renewal). The first sight of it after the operator starts looks once. Returns when to
+    look again."""
+    key = db.metadata.uid or f"{db.metadata.namespace}/{db.metadata.name}"
+    seen = ctx.tls_secret_versions.get(key)
+    mono = ctx.clock.monotonic()
+    if seen is None or seen[0] != version:
+        ctx.tls_secret_versions[key] = (version, mono if seen is not None else float("-inf"))
+        if seen is None and db_ready:
+            await _reload(ctx, db)  # a change while no operator watched is loaded now
+    changed_at = ctx.tls_secret_versions[key][1]
+    if mono - changed_at < tls.RELOAD_WINDOW.total_seconds():
+        if db_ready:
+            await _reload(ctx, db)
+        return tls.RELOAD_CHECK_SECONDS
+    return PROVIDED_RECHECK

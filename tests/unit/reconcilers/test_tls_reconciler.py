@@ -242,3 +242,45 @@ async def test_a_role_that_logs_in_by_certificate_gets_one_and_it_goes_when_the_
     cluster.patch("SampleDB", DB, {"spec": {"roles": [{"name": "read_only"}, {"name": "plain"}]}})
     await passes(cluster)
     assert cluster.get("Secret", secret_name) is None
+
+
+async def test_a_users_secret_renewed_in_place_is_loaded_by_every_ready_instance(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from sampledb_operator.pg import client as pg
+    from sampledb_operator.reconcilers import tls as tls_step
+
+    reloads: list[str] = []
+
+    async def reload_if_newer(target: pg.Target, path: str, within: float = 5.0) -> bool | None:
+        reloads.append(target.host)
+        return False
+
+    monkeypatch.setattr(pg, "reload_if_newer", reload_if_newer)
+    cluster = FakeCluster()
+    ca = certs.issue_ca("users-ca", cluster.clock.now())
+    server = certs.issue_server(ca, DB, tls.dns_names(DB, NS), cluster.clock.now())
+    cluster.put("Secret", {"metadata": {"name": "orders-cert"}, "type": "kubernetes.io/tls",
+                           "stringData": {"tls.crt": server.cert, "tls.key": server.key, "ca.crt": ca.cert}})
+    cluster.put("SampleDB", sampledb(tls={"secretName": "orders-cert"}))
+    await passes(cluster)
+    cluster.put("Pod", {"metadata": {"name": f"{DB}-0", "labels": {
+        "sampledb.io/database": DB, "app.kubernetes.io/component": "database",
+        "app.kubernetes.io/managed-by": "sampledb-operator"}},
+        "status": {"podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}]}})
+    db = SampleDB.model_validate(cluster.get("SampleDB", DB))
+
+    async def step() -> tls_step.TLSOutcome:
+        return await tls_step.reconcile_tls(cluster.ctx, db, db_ready=True, primary_pod=None)
+
+    assert (await step()).recheck_after == tls_step.PROVIDED_RECHECK and reloads == []  # seen, unchanged
+    cluster.ctx.tls_secret_versions.clear()  # as after the operator's restart: the first sight looks once
+    first = await step()
+    assert reloads == ["10.0.0.7"] and first.recheck_after == tls_step.PROVIDED_RECHECK
+    assert (await step()).recheck_after == tls_step.PROVIDED_RECHECK and len(reloads) == 1
+    renewed = certs.issue_server(ca, DB, tls.dns_names(DB, NS), cluster.clock.now())
+    cluster.patch("Secret", "orders-cert", {"stringData": {"tls.crt": renewed.cert, "tls.key": renewed.key}})
+    during = await step()  # renewed in place: every ready instance reloads, looked at again soon
+    assert len(reloads) == 2 and during.recheck_after == tls.RELOAD_CHECK_SECONDS
+    cluster.clock.advance(tls.RELOAD_WINDOW.total_seconds())
+    after = await step()
+    assert after.recheck_after == tls_step.PROVIDED_RECHECK and len(reloads) == 2
