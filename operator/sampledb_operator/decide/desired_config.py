@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from sampledb_operator.decide import archive_config, pgconfig, roles, tls
+from sampledb_operator.decide import archive_config, pgconfig, roles
 from sampledb_operator.decide.desired_inputs import Inputs
 from sampledb_operator.decide.labels import (
     BUCKET_LABEL,
@@ -43,7 +43,9 @@ DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
-CLIENT_CA_FILE = f"{tls.TLS_DIR}/{tls.CA_KEY}"  # the mounted ca.crt: the CA client certificates are checked with
+# The mounted ca.crt (decide/tls.TLS_DIR; a literal: this module is the plugin's too, and decide/tls brings pki and
+# the cryptography library): the CA client certificates are checked with.
+CLIENT_CA_FILE = "/etc/sampledb-tls/ca.crt"
 URI_KEY = "uri"
 # The uri's sslmode while the server serves TLS: encrypted, with nothing but the Secret (no CA file to mount);
 # verify-full needs the CA, published as ca.crt in the ConfigMap (docs/user-guide.md "Encrypted connections").

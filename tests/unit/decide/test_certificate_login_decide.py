@@ -88,6 +88,7 @@ def test_the_server_asks_for_certificates_only_when_a_role_logs_in_with_one() ->
     assert plain_hba == pgconfig.hba() and "ssl_ca_file" not in plain_conf  # nothing changes without one
     cert_hba, cert_conf = files(roles=[{"name": "reporting", "certificate": True}])
     assert cert_hba == hba and "ssl_ca_file = '/etc/sampledb-tls/ca.crt'" in cert_conf
+    assert f"{tls.TLS_DIR}/{tls.CA_KEY}" == desired_config.CLIENT_CA_FILE  # where the Secret is mounted
     off_hba, off_conf = files(roles=[{"name": "reporting", "certificate": True}], tls={"enabled": False})
     assert off_hba == pgconfig.hba() and "ssl_ca_file" not in off_conf
 
