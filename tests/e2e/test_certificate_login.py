@@ -6,6 +6,7 @@ stops asking the certificate's Secret goes and the old certificate no longer log
 from __future__ import annotations
 
 import base64
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from tests.e2e.conftest import apply, status, wait_ready
-from tests.support.kube import kubectl_json, wait_until
+from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 from sampledb_operator.model import names
@@ -82,6 +83,16 @@ def test_a_role_logs_in_with_the_certificate_the_operator_issued_and_only_with_i
                                         f"metadata.name={names.client_secret_name(NAME, 'reporting')}")["items"],
                timeout=120, what="the client certificate's Secret deleted")
     wait_until(lambda: not can_connect(ns, files), timeout=120, what="the old certificate refused")
+
+    # refused at admission: a certificate login without TLS, and without login
+    no_tls = db(ns, certificate=True)
+    no_tls["spec"]["tls"] = {"enabled": False}
+    refused = kubectl("apply", "-f", "-", input=json.dumps(no_tls), check=False)
+    assert refused.returncode != 0 and "needs spec.tls.enabled" in refused.stderr, refused.stderr
+    no_login = db(ns, certificate=True)
+    no_login["spec"]["roles"][0]["login"] = False
+    refused = kubectl("apply", "-f", "-", input=json.dumps(no_login), check=False)
+    assert refused.returncode != 0 and "must be able to log in" in refused.stderr, refused.stderr
 
 
 def can_connect(ns: str, files: dict[str, str]) -> bool:

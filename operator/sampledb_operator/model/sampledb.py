@@ -222,6 +222,12 @@ class SampleDBSpec(SpecModel):
             "a database is created from a backup (restore) or recovered from an object store (recovery), not both",
             field_path=".recovery",
         ),
+        Rule(
+            "!has(self.roles) || !has(self.tls) || !has(self.tls.enabled) || self.tls.enabled"
+            " || !self.roles.exists(r, has(r.certificate) && r.certificate)",
+            "a role with certificate: true needs spec.tls.enabled (a client certificate is only presented over TLS)",
+            field_path=".roles",
+        ),
     )
 
     version: Version = Field(
