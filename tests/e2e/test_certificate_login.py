@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
+from tests.support.pem import write_pem_files
 
 from sampledb_operator.model import names
 from sampledb_operator.pki import certs
@@ -36,16 +36,6 @@ def secret_data(ns: str, name: str) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
 
 
-def write(folder: Path, files: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for key, text in files.items():
-        path = folder / key
-        path.write_text(text)
-        os.chmod(path, 0o600)
-        out[key] = str(path)
-    return out
-
-
 def connect(ns: str, ca: str, cert: str | None = None, key: str | None = None) -> psycopg.Connection[Any]:
     pod = kubectl_json("get", "pod", f"{NAME}-0", "-n", ns)
     extra = {"sslcert": cert, "sslkey": key} if cert and key else {}
@@ -63,7 +53,7 @@ def test_a_role_logs_in_with_the_certificate_the_operator_issued_and_only_with_i
                and status(NAME, ns).get("rolesApplied"), timeout=180,
                what="reporting Ready and applied (every instance runs the pg_hba line)")
     client = secret_data(ns, names.client_secret_name(NAME, "reporting"))
-    files = write(tmp_path, client)
+    files = write_pem_files(tmp_path, client)
     with connect(ns, files["ca.crt"], files["tls.crt"], files["tls.key"]) as conn:
         assert conn.execute("SELECT current_user, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone() \
             == ("reporting", True)
@@ -73,8 +63,7 @@ def test_a_role_logs_in_with_the_certificate_the_operator_issued_and_only_with_i
         connect(ns, files["ca.crt"]).close()
     ca = secret_data(ns, names.ca_secret_name(NAME))
     forged = certs.issue_client(certs.Pair(ca["ca.crt"], ca["ca.key"]), "app", datetime.now(UTC))
-    (tmp_path / "other").mkdir()
-    other = write(tmp_path / "other", {"tls.crt": forged.cert, "tls.key": forged.key})
+    other = write_pem_files(tmp_path / "other", {"tls.crt": forged.cert, "tls.key": forged.key})
     with pytest.raises(psycopg.OperationalError):  # signed by the CA, but for another name
         connect(ns, files["ca.crt"], other["tls.crt"], other["tls.key"]).close()
 

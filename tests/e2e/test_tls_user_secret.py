@@ -6,7 +6,6 @@ restart: a client trusting only the new CA connects."""
 from __future__ import annotations
 
 import base64
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
+from tests.support.pem import write_pem_files
 
 from sampledb_operator.decide import tls
 from sampledb_operator.model import names
@@ -30,17 +30,6 @@ def tls_secret(ns: str, server: certs.Pair, ca: certs.Pair) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": "mine-tls", "namespace": ns},
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
-
-
-def files(folder: Path, **texts: str) -> dict[str, str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for key, text in texts.items():
-        path = folder / key
-        path.write_text(text)
-        os.chmod(path, 0o600)
-        out[key] = str(path)
-    return out
 
 
 def connect(ns: str, ca: str, user: str, **extra: str) -> psycopg.Connection[Any]:
@@ -71,11 +60,11 @@ def test_a_users_certificate_is_served_and_its_renewal_loaded_without_a_restart(
     wait_until(lambda: status(NAME, ns).get("rolesApplied"), timeout=180, what="etl applied")
     creds = kubectl_json("get", "secret", names.secret_name(NAME), "-n", ns)["data"]
     password = base64.b64decode(creds["password"]).decode()
-    first = files(tmp_path / "first", **{"ca.crt": ca.cert})
+    first = write_pem_files(tmp_path / "first", {"ca.crt": ca.cert})
     with connect(ns, first["ca.crt"], "app", password=password) as conn:
         assert conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone() == (True,)
     client = certs.issue_client(ca, "etl", now)  # from the user's CA: the operator has no key to issue one
-    mine = files(tmp_path / "etl", **{"tls.crt": client.cert, "tls.key": client.key})
+    mine = write_pem_files(tmp_path / "etl", {"tls.crt": client.cert, "tls.key": client.key})
     with connect(ns, first["ca.crt"], "etl", sslcert=mine["tls.crt"], sslkey=mine["tls.key"]) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("etl",)
     made = {s["metadata"]["name"] for s in kubectl_json("get", "secrets", "-n", ns)["items"]}
@@ -85,7 +74,7 @@ def test_a_users_certificate_is_served_and_its_renewal_loaded_without_a_restart(
     pod_uid = kubectl_json("get", "pod", f"{NAME}-0", "-n", ns)["metadata"]["uid"]
     ca2 = certs.issue_ca("users-ca-2", now)
     apply(tls_secret(ns, certs.issue_server(ca2, NAME, tls.dns_names(NAME, ns), now), ca2))
-    second = files(tmp_path / "second", **{"ca.crt": ca2.cert})
+    second = write_pem_files(tmp_path / "second", {"ca.crt": ca2.cert})
     wait_until(lambda: works(ns, second["ca.crt"], password), timeout=240, interval=5,
                what="the renewed certificate served")
     assert not works(ns, first["ca.crt"], password)

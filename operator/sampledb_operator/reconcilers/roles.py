@@ -17,17 +17,16 @@ import base64
 from dataclasses import dataclass
 
 from sampledb_operator.decide import roles as decide_roles
-from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
-from sampledb_operator.model.objects import Obj, condition_true
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.roles import CERTIFICATE_GROUP, Ensure, Password, RoleState, RoleStatus
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.pg import client as pg
 from sampledb_operator.pg import roles as pg_roles
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.superuser import credentials
+from sampledb_operator.reconcilers.superuser import credentials, ready_instances
 
 RETRY_SECONDS = 30.0
 HBA_RECHECK_SECONDS = 10.0  # roles that log in by certificate: the instances' pg_hba.conf looked at again this soon
@@ -101,22 +100,17 @@ async def reconcile_roles(ctx: Context, db: SampleDB, *, db_ready: bool, primary
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RolesApplied",
                         f"roles created, changed or dropped as spec.roles says: {', '.join(changed)}")
     bad = _problems(statuses)
-    if not bad and decide_roles.certificate_roles(declared_roles) and not await _hba_loaded(ctx, db, creds):
+    if not bad and decide_roles.certificate_roles(declared_roles) and not await _hba_loaded(ctx, db):
         # the roles are made, but an instance does not run the pg_hba.conf that admits them by certificate yet
         return RolesOutcome(statuses=statuses, problems=bad, recheck_after=HBA_RECHECK_SECONDS)
     return RolesOutcome(statuses=statuses, applied=None if bad else wanted, problems=bad,
                         recheck_after=RETRY_SECONDS if bad else look_again)
 
 
-async def _hba_loaded(ctx: Context, db: SampleDB, creds: tuple[str, str]) -> bool:
+async def _hba_loaded(ctx: Context, db: SampleDB) -> bool:
     """Every ready instance runs with the pg_hba.conf line that admits CERTIFICATE_GROUP by certificate (each is
     made to reload once the kubelet has refreshed its copy: pg/roles.hba_loaded)."""
-    pods = ctx.caches.pods.list(db.metadata.namespace or "", {DATABASE_LABEL: db.metadata.name,
-                                                               COMPONENT_LABEL: "database"})
     loaded = True
-    for pod in pods:
-        ip = (pod.get("status") or {}).get("podIP")
-        if ip and condition_true(pod, "Ready"):
-            target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
-            loaded = await pg_roles.hba_loaded(target, f"+{CERTIFICATE_GROUP}") is True and loaded
+    for target in ready_instances(ctx, db):
+        loaded = await pg_roles.hba_loaded(target, f"+{CERTIFICATE_GROUP}") is True and loaded
     return loaded

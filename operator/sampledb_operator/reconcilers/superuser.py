@@ -1,4 +1,5 @@
-"""The database superuser's credentials, read from the database's Secret in the cache, for the operator's SQL.
+"""The database superuser's credentials, read from the database's Secret in the cache, for the operator's SQL, and
+the ready instances to send it to.
 
 Never logged: the password goes to the driver only (pg/client.Target hides it from repr).
 """
@@ -8,8 +9,11 @@ from __future__ import annotations
 import base64
 
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.model import names
+from sampledb_operator.model.objects import condition_true
 from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.pg.client import Target
 from sampledb_operator.reconcilers.context import Context
 
 
@@ -22,3 +26,15 @@ def credentials(ctx: Context, db: SampleDB) -> tuple[str, str] | None:
                 base64.b64decode(data[d.SECRET_PASSWORD_KEY]).decode())
     except (KeyError, ValueError):
         return None
+
+
+def ready_instances(ctx: Context, db: SampleDB) -> list[Target]:
+    """Every ready instance of the database (its pods in the cache), as the operator connects to it; [] without
+    credentials."""
+    creds = credentials(ctx, db)
+    if creds is None:
+        return []
+    pods = ctx.caches.pods.list(db.metadata.namespace or "", {DATABASE_LABEL: db.metadata.name,
+                                                               COMPONENT_LABEL: "database"})
+    return [Target(str(ip), names.POSTGRES_PORT, *creds) for pod in pods
+            if (ip := (pod.get("status") or {}).get("podIP")) and condition_true(pod, "Ready")]

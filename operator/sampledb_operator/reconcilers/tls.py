@@ -32,13 +32,13 @@ from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, met
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
-from sampledb_operator.model.objects import Obj, condition_true
+from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.pg import client as pg
 from sampledb_operator.pki import certs
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.superuser import credentials
+from sampledb_operator.reconcilers.superuser import credentials, ready_instances
 
 REPLACED_AT_ANNOTATION = "sampledb.io/replaced-at"  # on <name>-tls: when the operator last replaced the certificate
 # the instances were serving (RFC 3339); a first certificate needs no reload (the server starts with it)
@@ -215,14 +215,8 @@ async def _client_certificates(ctx: Context, db: SampleDB, ca: certs.Pair, now: 
 
 async def _reload(ctx: Context, db: SampleDB) -> None:
     """Every ready instance whose mounted certificate is newer than its configuration reloads."""
-    creds = credentials(ctx, db)
-    if creds is None:
-        return
-    ns = db.metadata.namespace or ""
-    for pod in ctx.caches.pods.list(ns, {DATABASE_LABEL: db.metadata.name, COMPONENT_LABEL: "database"}):
-        ip = (pod.get("status") or {}).get("podIP")
-        if ip and condition_true(pod, "Ready"):
-            await pg.reload_if_newer(pg.Target(str(ip), names.POSTGRES_PORT, *creds), f"{tls.TLS_DIR}/{tls.CERT_KEY}")
+    for target in ready_instances(ctx, db):
+        await pg.reload_if_newer(target, f"{tls.TLS_DIR}/{tls.CERT_KEY}")
 
 
 async def _provided(ctx: Context, db: SampleDB, secret_name: str, now: datetime, *, db_ready: bool) -> TLSOutcome:

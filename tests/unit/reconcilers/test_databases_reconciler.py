@@ -5,11 +5,11 @@ database dropped in the same pass is dropped in that pass too."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 
 import pytest
-from tests.support.fake_cluster import MANAGED_LABEL, FakeCluster, sampledb
+from tests.support.fake_cluster import FakeCluster
+from tests.unit.reconcilers.test_roles_reconciler import ready_db
 
 from sampledb_operator.model.databases import DatabaseOp, ObservedDatabase
 from sampledb_operator.model.roles import ObservedRole, Op
@@ -73,14 +73,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
     monkeypatch.setattr(pg_roles, "observe", fake.observe_roles)
     monkeypatch.setattr(pg_roles, "apply", fake.apply_roles)
     return fake
-
-
-def ready_db(cluster: FakeCluster, **spec: object) -> SampleDB:
-    cluster.put("Secret", {"metadata": {"name": "orders-credentials", "labels": {MANAGED_LABEL: "sampledb-operator",
-                                                                             "sampledb.io/database": "orders"}},
-                           "data": {"username": base64.b64encode(b"app").decode(),
-                                    "password": base64.b64encode(b"x").decode()}})
-    return SampleDB.model_validate(cluster.put("SampleDB", sampledb(**spec)))
 
 
 def recorded(db: SampleDB, out: sql_objects.DeclaredOutcome) -> SampleDB:
