@@ -29,6 +29,7 @@ from tests.support.operator import REPO, OperatorProcess
 from sampledb_operator.chaos.faults import running_job
 from sampledb_operator.chaos.inject import Injector
 from sampledb_operator.chaos.plan import Target
+from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import KubeError, NotFound
@@ -253,8 +254,9 @@ class World:
             db.credentials = (secret["metadata"]["uid"], _digest(secret.get("data") or {}))
 
     async def live_not_ready(self) -> list[str]:
-        """Live SampleDBs not Ready or missing a child (StatefulSet, client Service, ConfigMap, Secret: a stale
-        Ready would not show it), and deleted ones still present; [] when all is well."""
+        """Live SampleDBs not Ready, missing a child (StatefulSet, client Service, ConfigMap, Secret) or with
+        fewer running ready database pods than instances (a stale Ready would not show these), and deleted
+        ones still present; [] when all is well."""
         seen = {Target(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in await self.list_in("SampleDB")}
         bad = [f"{t} not Ready ({why_not_ready(seen.get(t))})" for t, d in self.dbs.items()
                if d.deleted_at is None and not ready(seen.get(t))]
@@ -265,6 +267,16 @@ class World:
                        if not o["metadata"].get("deletionTimestamp")}
             bad += [f"{t}: {kind} {name_of(t.name)} missing" for t in live
                     if (t.namespace, name_of(t.name)) not in present]
+        pods: dict[tuple[str, str], list[Obj]] = defaultdict(list)
+        for pod in await self.list_in("Pod", label_selector=f"{MANAGED},{COMPONENT_LABEL}=database"):
+            meta = pod["metadata"]
+            pods[(meta["namespace"], (meta.get("labels") or {}).get(DATABASE_LABEL, ""))].append(pod)
+        for t in live:  # a pod deleted as the faults stopped leaves a Ready the operator has not revised yet
+            want = int(((seen.get(t) or {}).get("spec") or {}).get("instances") or 1)
+            running = [p for p in pods[(t.namespace, t.name)]
+                       if not p["metadata"].get("deletionTimestamp") and pod_trouble(p) is None]
+            if len(running) < want:
+                bad.append(f"{t}: {len(running)} of {want} database pods running ready")
         bad += [f"{t} (deleted, {d.policy}) still present: finalizers "
                 f"{(seen[t].get('metadata') or {}).get('finalizers')}"
                 for t, d in self.dbs.items() if d.deleted_at is not None and t in seen]
