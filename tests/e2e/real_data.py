@@ -8,6 +8,7 @@ with psql inside the database's pod, never by Job status alone.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,8 @@ from tests.support import images
 from tests.support.cluster import Cluster, refresh_local_images
 from tests.support.install import REAL_DATA_NAMESPACE, forbidden_lines, install_operator, operator_logs
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
+
+from sampledb_operator.model import names
 
 NS = REAL_DATA_NAMESPACE
 PG15 = "15.20"
@@ -134,3 +137,41 @@ def wait_backup(backup: str, timeout: float = 180) -> dict[str, Any]:
         return b if phase == "Succeeded" else None
 
     return wait_until(done, timeout=timeout, what=f"backup {backup} to succeed")
+
+
+HEARTBEAT = "public.heartbeat"  # the writer's table: CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz)
+
+WRITER_SCRIPT = """
+while true; do
+  if psql -X -w -q -c "INSERT INTO heartbeat DEFAULT VALUES" >/dev/null 2>&1; then echo "ok $(date +%s.%N)";
+  else echo "fail $(date +%s.%N)"; fi
+  sleep 0.2
+done
+"""
+
+
+def writer(name: str) -> dict[str, object]:
+    """A pod that writes through the database's Service every 0.2 s and logs each attempt's outcome."""
+    secret = names.secret_name(name)
+
+    def key(var: str, k: str) -> dict[str, object]:
+        return {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}}
+
+    env = [key("PGHOST", "host"), key("PGPORT", "port"), key("PGDATABASE", "database"), key("PGUSER", "username"),
+           key("PGPASSWORD", "password"), {"name": "PGCONNECT_TIMEOUT", "value": "2"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-writer"},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "writer", "image": f"postgres:{PG15}", "command": ["bash", "-c",
+                                                                                                WRITER_SCRIPT],
+                                     "env": env, "securityContext": {
+                                         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
+
+
+def write_downtime(name: str) -> tuple[float, int]:
+    """The longest time between two accepted writes in the writer's log (s), and the number accepted."""
+    log = kubectl("logs", "-n", NS, f"{name}-writer", timeout=60).stdout.split()
+    accepted = [float(log[i + 1]) for i in range(0, len(log) - 1, 2) if log[i] == "ok"]
+    assert len(accepted) > 10, log[-20:]
+    return max(b - a for a, b in itertools.pairwise(accepted)), len(accepted)

@@ -53,6 +53,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("sampledb.io", "sampledbs", "list"): "cache of SampleDBs (every reconcile)",
     ("sampledb.io", "sampledbs", "watch"): "cache of SampleDBs (every reconcile)",
     ("sampledb.io", "sampledbs", "patch"): "finalizer added on create, removed by each deletion policy",
+    ("sampledb.io", "sampledbs", "get"): "a failover or switchover reads the SampleDB live before it fences",
     ("sampledb.io", "sampledbs/status", "patch"): "status and conditions (kubectl wait --for=condition=Ready)",
     ("sampledb.io", "sampledbbackups", "list"): "cache of SampleDBBackups",
     ("sampledb.io", "sampledbbackups", "watch"): "cache of SampleDBBackups",
@@ -60,6 +61,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("sampledb.io", "sampledbbackups", "patch"): "the backup files finalizer; releasing it after the prune Job",
     ("sampledb.io", "sampledbbackups", "delete"): "retention of scheduled backups",
     ("sampledb.io", "sampledbbackups/status", "patch"): "backup phase, location, verification",
+    ("apps", "statefulsets", "get"): "a failover confirms the old primary's StatefulSet at 0 replicas (live)",
     ("apps", "statefulsets", "list"): "cache of children",
     ("apps", "statefulsets", "watch"): "cache of children",
     ("apps", "statefulsets", "create"): "server-side apply of a new StatefulSet",
@@ -121,6 +123,10 @@ EXEMPT: dict[tuple[str, str, str], str] = {
     # read only when a database's StatefulSet or Job lacks its pod (tests/e2e/test_stuck_databases.py)
     ("", "events", "list"): "a pod refused to a StatefulSet or Job",
     ("", "pods/log", "get"): "a container in CrashLoopBackOff (tests/e2e/test_stuck_databases.py)",
+    # live reads before a fence or promotion, which needs real servers (tests/e2e/test_rolling_update.py runs a
+    # switchover under the shipped role)
+    ("sampledb.io", "sampledbs", "get"): "a failover or switchover: the SampleDB read live before it fences",
+    ("apps", "statefulsets", "get"): "a failover or switchover: the old primary's StatefulSet confirmed at 0",
     # the OwnerReferencesPermissionEnforcement admission plugin (off here, on in OpenShift) requires
     # update on the owner's finalizers to set blockOwnerDeletion, which the operator's children carry
     ("sampledb.io", "sampledbs/finalizers", "update"): "OwnerReferencesPermissionEnforcement",

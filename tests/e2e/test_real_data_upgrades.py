@@ -14,15 +14,14 @@ every 0.2 s for the whole upgrade: the longest time between two accepted writes.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import time
 
 import pytest
 from tests.e2e.real_data import (
+    HEARTBEAT,
     NS,
-    PG15,
     PG18,
     apply,
     condition,
@@ -35,6 +34,8 @@ from tests.e2e.real_data import (
     table_stats,
     unique,
     wait_ready,
+    write_downtime,
+    writer,
 )
 from tests.support.kube import kubectl, kubectl_json, wait_until
 
@@ -139,42 +140,7 @@ def test_migrations_apply_in_order_and_a_failing_one_names_its_file(installed: s
 
 UPGRADE_MB = int(os.environ.get("SAMPLEDB_E2E_UPGRADE_MB", "300"))
 ROW_BYTES = 200  # about, for the rows of `big` below (heap tuple of a 160-character text and a numeric)
-HEARTBEAT = "public.heartbeat"
 
-WRITER_SCRIPT = """
-while true; do
-  if psql -X -w -q -c "INSERT INTO heartbeat DEFAULT VALUES" >/dev/null 2>&1; then echo "ok $(date +%s.%N)";
-  else echo "fail $(date +%s.%N)"; fi
-  sleep 0.2
-done
-"""
-
-
-def writer(name: str) -> dict[str, object]:
-    """A pod that writes through the database's Service every 0.2 s and logs each attempt's outcome."""
-    secret = names.secret_name(name)
-
-    def key(var: str, k: str) -> dict[str, object]:
-        return {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}}
-
-    env = [key("PGHOST", "host"), key("PGPORT", "port"), key("PGDATABASE", "database"), key("PGUSER", "username"),
-           key("PGPASSWORD", "password"), {"name": "PGCONNECT_TIMEOUT", "value": "2"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-writer"},
-            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [{"name": "writer", "image": f"postgres:{PG15}", "command": ["bash", "-c",
-                                                                                                WRITER_SCRIPT],
-                                     "env": env, "securityContext": {
-                                         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
-
-
-def write_downtime(name: str) -> tuple[float, int]:
-    """The longest time between two accepted writes in the writer's log (s), and the number accepted."""
-    log = kubectl("logs", "-n", NS, f"{name}-writer", timeout=60).stdout.split()
-    accepted = [float(log[i + 1]) for i in range(0, len(log) - 1, 2) if log[i] == "ok"]
-    assert len(accepted) > 10, log[-20:]
-    return max(b - a for a, b in itertools.pairwise(accepted)), len(accepted)
 
 
 def load(name: str, megabytes: int) -> dict[str, tuple[int, str]]:

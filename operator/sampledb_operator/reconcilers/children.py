@@ -34,6 +34,7 @@ from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
+from sampledb_operator.reconcilers import rollout as rolling
 from sampledb_operator.reconcilers import volumes
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
@@ -177,7 +178,7 @@ class _Outcome:
 
 
 async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj], inputs: d.Inputs,
-                         *, created_before: tuple[str, ...] = ()) -> Applied:
+                         *, created_before: tuple[str, ...] = (), instances: rolling.View | None = None) -> Applied:
     """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
     Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
     them, a new one only once its claim is bound when its class binds immediately (decide/binding.py). One
@@ -185,7 +186,8 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
     the StatefulSets waiting for their claims, except a provisioning pass that made only those
     (events.created_children_event); an update has an Event of its own (its reason). Then the children the plan
     no longer desires are deleted (plan.removals: the PodDisruptionBudget of a database scaled down to one
-    instance), each with an Event."""
+    instance), each with an Event. With `instances`, a pod template change rolls one instance at a time
+    (reconcilers/rollout.py)."""
     volume_states = volumes.states(ctx, db, observed)
     accept = vol.accepted(db.metadata.annotations)
     verdicts = {key: vol.verdict(state, accept, db.metadata.name) for key, state in volume_states.items()}
@@ -198,6 +200,7 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
             names.instance_data_pvc_name(db.metadata.name, i) for i in range(db.spec.replicas)])
     actions = [a for a in plan.plan(desired, observed, keep_size=vol.sizes_kept(db))
                if (verdicts.get(a.key) is None or verdicts[a.key].write)]  # a lost volume is never written
+    actions, recheck = await rolling.gate(ctx, db, actions, dict(observed), instances)
     limit = asyncio.Semaphore(APPLY_CONCURRENCY)
 
     async def one(action: plan.Action) -> _Outcome:
@@ -206,12 +209,12 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
 
     outcomes: list[_Outcome] = []
     waiting: dict[str, str] = {}
-    recheck: float | None = None
     for statefulsets in (False, True):
         wave = [a for a in actions if (a.key[0] == "StatefulSet") == statefulsets]
         if statefulsets:  # after the volumes' writes: a new StatefulSet waits for its claim to bind
-            waiting, recheck = await _waiting_for_binding(ctx, db, [a.obj for a in wave if a.key not in observed])
+            waiting, binding = await _waiting_for_binding(ctx, db, [a.obj for a in wave if a.key not in observed])
             wave = [a for a in wave if a.key[1] not in waiting]
+            recheck = min((x for x in (recheck, binding) if x is not None), default=None)
         results = await asyncio.gather(*(one(a) for a in wave), return_exceptions=True)  # every write finishes
         failed = next((r for r in results if isinstance(r, BaseException)), None)
         if failed is not None:

@@ -75,7 +75,7 @@ def instance_statefulsets(ctx: Context, db: SampleDB) -> dict[int, Obj]:
     return out
 
 
-def _pod_view(pod: Obj) -> rep.PodView:
+def pod_view(pod: Obj) -> rep.PodView:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = bool(ready_cond and ready_cond.get("status") == "True")
@@ -137,7 +137,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         pod_name = names.instance_pod_name(name, index)
         pod = pods.get(pod_name)
         views[index] = rep.InstanceView(index=index, replicas=int((sts.get("spec") or {}).get("replicas", 1)),
-                                        pod=_pod_view(pod) if pod else None, server=servers.get(pod_name))
+                                        pod=pod_view(pod) if pod else None, server=servers.get(pod_name))
     old_primary = rep.index_of(name, db.status.primary)
     in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
     fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)

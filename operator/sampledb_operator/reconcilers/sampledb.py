@@ -66,6 +66,7 @@ from sampledb_operator.reconcilers import (
     verification,
     volumes,
 )
+from sampledb_operator.reconcilers import rollout as rolling
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import one_pass, write_refused
 from sampledb_operator.reconcilers.job_ttl import expire_finished_jobs
@@ -146,7 +147,8 @@ class SampleDBReconciler:
             instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,
             skip_volumes=instances.skip_volumes,
             replica_service=children.replica_service_made(db, observed_children), ca_cert=served.ca_cert),
-            created_before=(secret.created,) if secret.created else ())
+            created_before=(secret.created,) if secret.created else (),
+            instances=None if upgrading.stop else rolling.view(self.ctx, db, instances))
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes
         await children.disown(self.ctx, db, observed_children)

@@ -1,10 +1,8 @@
-"""Hibernation and restart on the fake cluster: every instance stopped through its StatefulSet, volumes and primary
-kept, the status Hibernated with no instance listed; waiting while a Job runs; a bad value refused; the wake starts
-the instances with no failover while the primary starts; a restart asked for rolls every instance's pod template."""
+"""Hibernation on the fake cluster: every instance stopped through its StatefulSet, volumes and primary kept, the
+status Hibernated with no instance listed; waiting while a Job runs; a bad value refused; the wake starts the
+instances with no failover while the primary starts. (A restart asked for: test_rolling_restart.py.)"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from tests.support.fake_cluster import MANAGED_LABEL, NS, FakeCluster, condition
 from tests.unit.reconcilers.test_replication_reconciler import (
@@ -22,7 +20,6 @@ from tests.unit.reconcilers.test_replication_reconciler import (
 )
 
 from sampledb_operator.decide import hibernation
-from sampledb_operator.decide.labels import RESTART_ANNOTATION, RESTARTED_FOR_ANNOTATION
 
 STS = "StatefulSet"
 
@@ -123,25 +120,6 @@ async def test_a_bad_value_is_refused_and_changes_nothing(servers: FakeServers) 
     annotate(cluster, "off")
     await cluster.reconcile(DB)
     assert condition(cluster.get("SampleDB", DB), "Degraded")["status"] == "False"
-
-
-def template_annotations(cluster: FakeCluster, i: int) -> dict[str, Any]:
-    sts = cluster.get(STS, sts_name(i))
-    assert sts is not None
-    return dict(sts["spec"]["template"]["metadata"].get("annotations") or {})
-
-
-async def test_a_restart_asked_for_rolls_every_instance_and_nothing_without_it(servers: FakeServers) -> None:
-    cluster = FakeCluster()
-    await three_instances(cluster, servers)
-    assert all(RESTARTED_FOR_ANNOTATION not in template_annotations(cluster, i) for i in range(3))
-    annotate(cluster, "2026-12-06T00:00:00Z", RESTART_ANNOTATION)
-    await cluster.reconcile(DB)
-    assert [template_annotations(cluster, i).get(RESTARTED_FOR_ANNOTATION) for i in range(3)] == [
-        "2026-12-06T00:00:00Z"] * 3
-    writes = len(cluster.written(kind=STS))
-    await cluster.reconcile(DB)
-    assert len(cluster.written(kind=STS)) == writes  # the same value: no second roll
 
 
 async def test_deleting_a_hibernated_database_with_a_snapshot_starts_it_for_the_snapshot(servers: FakeServers) -> None:

@@ -1,0 +1,99 @@
+"""Real PostgreSQL, operator installed in the cluster: a minor upgrade of a database of three instances rolls
+them one at a time (the standbys first, then a switchover, the old primary last) while a writer inserts through
+the database's Service every 0.2 s: every row is there afterwards, every instance runs the new image and
+streams, the primary changed exactly once, and the longest time without an accepted write is one switchover's.
+
+The new minor is the local PostgreSQL 15 image under a second tag (the node knows no other 15.x): a new image
+and version in the pod template, as a real minor upgrade is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from tests.e2e.real_data import (
+    NS,
+    PG15,
+    apply,
+    delete,
+    seed,
+    sql,
+    status,
+    table_stats,
+    unique,
+    wait_ready,
+    write_downtime,
+    writer,
+)
+from tests.support.cluster import Cluster, tag_node_image
+from tests.support.kube import kubectl, kubectl_json, wait_until
+
+from sampledb_operator.model import names
+
+pytestmark = pytest.mark.cluster
+
+NEXT = f"{PG15.split('.')[0]}.{int(PG15.split('.')[1]) + 1}"
+SWITCHOVER_BOUND_S = 30.0  # a clean stop of the primary, a promotion and the Service's endpoints following
+
+
+def images(name: str) -> dict[str, str]:
+    pods = kubectl_json("get", "pods", "-n", NS, "-l", f"sampledb.io/database={name},"
+                        "app.kubernetes.io/component=database")["items"]
+    return {p["metadata"]["name"]: next(c["image"] for c in p["spec"]["containers"] if c["name"] == "postgres")
+            for p in pods}
+
+
+def reasons(name: str) -> list[str]:
+    events = kubectl_json("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e["reason"] for e in sorted(events, key=lambda e: e.get("firstTimestamp") or e.get("eventTime") or "")
+            for _ in range(int(e.get("count") or 1))]
+
+
+def test_a_minor_upgrade_of_three_instances_rolls_them_with_one_switchover(installed: str, cluster: Cluster) -> None:
+    if cluster.local:
+        tag_node_image(f"postgres:{PG15}", f"postgres:{NEXT}")
+    name = unique("rolling")
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
+           "spec": {"version": PG15, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete", "replicas": 3,
+                    "upgrade": {"backupBeforeMinor": False}}})
+    wait_ready(name)
+    wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+    before = seed(name)
+    sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
+    first_primary = status(name)["primary"]
+    apply(writer(name))
+    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
+               timeout=120, what="the writer pod to run")
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= 5, timeout=60, what="writes accepted")
+    started = time.monotonic()
+    kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", json.dumps({"spec": {"version": NEXT}}))
+
+    def rolled() -> bool:
+        st = status(name)
+        return (st.get("currentVersion") == NEXT and st.get("readyInstances") == "3/3"
+                and set(images(name).values()) == {f"postgres:{NEXT}"} and not st.get("targetPrimary"))
+
+    wait_until(rolled, timeout=900, what=f"every instance on {NEXT}")
+    wait_ready(name)
+    took = time.monotonic() - started
+    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
+               what="writes accepted after the roll")
+    downtime, accepted = write_downtime(name)
+    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
+
+    seen = reasons(name)
+    assert seen.count("RollingRestart") == 2 and seen.count("RollingSwitchover") == 1, seen
+    assert seen.count("SwitchoverStarted") == 1 and seen.count("FailoverStarted") == 0, seen
+    assert status(name)["primary"] != first_primary  # the old primary restarted last, as a standby
+    assert {k: v for k, v in table_stats(name).items() if k in before} == before
+    assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # every accepted write is there
+    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "2",
+               timeout=120, what="both standbys streaming from the new primary")
+    print(f"\nminor upgrade {PG15} -> {NEXT} of 3 instances: {took:.0f} s from the patch to all ready;"
+          f" longest time without an accepted write: {downtime:.1f} s")
+    assert downtime < SWITCHOVER_BOUND_S, f"writes stopped for {downtime:.1f} s"
+    assert names.instance_pod_name(name, 0) in images(name)
+    delete(name, wait=False)
