@@ -57,8 +57,11 @@ def _unready_for(pod: Obj | None, now: datetime) -> float:
     return max(0.0, (now - seen.since).total_seconds()) if seen.since else 0.0
 
 
-def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View:
-    """The instances of `replication` (the replicas each keeps after this pass) with their pods."""
+def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View | None:
+    """The instances of `replication` (the replicas each keeps after this pass) with their pods; None with one
+    instance (it restarts in place: nothing to read)."""
+    if len(replication.instances) < 2:
+        return None
     name, now = db.metadata.name, ctx.clock.now()
     sets = instance_statefulsets(ctx, db)
     pods = {str(p["metadata"]["name"]): p for p in ctx.caches.pods.list(
