@@ -49,6 +49,7 @@ from sampledb_operator.runtime.controller import Controller, TerminalError
 from sampledb_operator.runtime.leader import LeaderElector
 from sampledb_operator.runtime.manager import Manager
 from sampledb_operator.runtime.memory import MemoryTrimmer
+from sampledb_operator.runtime.rollout_slots import RolloutSlots
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 from sampledb_operator.runtime.storeunion import StoreUnion
@@ -256,7 +257,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
         ctx = Context(client=client, caches=caches, recorder=recorder, clock=clock,
                       field_manager=settings.field_manager, recheck_period=settings.recheck_period,
                       label_buckets=sharding is not None, chaos_annotation=settings.chaos_annotation,
-                      test_hooks=settings.test_hooks)
+                      test_hooks=settings.test_hooks, rollout_slots=RolloutSlots(settings.operator_rollouts))
 
         async def on_terminal(ref: ObjectRef, err: TerminalError) -> None:
             obj = caches.sampledbs.get(ref)

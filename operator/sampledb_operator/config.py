@@ -91,6 +91,7 @@ class Settings(BaseModel):
     api_connections: int = Field(default=32, ge=1, le=1024)  # = kube.client.DEFAULT_CONNECTIONS (not imported: aiohttp)
     chaos_annotation: bool = False  # off: the sampledb.io/chaos annotation injects nothing (reconcilers/chaos.py)
     test_hooks: bool = False  # off: testing.sampledb.io/ annotations are not copied onto Job pods (decide/jobs.py)
+    operator_rollouts: int = Field(default=1, ge=0, le=10000)  # runtime/rollout_slots.py
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -213,6 +214,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("chaos_annotation", "inject the one-off fault a SampleDB's sampledb.io/chaos annotation asks for (needs the "
            "grants of manifests/components/chaos: pods/exec get and create, jobs delete); off: the annotation is "
            "removed with a Warning Event ChaosDisabled and nothing is injected", "true or false", "bool"),
+    Option("operator_rollouts", "how many databases at once roll their pods for a pod template that the operator"
+           " itself changed (a new version's, the spec unchanged), one instance at a time each; 0: only when asked (a"
+           " spec change that restarts, or kubectl sampledb restart)", "an integer from 0 to 10000", "int"),
     Option("test_hooks", "copy a SampleDB's testing.sampledb.io/ annotations onto the pods of its Jobs, for a "
            "simulated cluster's stages to select them (the test suite's kwok stages fail such Jobs on purpose); "
            "off: those annotations are ignored", "true or false", "bool"),

@@ -31,6 +31,7 @@ from sampledb_operator.decide.desired_inputs import Running
 from sampledb_operator.decide.labels import (
     RESTART_ANNOTATION,
     RESTARTED_FOR_ANNOTATION,
+    TEMPLATE_GENERATION_ANNOTATION,
     VERSION_ANNOTATION,
     db_name,
     instance_selector,
@@ -152,7 +153,8 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
     container["volumeMounts"] += ca_mounts
     sts_meta = meta(db, names.instance_statefulset_name(name, index), "database", owned=False)
     sts_meta["labels"][names.INSTANCE_LABEL] = str(index)
-    sts_meta["annotations"] = {VERSION_ANNOTATION: run.version}
+    sts_meta["annotations"] = {VERSION_ANNOTATION: run.version, **(
+        {TEMPLATE_GENERATION_ANNOTATION: str(db.metadata.generation)} if db.metadata.generation else {})}
     template_labels = scheduling.pod_labels(db, {**pod_labels(db), names.INSTANCE_LABEL: str(index)})
     restart = db.metadata.annotations.get(RESTART_ANNOTATION)  # a restart asked for: its value rolls the pods
     template_annotations = scheduling.pod_annotations(db, {pgconfig.RESTART_ANNOTATION: restart_hash,

@@ -26,7 +26,8 @@ from sampledb_operator.model.schema import API_VERSION
 
 __all__ = ["BUCKET_LABEL", "COMPONENT_LABEL", "DATABASE_LABEL", "DATA_COMPONENT", "DATA_DIR_ANNOTATION",
            "INIT_SOURCE_ANNOTATION", "MANAGED_BY", "MANAGED_BY_LABEL", "MANAGED_SELECTOR", "PRIMARY_ROLE",
-           "REPLICA_ROLE", "SHARED_BUCKET", "VERSION_ANNOTATION", "bucket_label", "bucket_of_child", "db_name",
+           "REPLICA_ROLE", "SHARED_BUCKET", "TEMPLATE_GENERATION_ANNOTATION", "VERSION_ANNOTATION", "bucket_label",
+           "bucket_of_child", "db_name",
            "instance_selector", "labels", "meta", "namespace_of", "owner_reference", "pod_labels",
            "selector_labels"]
 
@@ -44,6 +45,9 @@ DATA_DIR_ANNOTATION = "sampledb.io/data-dir"
 # for a restart setting; without it the template has no such key.
 RESTART_ANNOTATION = "sampledb.io/restart"
 RESTARTED_FOR_ANNOTATION = "sampledb.io/restarted-for"
+# On each instance's StatefulSet: the SampleDB generation its pod template was last written for. A template
+# change at that generation, no restart asked, is the operator's own (a new version's): decide/operator_rollout.py
+TEMPLATE_GENERATION_ANNOTATION = "sampledb.io/template-generation"
 # the values of names.ROLE_LABEL on the database pods, which the client and replica Services select on
 PRIMARY_ROLE = "primary"
 REPLICA_ROLE = "replica"

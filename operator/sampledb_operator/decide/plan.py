@@ -48,6 +48,7 @@ class Action:
 
     obj: Obj
     reason: str
+    quiet: bool = False  # no Event for the update (bookkeeping only: decide/operator_rollout.py's stamp)
 
     @property
     def key(self) -> Key:

@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.decide import plan
-from sampledb_operator.decide.labels import VERSION_ANNOTATION
+from sampledb_operator.decide.labels import TEMPLATE_GENERATION_ANNOTATION, VERSION_ANNOTATION
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 
 PATIENCE = 300.0  # seconds an unready instance holds a roll back
 RECHECK = 10.0  # seconds between looks while a roll waits
+# the StatefulSet's annotations that describe its pod template: a held template keeps them as they are
+DESCRIBE_TEMPLATE = frozenset((VERSION_ANNOTATION, TEMPLATE_GENERATION_ANNOTATION))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +132,9 @@ def restarts(db: str, actions: list[plan.Action], observed: Mapping[plan.Key, Ob
 
 def held(db: str, actions: list[plan.Action], observed: Mapping[plan.Key, Obj], hold: frozenset[int]) \
         -> list[plan.Action]:
-    """`actions`, the StatefulSets of `hold` keeping the pod template they have and the version annotation that
-    describes it (status.currentVersion is read from it): an update left with nothing else to change is
-    dropped."""
+    """`actions`, the StatefulSets of `hold` keeping the pod template they have and the annotations that describe
+    it (DESCRIBE_TEMPLATE: status.currentVersion is read from one): an update left with nothing else to change
+    is dropped."""
     out = []
     for action in actions:
         have = observed.get(action.key)
@@ -140,11 +142,12 @@ def held(db: str, actions: list[plan.Action], observed: Mapping[plan.Key, Obj], 
         if have is None or index not in hold:
             out.append(action)
             continue
-        version = ((have.get("metadata") or {}).get("annotations") or {}).get(VERSION_ANNOTATION)
         meta = action.obj["metadata"]
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in DESCRIBE_TEMPLATE}
+        annotations.update({k: v for k, v in ((have.get("metadata") or {}).get("annotations") or {}).items()
+                            if k in DESCRIBE_TEMPLATE})
         kept = {**action.obj, "spec": {**action.obj["spec"], "template": _template(have)},
-                "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
-                                                     **({VERSION_ANNOTATION: version} if version else {})}}}
+                "metadata": {**meta, "annotations": annotations}}
         reason = plan.drift(kept, have)
         if reason is not None:
             out.append(plan.Action(kept, f"{action.key[0]} {action.key[1]}: {reason}"))

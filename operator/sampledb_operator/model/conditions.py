@@ -42,6 +42,7 @@ class ConditionType(StrEnum):
     RECOVERY_VERIFIED = "RecoveryVerified"
     ENCRYPTED = "Encrypted"
     HIBERNATED = "Hibernated"
+    OPERATOR_UPDATE = "OperatorUpdate"
 
 
 class Condition(StatusModel):

@@ -29,6 +29,7 @@ from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.model import names
+from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -37,7 +38,7 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers import rollout as rolling
 from sampledb_operator.reconcilers import volumes
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS
+from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS, expansion_problem
 
 log = get_logger(__name__)
 
@@ -54,6 +55,7 @@ class Applied:
     # while a StatefulSet's creation waits for its claim's binding (decide/binding.py): when to look again should
     # no binding event come; None when nothing waits
     recheck_after: float | None = None
+    condition: Condition | None = None  # OperatorUpdate (reconcilers/rollout.py)
 
 
 def data_children(db: SampleDB) -> list[tuple[str, str]]:
@@ -200,7 +202,8 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
             names.instance_data_pvc_name(db.metadata.name, i) for i in range(db.spec.replicas)])
     actions = [a for a in plan.plan(desired, observed, keep_size=vol.sizes_kept(db))
                if (verdicts.get(a.key) is None or verdicts[a.key].write)]  # a lost volume is never written
-    actions, recheck = await rolling.gate(ctx, db, actions, dict(observed), instances)
+    gated = await rolling.gate(ctx, db, actions, dict(observed), instances)
+    actions, recheck = gated.actions, gated.recheck_after
     limit = asyncio.Semaphore(APPLY_CONCURRENCY)
 
     async def one(action: plan.Action) -> _Outcome:
@@ -245,7 +248,7 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
         await _event(ctx, db, announce.type, announce.reason, announce.message)
     if any(o.refused for o in outcomes):  # a quota, policy or role nothing here watches: try again soon
         recheck = min(recheck or REFUSED_RECHECK_SECONDS, REFUSED_RECHECK_SECONDS)
-    return Applied(frozenset(live), tuple(problems), recheck_after=recheck)
+    return Applied(frozenset(live), tuple(problems), recheck_after=recheck, condition=gated.condition)
 
 
 async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> tuple[dict[str, str], float | None]:
@@ -272,7 +275,7 @@ async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -
 async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj | None) -> _Outcome:
     kind, name = action.key
     if kind == "PersistentVolumeClaim" and have is not None and plan.pvc_needs_expansion(action.obj, have):
-        problem = await _expansion_problem(ctx, db, have)
+        problem = await expansion_problem(ctx.apis["StorageClass"], db, have)
         if problem is not None:
             return _Outcome(action.key, problem=problem)
     try:
@@ -289,7 +292,7 @@ async def _apply_one(ctx: Context, db: SampleDB, action: plan.Action, have: Obj 
         return _Outcome(action.key, problem=Problem("ChildRejected" if reason == "CreateRefused" else reason,
                                                     f"{kind} {name} refused: {exc.message}", "spec"), refused=True)
     log.info("applied child", kind=kind, child=name, reason=action.reason)
-    if have is not None:
+    if have is not None and not action.quiet:
         await _event(ctx, db, "Normal", f"Updated{kind}", action.reason)
     return _Outcome(action.key, created=have is None, written=True)
 
@@ -376,23 +379,6 @@ async def retire_legacy_scripts(ctx: Context, db: SampleDB, observed: Mapping[pl
     with contextlib.suppress(NotFound):
         await ctx.apis["ConfigMap"].delete(name, namespace=db.metadata.namespace)
     log.info("deleted the per-database scripts ConfigMap (the namespace's shared one replaces it)", child=name)
-
-
-async def _expansion_problem(ctx: Context, db: SampleDB, pvc: Obj) -> Problem | None:
-    """Why the PVC's StorageClass cannot expand it, or None when it can; the message names the volume."""
-    volume, field = vol.what(db, str(pvc.get("metadata", {}).get("name", "")))
-    cls_name = pvc.get("spec", {}).get("storageClassName")
-    if not cls_name:
-        return Problem("StorageExpansionUnsupported", f"{volume} has no StorageClass; it cannot be expanded", field)
-    try:
-        sc = await ctx.apis["StorageClass"].get(cls_name)
-    except NotFound:
-        return Problem("StorageExpansionUnsupported", f"{volume}: StorageClass {cls_name} does not exist", field)
-    if not sc.get("allowVolumeExpansion"):
-        return Problem("StorageExpansionUnsupported",
-                       f"{volume}: StorageClass {cls_name} does not allow volume expansion"
-                       " (allowVolumeExpansion is not true); the volume keeps its size", field)
-    return None
 
 
 async def _event(ctx: Context, db: SampleDB, type_: EventType, reason: str, message: str) -> None:

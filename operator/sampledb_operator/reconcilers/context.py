@@ -42,6 +42,7 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.storage_classes import BindingModes
 from sampledb_operator.reconcilers.unanswered import UnansweredChecks
 from sampledb_operator.runtime.clock import Clock
+from sampledb_operator.runtime.rollout_slots import RolloutSlots
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
@@ -131,6 +132,8 @@ class Context:
     label_buckets: bool = False  # sharded replicas: a SampleDB's first pass gives it its bucket label
     chaos_annotation: bool = False  # --chaos-annotation: act on sampledb.io/chaos (reconcilers/chaos.py)
     test_hooks: bool = False  # --test-hooks: testing.sampledb.io/ annotations reach Job pods (decide/jobs.py)
+    # --operator-rollouts: the databases rolling an operator-made pod template change (reconcilers/rollout.py)
+    rollout_slots: RolloutSlots = field(default_factory=lambda: RolloutSlots(1))
 
     def for_jobs(self, db: SampleDB) -> SampleDB:
         """`db` as the Jobs it makes may see it: without testing.sampledb.io/ annotations unless --test-hooks."""

@@ -2,9 +2,11 @@
 
 `view` reads what the decision needs from the caches (each instance's StatefulSet and pod) and the
 replication step's outcome (the primary, the replicas each instance keeps, whether a failover or switchover
-runs); `gate` holds back the StatefulSet updates that would restart an instance out of turn, asks for the
-switchover that lets the primary restart last (the switchover annotation, which the replication step carries
-out and removes), and says each step in an Event.
+runs); `gate` holds back the StatefulSet updates that would restart an instance out of turn: an operator-made pod
+template change (decide/operator_rollout.py) until its database holds one of the operator's rollout slots
+(runtime/rollout_slots.py, --operator-rollouts), and with standbys every instance but the one whose turn it
+is; it asks for the switchover that lets the primary restart last (the switchover annotation, which the
+replication step carries out and removes), says each step in an Event, and gives the OperatorUpdate condition.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import plan, rollout
+from sampledb_operator.decide import operator_rollout, plan, rollout
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
+from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
@@ -79,19 +82,58 @@ def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View | 
     return View(rep.index_of(name, replication.primary) or 0, members, switching)
 
 
+@dataclass(frozen=True, slots=True)
+class Gated:
+    """The writes of the children step after the gate, when to look again, and the OperatorUpdate condition."""
+
+    actions: list[plan.Action]
+    recheck_after: float | None = None
+    condition: Condition | None = None
+
+
+def _all_settled(db: SampleDB, observed: dict[plan.Key, Obj]) -> bool:
+    return all(settled(sts) for (kind, sts_name), sts in observed.items()
+               if kind == "StatefulSet" and rollout.instance_of(db.metadata.name, sts_name) is not None)
+
+
 async def gate(ctx: Context, db: SampleDB, actions: list[plan.Action], observed: dict[plan.Key, Obj],
-               seen: View | None) -> tuple[list[plan.Action], float | None]:
-    """`actions` with the out-of-turn restarts held back, and when to look again while a roll waits."""
+               seen: View | None) -> Gated:
+    """`actions` with the restarts out of turn held back: an operator-made template change until its database's
+    turn (ctx.rollout_slots), and with standbys every instance but the one whose turn it is (decide/rollout.py)."""
     name, ns = db.metadata.name, db.metadata.namespace or ""
-    if seen is None:
-        return actions, None
+    key = f"{ns}/{name}"
     pending = rollout.restarts(name, actions, observed)
-    if not pending:
-        return actions, None
-    step = rollout.decide(rollout.RolloutInput(db=name, primary=seen.primary, members=seen.members,
-                                               pending=pending, switching=seen.switching))
+    ours = operator_rollout.operator_made(name, db.metadata.generation, actions, observed, pending)
+    hold: set[int] = set()
+    if ours and not ctx.rollout_slots.admit(
+            key, lambda k: ctx.cached("SampleDB", *k.split("/", 1)) is not None):
+        hold |= ours
+    elif not ours and _all_settled(db, observed):
+        ctx.rollout_slots.release(key)
+    rolling = key in ctx.rollout_slots.holders()
+    step = rollout.Rollout()
+    if seen is not None and pending - hold:
+        step = rollout.decide(rollout.RolloutInput(db=name, primary=seen.primary, members=seen.members,
+                                                   pending=frozenset(pending - hold), switching=seen.switching))
+    await _announce(ctx, db, seen, step)
+    hold |= step.hold
+    out = rollout.held(name, operator_rollout.stamped(name, db.spec.version, actions, observed, pending), observed,
+                       frozenset(hold))
+    condition = operator_rollout.condition(
+        pending=bool(ours) or rolling, admitted=rolling, limit=ctx.rollout_slots.limit, db=name,
+        others=[k for k in ctx.rollout_slots.holders() if k != key], generation=db.metadata.generation,
+        previous=get_condition(db.status.conditions, ConditionType.OPERATOR_UPDATE.value))
+    waits = bool(ours) and not rolling
+    recheck = min((x for x in (step.recheck_after, rollout.RECHECK if waits or rolling else None) if x is not None),
+                  default=None)
+    return Gated(out, recheck, condition)
+
+
+async def _announce(ctx: Context, db: SampleDB, seen: View | None, step: rollout.Rollout) -> None:
+    """The step's Events, and the switchover annotation it asks for."""
+    name, ns = db.metadata.name, db.metadata.namespace or ""
     for index in step.restart:
-        role = "the primary" if index == seen.primary else "standby"
+        role = "the primary" if seen is not None and index == seen.primary else "standby"
         await ctx.event(db.metadata, API_VERSION, "SampleDB", "Normal", "RollingRestart",
                         f"restarting {role} {names.instance_pod_name(name, index)} with the new pod template"
                         " (one instance at a time, standbys first, the primary last after a switchover)")
@@ -106,4 +148,3 @@ async def gate(ctx: Context, db: SampleDB, actions: list[plan.Action], observed:
     elif step.waiting and step.hold:
         log.info("rolling restart waits", namespace=ns, name=name, waiting=step.waiting,
                  held=[names.instance_pod_name(name, i) for i in sorted(step.hold)])
-    return rollout.held(name, actions, observed, step.hold), step.recheck_after

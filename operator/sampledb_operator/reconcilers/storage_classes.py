@@ -6,16 +6,20 @@ once holds until the class is deleted and made again: each answer is kept for TT
 databases by the thousand reads each class once a period, not once a database. A class that cannot be read
 (missing, forbidden, an error) has mode None: decide/binding.py then holds nothing, as before the binding
 wait existed; an absent class's answer is kept MISSING_TTL_SECONDS, so it is not asked for on every pass and
-its creation is seen soon (decide/stuck.py's StorageClassNotFound clears).
+its creation is seen soon (decide/stuck.py's StorageClassNotFound clears). expansion_problem reads a volume's
+class live before the children step asks it to grow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from sampledb_operator.decide import volumes as vol
 from sampledb_operator.decide.binding import binding_mode
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import ApiError, NotFound
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.runtime.clock import Clock
 
@@ -80,3 +84,20 @@ class BindingModes:
         """Whether the class does not exist, as last read (a read that failed otherwise says no)."""
         await self.mode(name)
         return name in self._missing
+
+
+async def expansion_problem(api: ResourceApi, db: SampleDB, pvc: Obj) -> Problem | None:
+    """Why the PVC's StorageClass cannot expand it, or None when it can; the message names the volume."""
+    volume, field = vol.what(db, str(pvc.get("metadata", {}).get("name", "")))
+    cls_name = pvc.get("spec", {}).get("storageClassName")
+    if not cls_name:
+        return Problem("StorageExpansionUnsupported", f"{volume} has no StorageClass; it cannot be expanded", field)
+    try:
+        sc = await api.get(cls_name)
+    except NotFound:
+        return Problem("StorageExpansionUnsupported", f"{volume}: StorageClass {cls_name} does not exist", field)
+    if not sc.get("allowVolumeExpansion"):
+        return Problem("StorageExpansionUnsupported",
+                       f"{volume}: StorageClass {cls_name} does not allow volume expansion"
+                       " (allowVolumeExpansion is not true); the volume keeps its size", field)
+    return None

@@ -30,7 +30,7 @@ EVERYTHING_ON = {
     "monitoring.dashboard.enabled": "true", "monitoring.prometheusRule.labels": '{"release":"prometheus"}',
     "extraArgs": '["--workers=8"]', "extraEnv": '[{"name":"SAMPLEDB_LOG_LEVEL","value":"debug"}]',
     "imagePullSecrets": '[{"name":"registry"}]', "nodeSelector": '{"kubernetes.io/os":"linux"}',
-    "chaosAnnotation.enabled": "true",
+    "chaosAnnotation.enabled": "true", "operatorRollouts": "0",
 }
 
 
@@ -123,6 +123,13 @@ def test_image_replicas_resources_log_format_and_extra_args() -> None:
     assert container["args"] == ["run", "--workers=8"]
     assert {"name": "SAMPLEDB_LOG_FORMAT", "value": "console"} in container["env"]
     assert container["resources"] == json.loads(RESOURCES)
+    assert not [e for e in container["env"] if e["name"] == "SAMPLEDB_OPERATOR_ROLLOUTS"]  # the default: 1
+
+
+def test_operator_rollouts_reach_the_operator() -> None:
+    [deployment] = [o for o in render(values={"operatorRollouts": "0"}) if o["kind"] == "Deployment"]
+    assert {"name": "SAMPLEDB_OPERATOR_ROLLOUTS", "value": "0"} in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]
 
 
 def test_the_default_image_is_the_chart_app_version() -> None:
@@ -136,6 +143,7 @@ def test_the_default_image_is_the_chart_app_version() -> None:
     ({"replica": "3"}, "additional properties 'replica' not allowed"),
     ({"logFormat": '"xml"'}, "value must be one of"),
     ({"watchNamespaces": '["Shop"]'}, "does not match pattern"),
+    ({"operatorRollouts": "-1"}, "minimum"),
 ])
 def test_values_schema_refuses_mistakes(values: dict[str, str], message: str) -> None:
     out = helm("template", "x", str(CHART), *set_args(values), check=False)

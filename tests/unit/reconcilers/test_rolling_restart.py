@@ -1,13 +1,16 @@
 """Rolling restarts on the fake cluster (reconcilers/rollout.py): a restart asked for on a database of three
 instances rolls the standbys one at a time, each once its predecessor runs ready, then switches over to an
 upgraded standby so that the old primary restarts last, as a standby, stopped cleanly; one instance restarts in
-place at once; a second pass asks for nothing more."""
+place at once; a second pass asks for nothing more. A new operator's template (the spec unchanged) rolls one
+database at a time, or, with --operator-rollouts=0, only once a restart is asked; the OperatorUpdate condition
+says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.support.fake_cluster import FakeCluster, running_database
+import pytest
+from tests.support.fake_cluster import FakeCluster, condition, running_database
 from tests.unit.reconcilers.test_replication_reconciler import (
     DB,
     POD,
@@ -21,8 +24,12 @@ from tests.unit.reconcilers.test_replication_reconciler import (
     three_instances,
 )
 
+from sampledb_operator.decide import operator_rollout as op
+from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide.labels import RESTART_ANNOTATION, RESTARTED_FOR_ANNOTATION
+from sampledb_operator.model import names
+from sampledb_operator.runtime.rollout_slots import RolloutSlots
 
 STS = "StatefulSet"
 ASKED = "2026-12-06T00:00:00Z"
@@ -100,3 +107,53 @@ async def test_one_instance_restarts_in_place_at_once() -> None:
     assert sts is not None
     assert sts["spec"]["template"]["metadata"]["annotations"][RESTARTED_FOR_ANNOTATION] == ASKED
     assert "RollingRestart" not in cluster.recorder.reasons()
+
+
+def template_hash(cluster: FakeCluster, db: str) -> str:
+    sts = cluster.get(STS, names.statefulset_name(db))
+    assert sts is not None
+    return str(sts["spec"]["template"]["metadata"]["annotations"][pgconfig.RESTART_ANNOTATION])
+
+
+def update_condition(cluster: FakeCluster, db: str) -> tuple[str, str]:
+    cond = condition(cluster.get("SampleDB", db), "OperatorUpdate")
+    return cond.get("status", ""), cond.get("reason", "")
+
+
+async def test_a_new_operator_template_rolls_one_database_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster()
+    for db in ("a", "b"):
+        await running_database(cluster, db)
+    assert update_condition(cluster, "a") == ("", "")
+    monkeypatch.setattr(pgconfig, "restart_hash", lambda *_a, **_k: "new-version")  # a new operator's template
+    for db in ("a", "b"):
+        await cluster.reconcile(db)
+    assert template_hash(cluster, "a") == "new-version" and template_hash(cluster, "b") != "new-version"
+    assert update_condition(cluster, "a") == ("True", op.ROLLING)
+    assert update_condition(cluster, "b") == ("True", op.WAITING_FOR_TURN)
+    assert "shop/a" in condition(cluster.get("SampleDB", "b"), "OperatorUpdate")["message"]
+    await cluster.reconcile("b")
+    assert template_hash(cluster, "b") != "new-version"  # a's pod has not rolled yet
+    cluster.statefulset_ready(names.statefulset_name("a"))
+    await cluster.reconcile("a")
+    assert update_condition(cluster, "a") == ("False", op.APPLIED)
+    await cluster.reconcile("b")
+    assert template_hash(cluster, "b") == "new-version" and update_condition(cluster, "b") == ("True", op.ROLLING)
+    cluster.statefulset_ready(names.statefulset_name("b"))
+    await cluster.reconcile("b")
+    assert update_condition(cluster, "b") == ("False", op.APPLIED)
+
+
+async def test_with_no_operator_rollouts_a_new_template_waits_for_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster()
+    cluster.ctx.rollout_slots = RolloutSlots(0)
+    await running_database(cluster, DB)
+    monkeypatch.setattr(pgconfig, "restart_hash", lambda *_a, **_k: "new-version")
+    await cluster.reconcile(DB)
+    await cluster.reconcile(DB)
+    assert template_hash(cluster, DB) != "new-version"
+    assert update_condition(cluster, DB) == ("True", op.WAITING_FOR_RESTART)
+    cluster.patch("SampleDB", DB, {"metadata": {"annotations": {RESTART_ANNOTATION: ASKED}}})  # sampledb restart
+    await cluster.reconcile(DB)
+    assert template_hash(cluster, DB) == "new-version"
+    assert update_condition(cluster, DB)[0] == "False"
