@@ -17,7 +17,7 @@ Invariants (property-tested):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -26,6 +26,7 @@ from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.model.sampledb import Problem
+from sampledb_operator.model.sampledb_status import InstanceStatus
 
 SWITCHOVER_ANNOTATION = "sampledb.io/switchover"  # value: the instance (pod name) to promote
 FENCED = "fenced"
@@ -333,3 +334,25 @@ def decide(inp: ReplicationInput) -> ReplicationPlan:
         slots=slots, clear_switchover=inp.switchover_to is not None and p.target is None and inp.target is None
         and inp.switchover_to == primary_name == inp.primary,
         events=tuple(p.events), problems=tuple(p.problems), requeue_after=p.requeue)
+
+
+SLOT_WARN_FRACTION = 0.25  # of the data volume's size: an inactive slot holding more is a problem
+
+
+def slot_problems(statuses: Sequence[InstanceStatus], volume_bytes: int) -> tuple[Problem, ...]:
+    """InactiveSlotRetainingWAL for a primary whose inactive replication slot holds at least SLOT_WARN_FRACTION of
+    the data volume's size in WAL: PostgreSQL keeps every segment from the slot's restart LSN until its consumer
+    comes back or the slot is dropped, and a full volume stops the server."""
+    out = []
+    for inst in statuses:
+        held, slot = inst.inactive_slot_retained_bytes, inst.inactive_slot
+        if slot is None or held is None or held < SLOT_WARN_FRACTION * volume_bytes:
+            continue
+        whose = ("the slot of a standby that does not stream (is it down?)" if slot.startswith(names.SLOT_PREFIX)
+                 else "nothing consumes it")
+        share = 100 * held / volume_bytes
+        out.append(Problem("InactiveSlotRetainingWAL", f"replication slot {slot} on {inst.name} is inactive and"
+                           f" holds {held / 2**20:.0f} MiB of WAL ({share:.0f}% of the data volume's size):"
+                           f" {whose}; the volume fills unless its consumer comes back or the slot is dropped"
+                           f" (SELECT pg_drop_replication_slot('{slot}'))", "status.instances"))
+    return tuple(out)

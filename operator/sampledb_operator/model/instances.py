@@ -19,6 +19,8 @@ class ServerState:
     replay_lsn: int | None = None  # a standby's pg_last_wal_replay_lsn()
     timeline: int | None = None
     config_changed: bool = False  # its config file is newer than its last configuration load
+    idle_slot: str | None = None  # a primary's inactive replication slot that holds the oldest WAL
+    idle_slot_retained: int | None = None  # and the WAL it holds: bytes from its restart_lsn to the current LSN
 
     @property
     def position(self) -> int:

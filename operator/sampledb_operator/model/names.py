@@ -98,9 +98,12 @@ def instance_data_pvc_name(db: str, index: int) -> str:
     return f"{DATA_VOLUME}-{instance_pod_name(db, index)}"
 
 
+SLOT_PREFIX = "sdb_i"  # the replication slots of the standbys; the operator drops no other slot
+
+
 def replication_slot_name(index: int) -> str:
     """The physical replication slot (on the primary) that instance `index` streams through as a standby."""
-    return f"sdb_i{index}"
+    return f"{SLOT_PREFIX}{index}"
 
 
 def replica_service_name(db: str) -> str:

@@ -67,6 +67,14 @@ class InstanceStatus(StatusModel):
     lag_bytes: int | None = Field(
         default=None, description="A standby's replay lag behind the primary's current LSN, in bytes.",
     )
+    inactive_slot: str | None = Field(
+        default=None, max_length=64,
+        description="The primary's inactive replication slot that holds the oldest WAL (none: no slot is inactive).",
+    )
+    inactive_slot_retained_bytes: int | None = Field(
+        default=None,
+        description="The WAL that slot keeps on the primary's volume: bytes from its restart LSN to the current one.",
+    )
 
 
 class SampleDBStatus(StatusModel):

@@ -12,6 +12,8 @@ metrics.PHASES is exported, 0 when none). Then one set of series per cached Samp
 - sampledb_instance_info{instance, role} 1 and sampledb_instance_ready{instance}: each instance of
   status.instances (role primary, replica or fenced);
 - sampledb_replication_lag_bytes{instance}: a standby's replay lag behind the primary (status.instances);
+- sampledb_inactive_slot_retained_bytes{instance, slot}: the WAL the primary's oldest inactive replication
+  slot holds (status.instances; databases with standbys, whose servers the operator asks every 10 s);
 - with WAL archiving (status.archive): sampledb_archive_lag_seconds (since the oldest segment still waiting
   was completed), sampledb_archive_pending_segments, sampledb_archive_last_archived_timestamp_seconds and
   sampledb_archive_last_base_backup_timestamp_seconds (Unix time; absent until there is one); with verified
@@ -66,7 +68,8 @@ class _Row(NamedTuple):
     phase: str
     conditions: tuple[tuple[str, str, str], ...]
     completed: float | None
-    instances: tuple[tuple[str, str, float, float | None], ...]  # name, role, ready, lag bytes
+    # name, role, ready, lag bytes, inactive slot and the WAL it holds
+    instances: tuple[tuple[str, str, float, float | None, str | None, float | None], ...]
     resource_version: str  # "" when the object has none (then its lines are not kept)
     archive: tuple[float | None, ...] | None = None  # lag, pending, times, verified time, RTO, RPO
 
@@ -107,7 +110,10 @@ def _row(obj: Mapping[str, Any]) -> _Row:
     conditions = tuple(_shared((str(c["type"]), str(c.get("status") or ""), str(c.get("reason") or "")))
                        for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type"))
     instances = tuple((str(i["name"]), _shared(str(i.get("role") or "")), 1.0 if i.get("ready") else 0.0,
-                       float(i["lagBytes"]) if isinstance(i.get("lagBytes"), int) else None)
+                       float(i["lagBytes"]) if isinstance(i.get("lagBytes"), int) else None,
+                       str(i["inactiveSlot"]) if i.get("inactiveSlot") else None,
+                       float(i["inactiveSlotRetainedBytes"]) if isinstance(i.get("inactiveSlotRetainedBytes"), int)
+                       else None)
                       for i in status.get("instances") or [] if isinstance(i, Mapping) and i.get("name"))
     return _Row(_key(meta), _shared(str(spec.get("version") or "")),
                 _shared(str(status.get("currentVersion") or "")), _shared(str(status.get("phase") or "Pending")),
@@ -172,6 +178,10 @@ def _lag(r: _Row) -> Samples:
     return (((i[0],), i[3]) for i in r.instances if i[3] is not None)
 
 
+def _slot(r: _Row) -> Samples:
+    return (((i[0], i[4]), i[5]) for i in r.instances if i[4] is not None and i[5] is not None)
+
+
 def _archive_value(index: int) -> Callable[[_Row], Samples]:
     def samples(r: _Row) -> Samples:
         value = r.archive[index] if r.archive is not None else None
@@ -192,6 +202,9 @@ _PER_DATABASE = (
     _Family("sampledb_instance_ready", "1 when a SampleDB instance's pod is Ready", ("instance",), _instance_ready),
     _Family("sampledb_replication_lag_bytes",
             "A standby's replay lag behind its primary's current WAL position, in bytes", ("instance",), _lag),
+    _Family("sampledb_inactive_slot_retained_bytes",
+            "The WAL an inactive replication slot keeps on a primary's volume, in bytes (the oldest such slot)",
+            ("instance", "slot"), _slot),
     _Family("sampledb_archive_lag_seconds",
             "Seconds since the oldest WAL segment still waiting to be archived was completed (0: none waits)", (),
             _archive_value(0)),

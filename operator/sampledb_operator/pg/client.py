@@ -18,20 +18,25 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiverState
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.observability.logging import get_logger
 
 log = get_logger(__name__)
 
-SLOT_PREFIX = "sdb_i"
+SLOT_PREFIX = names.SLOT_PREFIX
 STATE_SQL = """
 SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery() THEN NULL ELSE (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint END,
        (pg_last_wal_receive_lsn() - '0/0'::pg_lsn)::bigint,
        (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
        (SELECT timeline_id FROM pg_control_checkpoint()),
-       (pg_stat_file(current_setting('config_file'))).modification > pg_conf_load_time()
+       (pg_stat_file(current_setting('config_file'))).modification > pg_conf_load_time(),
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE (SELECT s.slot_name FROM pg_replication_slots s
+            WHERE NOT s.active AND s.restart_lsn IS NOT NULL ORDER BY s.restart_lsn, s.slot_name LIMIT 1) END,
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE (SELECT (pg_current_wal_lsn() - min(s.restart_lsn))::bigint
+            FROM pg_replication_slots s WHERE NOT s.active AND s.restart_lsn IS NOT NULL) END
 """
 
 
@@ -123,9 +128,10 @@ async def server_state(target: Target, within: float = 3.0) -> ServerState | Non
     rows = await query(target, within, STATE_SQL)
     if not rows:
         return None
-    in_recovery, current, received, replayed, timeline, config_changed = rows[0]
+    in_recovery, current, received, replayed, timeline, config_changed, idle_slot, idle_retained = rows[0]
     return ServerState(in_recovery=bool(in_recovery), current_lsn=current, receive_lsn=received,
-                       replay_lsn=replayed, timeline=timeline, config_changed=bool(config_changed))
+                       replay_lsn=replayed, timeline=timeline, config_changed=bool(config_changed),
+                       idle_slot=idle_slot, idle_slot_retained=idle_retained)
 
 
 ARCHIVE_ERROR_FILE = "/var/run/postgresql/sampledb-archive-error"  # dataplane/archive-wal.sh writes it

@@ -22,6 +22,7 @@ from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import DeletionPolicy, Problem, SampleDB
 from sampledb_operator.model.sampledb_status import InstanceStatus
@@ -163,7 +164,8 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         skip_volumes=_skip_volumes(ctx, db, {primary_index} | ({rep.index_of(name, plan.target) or 0}
                                                                 if plan.target else set())),
         primary=plan.primary, target=plan.target, primary_statefulset=sets.get(primary_index),
-        statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}", problems=plan.problems,
+        statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}",
+        problems=(*plan.problems, *rep.slot_problems(statuses, int(parse_quantity(db.spec.storage.size)))),
         requeue_after=plan.requeue_after)
 
 
@@ -195,7 +197,9 @@ def _statuses(db: str, plan: rep.ReplicationPlan, views: dict[int, rep.InstanceV
         out.append(InstanceStatus(
             name=names.instance_pod_name(db, inst.index), role=plan.role_of(inst.index, db),
             ready=bool(view and view.pod and view.pod.ready and not view.pod.terminating),
-            lsn=format_lsn(server.position) if server else None, lag_bytes=lag))
+            lsn=format_lsn(server.position) if server else None, lag_bytes=lag,
+            inactive_slot=server.idle_slot if server and not server.in_recovery else None,
+            inactive_slot_retained_bytes=server.idle_slot_retained if server and not server.in_recovery else None))
     return tuple(out)
 
 

@@ -72,6 +72,8 @@ ARCHIVE_LAGGING = ("A database's oldest WAL segment waiting to be archived is mo
 
 VOLUME_FULL = ("A database's data volume is full and its server stopped (see the Degraded condition): grow"
                " spec.storage.size, or raise spec.storage.autoGrow.maximum.")
+SLOT_RETAINING = ("An inactive replication slot keeps WAL on a primary's volume (a quarter of its size, or 4 GiB);"
+                  " the volume fills unless its consumer comes back or the slot is dropped.")
 AUTO_GROW_STOPPED = ("A database's data volume cannot grow by itself any more (StorageAutoGrowLimit): it is at"
                      " spec.storage.autoGrow.maximum or its class refuses to expand (see the Degraded condition).")
 
@@ -104,6 +106,12 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                 {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="big",'
                            ' type="Degraded", status="True", reason="StorageAutoGrowLimit"}',
                  "values": "1x20"},
+                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="cdc",'
+                           ' type="Degraded", status="True", reason="InactiveSlotRetainingWAL"}',
+                 "values": "_ _ 1x20"},
+                {"series": f'sampledb_inactive_slot_retained_bytes{{job="{JOB}", instance="a", namespace="shop",'
+                           ' name="big-wal", slot="cdc"}',
+                 "values": "0+1073741824x20"},
             ],
             "alert_rule_test": [
                 {"eval_time": "6m", "alertname": "SampleDBOperatorDown",
@@ -134,6 +142,15 @@ def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
                  "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big",
                                                 "reason": "StorageAutoGrowLimit"},
                                  "exp_annotations": {"summary": AUTO_GROW_STOPPED}}]},
+                {"eval_time": "6m", "alertname": "SampleDBInactiveSlotRetainingWAL", "exp_alerts": []},
+                {"eval_time": "8m", "alertname": "SampleDBInactiveSlotRetainingWAL",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
+                                 "exp_annotations": {"summary": SLOT_RETAINING}}]},
+                {"eval_time": "11m", "alertname": "SampleDBInactiveSlotRetainingWAL",  # over 4 GiB from 5m, for 5m
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big-wal"},
+                                 "exp_annotations": {"summary": SLOT_RETAINING}},
+                                {"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
+                                 "exp_annotations": {"summary": SLOT_RETAINING}}]},
                 {"eval_time": "14m", "alertname": "SampleDBArchiveLagging", "exp_alerts": []},
                 {"eval_time": "16m", "alertname": "SampleDBArchiveLagging",
                  "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders"},

@@ -86,6 +86,18 @@ def test_each_instance_has_its_role_readiness_and_replication_lag() -> None:
     assert ready == {"orders-0": 1.0, "orders-i1-0": 0.0}
     lag = {s.labels["instance"]: s.value for s in families["sampledb_replication_lag_bytes"].samples}
     assert lag == {"orders-i1-0": 4096.0}  # the primary has no lag series
+    assert families["sampledb_inactive_slot_retained_bytes"].samples == []
+
+
+def test_the_primarys_inactive_slot_and_the_wal_it_holds() -> None:
+    obj = {"metadata": {"namespace": "shop", "name": "orders"}, "spec": {"version": "15.20"},
+           "status": {"instances": [{"name": "orders-0", "role": "primary", "ready": True, "inactiveSlot": "cdc",
+                                     "inactiveSlotRetainedBytes": 3 * 2**20},
+                                    {"name": "orders-i1-0", "role": "replica", "ready": True, "lagBytes": 0}]}}
+    families = {f.name: f for f in DatabaseCollector(lambda: [obj]).collect()}
+    held = {(s.labels["instance"], s.labels["slot"]): s.value
+            for s in families["sampledb_inactive_slot_retained_bytes"].samples}
+    assert held == {("orders-0", "cdc"): 3.0 * 2**20}
 
 
 def test_one_walk_feeds_the_phase_counts_and_each_family_is_built_when_the_encoder_asks_for_it() -> None:
@@ -104,7 +116,8 @@ def test_one_walk_feeds_the_phase_counts_and_each_family_is_built_when_the_encod
     assert rest == {"sampledb_database_info": 3, "sampledb_database_phase": 3, "sampledb_database_condition": 3,
                     "sampledb_database_last_backup_timestamp_seconds": 0, "sampledb_instance_info": 0,
                     "sampledb_instance_ready": 0, "sampledb_replication_lag_bytes": 0,
-                    "sampledb_archive_lag_seconds": 0, "sampledb_archive_pending_segments": 0,
+                    "sampledb_inactive_slot_retained_bytes": 0, "sampledb_archive_lag_seconds": 0,
+                    "sampledb_archive_pending_segments": 0,
                     "sampledb_archive_last_archived_timestamp_seconds": 0,
                     "sampledb_archive_last_base_backup_timestamp_seconds": 0,
                     "sampledb_archive_last_verified_timestamp_seconds": 0, "sampledb_archive_recovery_rto_seconds": 0,

@@ -330,3 +330,18 @@ async def test_a_major_upgrade_waits_for_the_primary_on_the_first_instance(serve
     assert (upgrading["status"], upgrading["reason"]) == ("False", "UpgradeBlocked")
     assert "switch over to the first instance" in upgrading["message"]
     assert not [j for j in cluster.of_kind("Job") if "upgrade" in j["metadata"]["name"]]
+
+
+async def test_an_inactive_slot_holding_wal_is_in_the_status_and_degraded(servers: FakeServers) -> None:
+    cluster = FakeCluster()
+    await three_instances(cluster, servers)  # 1Gi data volumes
+    servers.states[ip(0)] = ServerState(in_recovery=False, current_lsn=100, idle_slot="cdc",
+                                        idle_slot_retained=300 * 2**20)
+    await cluster.reconcile(DB)
+    primary = next(i for i in status(cluster)["instances"] if i["role"] == "primary")
+    assert (primary["inactiveSlot"], primary["inactiveSlotRetainedBytes"]) == ("cdc", 300 * 2**20)
+    degraded = condition(cluster.get("SampleDB", DB), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InactiveSlotRetainingWAL")
+    servers.primary(0)  # the slot dropped
+    await cluster.reconcile(DB)
+    assert condition(cluster.get("SampleDB", DB), "Degraded")["status"] == "False"
