@@ -2,6 +2,7 @@
 them one at a time (the standbys first, then a switchover, the old primary last) while a writer inserts through
 the database's Service every 0.2 s: every row is there afterwards, every instance runs the new image and
 streams, the primary changed exactly once, and the longest time without an accepted write is one switchover's.
+Then a parameter that needs a restart (max_connections) rolls the same way, measured the same way.
 
 The new minor is the local PostgreSQL 15 image under a second tag (the node knows no other 15.x): a new image
 and version in the pod template, as a real minor upgrade is.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 from tests.e2e.real_data import (
@@ -29,8 +31,6 @@ from tests.e2e.real_data import (
 )
 from tests.support.cluster import Cluster, tag_node_image
 from tests.support.kube import kubectl, kubectl_json, wait_until
-
-from sampledb_operator.model import names
 
 pytestmark = pytest.mark.cluster
 
@@ -51,6 +51,31 @@ def reasons(name: str) -> list[str]:
             for _ in range(int(e.get("count") or 1))]
 
 
+def under_writes(name: str, patch: dict[str, object], done: Callable[[], bool], what: str) -> tuple[float, float]:
+    """`patch` applied to the SampleDB while a pod writes through its Service every 0.2 s, until `done`: the
+    seconds from the patch to Ready, and the longest time without an accepted write; every accepted write is
+    there afterwards."""
+    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=true", timeout=120)
+    apply(writer(name))
+    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
+               timeout=120, what="the writer pod to run")
+    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
+               what="writes accepted")
+    started = time.monotonic()
+    kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", json.dumps(patch))
+    wait_until(done, timeout=900, what=what)
+    wait_ready(name)
+    took = time.monotonic() - started
+    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
+               what="writes accepted afterwards")
+    downtime, accepted = write_downtime(name)
+    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
+    assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # every accepted write is there
+    return took, downtime
+
+
 def test_a_minor_upgrade_of_three_instances_rolls_them_with_one_switchover(installed: str, cluster: Cluster) -> None:
     if cluster.local:
         tag_node_image(f"postgres:{PG15}", f"postgres:{NEXT}")
@@ -63,37 +88,44 @@ def test_a_minor_upgrade_of_three_instances_rolls_them_with_one_switchover(insta
     before = seed(name)
     sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
     first_primary = status(name)["primary"]
-    apply(writer(name))
-    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
-               timeout=120, what="the writer pod to run")
-    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= 5, timeout=60, what="writes accepted")
-    started = time.monotonic()
-    kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", json.dumps({"spec": {"version": NEXT}}))
 
     def rolled() -> bool:
         st = status(name)
         return (st.get("currentVersion") == NEXT and st.get("readyInstances") == "3/3"
                 and set(images(name).values()) == {f"postgres:{NEXT}"} and not st.get("targetPrimary"))
 
-    wait_until(rolled, timeout=900, what=f"every instance on {NEXT}")
-    wait_ready(name)
-    took = time.monotonic() - started
-    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
-               what="writes accepted after the roll")
-    downtime, accepted = write_downtime(name)
-    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
-
+    took, downtime = under_writes(name, {"spec": {"version": NEXT}}, rolled, f"every instance on {NEXT}")
     seen = reasons(name)
     assert seen.count("RollingRestart") == 2 and seen.count("RollingSwitchover") == 1, seen
     assert seen.count("SwitchoverStarted") == 1 and seen.count("FailoverStarted") == 0, seen
     assert status(name)["primary"] != first_primary  # the old primary restarted last, as a standby
     assert {k: v for k, v in table_stats(name).items() if k in before} == before
-    assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # every accepted write is there
     wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "2",
                timeout=120, what="both standbys streaming from the new primary")
     print(f"\nminor upgrade {PG15} -> {NEXT} of 3 instances: {took:.0f} s from the patch to all ready;"
           f" longest time without an accepted write: {downtime:.1f} s")
     assert downtime < SWITCHOVER_BOUND_S, f"writes stopped for {downtime:.1f} s"
-    assert names.instance_pod_name(name, 0) in images(name)
+
+    # a parameter that needs a restart: the same roll, and every instance runs the new value
+    second_primary = status(name)["primary"]
+
+    def on_new_setting() -> bool:
+        st = status(name)
+        if st.get("readyInstances") != "3/3" or st.get("targetPrimary") or st.get("primary") == second_primary:
+            return False
+        return all(standby_sql(pod, "SHOW max_connections") == "120" for pod in images(name))
+
+    took, downtime = under_writes(name, {"spec": {"parameters": {"max_connections": "120"}}}, on_new_setting,
+                                  "every instance restarted with max_connections 120")
+    assert reasons(name).count("RollingSwitchover") == 2
+    assert {k: v for k, v in table_stats(name).items() if k in before} == before
+    print(f"max_connections 100 -> 120 on 3 instances: {took:.0f} s from the patch to all restarted;"
+          f" longest time without an accepted write: {downtime:.1f} s")
+    assert downtime < SWITCHOVER_BOUND_S, f"writes stopped for {downtime:.1f} s"
     delete(name, wait=False)
+
+
+def standby_sql(pod: str, statement: str) -> str:
+    """psql as the database's user in one instance's postgres container (over its socket)."""
+    return str(kubectl("exec", "-n", NS, pod, "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app", "-qAt",
+                       "-c", statement, check=False).stdout).strip()
