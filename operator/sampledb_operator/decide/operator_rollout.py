@@ -46,7 +46,8 @@ def _restart_of(sts: Mapping[str, Any]) -> Any:
 
 def operator_made(db: str, generation: int | None, actions: list[plan.Action], observed: Mapping[plan.Key, Obj],
                   restarts: frozenset[int]) -> frozenset[int]:
-    """The instances of `restarts` (template changes) that nothing the user did asks for."""
+    """The instances of `restarts` (template changes) that nothing the user did asks for; an instance without a pod
+    (0 replicas, before or after: hibernated, fenced) restarts nothing and is left out."""
     out = set()
     for action in actions:
         index = instance_of(db, action.key[1]) if action.key[0] == "StatefulSet" else None
@@ -54,7 +55,8 @@ def operator_made(db: str, generation: int | None, actions: list[plan.Action], o
         if index not in restarts or have is None or generation is None:
             continue
         stamp = _annotations(have).get(TEMPLATE_GENERATION_ANNOTATION)
-        if stamp == str(generation) and _restart_of(action.obj) == _restart_of(have):
+        stopped = 0 in ((have.get("spec") or {}).get("replicas", 1), action.obj["spec"].get("replicas", 1))
+        if stamp == str(generation) and _restart_of(action.obj) == _restart_of(have) and not stopped:
             assert index is not None
             out.add(index)
     return frozenset(out)

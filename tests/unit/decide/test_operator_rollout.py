@@ -39,6 +39,8 @@ def test_a_change_at_the_recorded_generation_without_a_restart_is_the_operators(
     assert op.operator_made(DB, 3, actions, have, frozenset({0, 1, 2, 3})) == {0}
     assert op.operator_made(DB, 4, actions, have, frozenset({0, 1, 2, 3})) == set()  # the spec changed since
     assert op.operator_made(DB, 3, actions, have, frozenset({1})) == set()  # only what restarts counts
+    stopped = [plan.Action(sts(0, image="b", replicas=0), "fence")]
+    assert op.operator_made(DB, 3, stopped, have, frozenset({0})) == set()  # no pod: nothing restarts
 
 
 def test_the_record_follows_the_template_and_waits_while_the_version_is_held_back() -> None:
