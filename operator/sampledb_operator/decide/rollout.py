@@ -3,8 +3,9 @@
 A change of the pod template (a minor version's image, a parameter that needs a restart, the restart
 annotation, a new operator's template) restarts each instance it reaches. Applied to every instance at once,
 it stops the primary together with the standbys that could have taken over. Instead:
-- the standbys first, one at a time: a standby takes the new template only while every instance runs ready
-  with its own template applied (a standby that is not ready takes it at once: it serves nothing);
+- the standbys first, one at a time: a standby takes the new template only while no instance is still rolling
+  its pod to a template it was given (a standby that is not ready takes it at once: it serves nothing; an
+  instance that is down without rolling, e.g. a pod no node takes, holds nothing back);
 - then the primary, by a switchover to a ready standby already on the new template (the switchover
   annotation, carried out by decide/replication.py: the primary stops cleanly, the standby is promoted, the
   old primary returns as a standby; it is at 0 replicas meanwhile, and an instance without a pod is never
@@ -43,7 +44,7 @@ class Member:
     """One instance as the caches show it."""
 
     ready: bool  # its pod runs and is Ready, not terminating
-    settled: bool = True  # its StatefulSet has rolled its pod to its current template
+    settled: bool = True  # its StatefulSet has rolled its pod to its current template (a new pod ready on it)
     unready_for: float = 0.0  # seconds its pod has been unready (or missing)
     running: bool = True  # it has replicas now and keeps them after this pass
 
@@ -78,8 +79,8 @@ def decide(inp: RolloutInput) -> Rollout:
     if inp.switching:
         return Rollout(hold=frozenset(pending), waiting="a failover or switchover runs", recheck_after=RECHECK)
 
-    def busy(i: int) -> bool:
-        return (not m[i].ready or not m[i].settled) and m[i].unready_for < PATIENCE
+    def busy(i: int) -> bool:  # rolling its pod to the template it was given
+        return not m[i].settled and m[i].unready_for < PATIENCE
 
     standbys = sorted(live - {inp.primary})
     down = tuple(i for i in standbys if i in pending and not m[i].ready)

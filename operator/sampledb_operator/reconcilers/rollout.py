@@ -40,15 +40,20 @@ class View:
     switching: bool
 
 
-def settled(sts: Obj) -> bool:
-    """The StatefulSet's controller has rolled its pods to its current template, and they are ready."""
-    meta, spec, status = sts.get("metadata") or {}, sts.get("spec") or {}, sts.get("status") or {}
+def rolled(sts: Obj) -> bool:
+    """The StatefulSet's controller has rolled its pods to its current template (the controller moves its current
+    revision to the update revision once the new pods are ready)."""
+    meta, status = sts.get("metadata") or {}, sts.get("status") or {}
     if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
         return False
     current, update = status.get("currentRevision"), status.get("updateRevision")
-    if current and update and current != update:
-        return False
-    return int(status.get("readyReplicas") or 0) >= int(spec.get("replicas", 1))
+    return not (current and update and current != update)
+
+
+def settled(sts: Obj) -> bool:
+    """Rolled, and its pods are ready."""
+    return rolled(sts) and int((sts.get("status") or {}).get("readyReplicas") or 0) >= int(
+        (sts.get("spec") or {}).get("replicas", 1))
 
 
 def _unready_for(pod: Obj | None, now: datetime) -> float:
@@ -75,7 +80,7 @@ def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View | 
         pod = pods.get(names.instance_pod_name(name, inst.index))
         seen = pod_view(pod) if pod is not None else None
         members[inst.index] = rollout.Member(
-            ready=bool(seen and seen.ready and not seen.terminating), settled=sts is None or settled(sts),
+            ready=bool(seen and seen.ready and not seen.terminating), settled=sts is None or rolled(sts),
             unready_for=_unready_for(pod, now),
             running=inst.replicas > 0 and sts is not None and int((sts.get("spec") or {}).get("replicas", 1)) > 0)
     switching = replication.target is not None or rep.SWITCHOVER_ANNOTATION in db.metadata.annotations
@@ -106,11 +111,11 @@ async def gate(ctx: Context, db: SampleDB, actions: list[plan.Action], observed:
     ours = operator_rollout.operator_made(name, db.metadata.generation, actions, observed, pending)
     hold: set[int] = set()
     if ours and not ctx.rollout_slots.admit(
-            key, lambda k: ctx.cached("SampleDB", *k.split("/", 1)) is not None):
+            key, lambda k: ctx.cached("SampleDB", *k.split("/", 1)) is not None, ctx.clock.monotonic()):
         hold |= ours
     elif not ours and _all_settled(db, observed):
         ctx.rollout_slots.release(key)
-    rolling = key in ctx.rollout_slots.holders()
+    rolling = ctx.rollout_slots.rolling(key)
     step = rollout.Rollout()
     if seen is not None and pending - hold:
         step = rollout.decide(rollout.RolloutInput(db=name, primary=seen.primary, members=seen.members,

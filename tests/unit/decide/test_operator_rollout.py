@@ -2,7 +2,7 @@
 operator's; a newer generation, a restart asked, or no record make it the user's; the record follows the template,
 stays while the upgrade step holds the version back, and a write of the record alone makes no Event; the
 OperatorUpdate condition's states. runtime/rollout_slots.py: first asked, first admitted, up to the limit; a holder
-that is gone frees its slot; limit 0 admits none."""
+that is gone frees its slot, and one that holds it past HOLD_LIMIT rolls on without it; limit 0 admits none."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sampledb_operator.decide import plan
 from sampledb_operator.decide.labels import RESTARTED_FOR_ANNOTATION, TEMPLATE_GENERATION_ANNOTATION, VERSION_ANNOTATION
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
-from sampledb_operator.runtime.rollout_slots import RolloutSlots
+from sampledb_operator.runtime.rollout_slots import HOLD_LIMIT, RolloutSlots
 
 DB = "orders"
 
@@ -78,15 +78,22 @@ def test_the_condition_says_waiting_rolling_and_applied() -> None:
 def test_slots_admit_in_order_up_to_the_limit_and_free_a_gone_holders() -> None:
     slots = RolloutSlots(1)
     alive = {"ns/a", "ns/b", "ns/c"}
-    assert slots.admit("ns/a", alive.__contains__)
-    assert not slots.admit("ns/b", alive.__contains__)
-    assert not slots.admit("ns/c", alive.__contains__)
-    assert slots.admit("ns/a", alive.__contains__)  # a holder keeps its slot
+    assert slots.admit("ns/a", alive.__contains__, 0.0)
+    assert not slots.admit("ns/b", alive.__contains__, 0.0)
+    assert not slots.admit("ns/c", alive.__contains__, 0.0)
+    assert slots.admit("ns/a", alive.__contains__, 0.0)  # a holder keeps its slot
     slots.release("ns/a")
-    assert not slots.admit("ns/c", alive.__contains__)  # b asked first
-    assert slots.admit("ns/b", alive.__contains__)
+    assert not slots.admit("ns/c", alive.__contains__, 0.0)  # b asked first
+    assert slots.admit("ns/b", alive.__contains__, 0.0)
     alive.discard("ns/b")  # deleted while it held the slot
-    assert slots.admit("ns/c", alive.__contains__) and slots.holders() == ["ns/c"]
-    assert not RolloutSlots(0).admit("ns/a", alive.__contains__)
+    assert slots.admit("ns/c", alive.__contains__, 0.0) and slots.holders() == ["ns/c"]
+    assert not RolloutSlots(0).admit("ns/a", alive.__contains__, 0.0)
+    late = RolloutSlots(1)
+    assert late.admit("ns/a", alive.__contains__, 0.0) and not late.admit("ns/c", alive.__contains__, 1.0)
+    # a holds its slot past the limit (its roll does not finish): c's turn comes, a rolls on without a slot
+    assert late.admit("ns/c", alive.__contains__, HOLD_LIMIT) and late.rolling("ns/a") and late.holders() == ["ns/c"]
+    assert late.admit("ns/a", alive.__contains__, HOLD_LIMIT + 1)
+    late.release("ns/a")
+    assert not late.rolling("ns/a")
     two = RolloutSlots(2)
-    assert two.admit("ns/a", alive.__contains__) and two.admit("ns/c", alive.__contains__)
+    assert two.admit("ns/a", alive.__contains__, 0.0) and two.admit("ns/c", alive.__contains__, 0.0)

@@ -39,10 +39,15 @@ def test_the_first_standby_goes_first_and_alone() -> None:
 
 
 def test_an_instance_still_restarting_holds_the_next() -> None:
-    for busy in (Member(ready=False, unready_for=5), Member(ready=True, settled=False)):
+    for busy in (Member(ready=False, settled=False, unready_for=5), Member(ready=True, settled=False)):
         step = decide(inp({0: OK, 1: busy, 2: OK}, {0, 2}))
         assert step.hold == {0, 2} and step.restart == () and step.switchover_to is None
         assert step.waiting is not None and pod(1) in step.waiting
+
+
+def test_an_instance_down_without_rolling_holds_nothing_back() -> None:
+    # e.g. the primary's pod that no node takes: the standbys roll (a new spread may be what places it)
+    assert decide(inp({0: Member(ready=False, unready_for=5), 1: OK, 2: OK}, {1, 2})).restart == (1,)
 
 
 def test_an_instance_unready_past_the_patience_holds_nothing_back() -> None:
