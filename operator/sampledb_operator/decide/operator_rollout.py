@@ -25,7 +25,7 @@ from sampledb_operator.decide.labels import (
     TEMPLATE_GENERATION_ANNOTATION,
     VERSION_ANNOTATION,
 )
-from sampledb_operator.decide.rollout import instance_of
+from sampledb_operator.decide.rollout import instance_of, keep_annotations
 from sampledb_operator.model.conditions import Condition, ConditionType
 from sampledb_operator.model.objects import Obj
 
@@ -33,6 +33,7 @@ WAITING_FOR_TURN = "WaitingForTurn"
 WAITING_FOR_RESTART = "WaitingForRestart"
 ROLLING = "Rolling"
 APPLIED = "Applied"
+STAMP = frozenset((TEMPLATE_GENERATION_ANNOTATION,))
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -86,11 +87,7 @@ def stamped(db: str, version: str, actions: list[plan.Action], observed: Mapping
 
 def _with_stamp(obj: Obj, have: Mapping[str, Any]) -> Obj:
     """`obj` with `have`'s stamp (or none, when `have` has none)."""
-    meta = obj["metadata"]
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != TEMPLATE_GENERATION_ANNOTATION}
-    if (kept := _annotations(have).get(TEMPLATE_GENERATION_ANNOTATION)) is not None:
-        annotations[TEMPLATE_GENERATION_ANNOTATION] = kept
-    return {**obj, "metadata": {**meta, "annotations": annotations}}
+    return keep_annotations(obj, have, STAMP)
 
 
 def condition(*, pending: bool, admitted: bool, limit: int, others: list[str], db: str, previous: Condition | None,

@@ -107,6 +107,22 @@ def instance_of(db: str, statefulset: str) -> int | None:
                 None)
 
 
+def rolled_out(sts: Mapping[str, Any]) -> bool:
+    """The StatefulSet's controller has seen its current generation and rolled its pods to that template (it moves
+    its current revision to the update revision once the new pods are ready)."""
+    status = sts.get("status") or {}
+    return (int(status.get("observedGeneration") or 0) >= int((sts.get("metadata") or {}).get("generation") or 0)
+            and status.get("currentRevision") == status.get("updateRevision"))
+
+
+def keep_annotations(obj: Obj, have: Mapping[str, Any], keys: frozenset[str]) -> Obj:
+    """`obj` (a new dict) with `have`'s metadata annotations of `keys`, and none of `keys` that `have` lacks."""
+    meta = obj["metadata"]
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in keys}
+    annotations.update({k: v for k, v in ((have.get("metadata") or {}).get("annotations") or {}).items() if k in keys})
+    return {**obj, "metadata": {**meta, "annotations": annotations}}
+
+
 def _template(sts: Mapping[str, Any]) -> Any:
     return (sts.get("spec") or {}).get("template")
 
@@ -143,12 +159,8 @@ def held(db: str, actions: list[plan.Action], observed: Mapping[plan.Key, Obj], 
         if have is None or index not in hold:
             out.append(action)
             continue
-        meta = action.obj["metadata"]
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in DESCRIBE_TEMPLATE}
-        annotations.update({k: v for k, v in ((have.get("metadata") or {}).get("annotations") or {}).items()
-                            if k in DESCRIBE_TEMPLATE})
-        kept = {**action.obj, "spec": {**action.obj["spec"], "template": _template(have)},
-                "metadata": {**meta, "annotations": annotations}}
+        kept = keep_annotations({**action.obj, "spec": {**action.obj["spec"], "template": _template(have)}}, have,
+                                DESCRIBE_TEMPLATE)
         reason = plan.drift(kept, have)
         if reason is not None:
             out.append(plan.Action(kept, f"{action.key[0]} {action.key[1]}: {reason}"))

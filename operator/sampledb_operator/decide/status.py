@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sampledb_operator.decide.archive_config import destination
+from sampledb_operator.decide.rollout import rolled_out
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
@@ -106,14 +107,8 @@ def statefulset_ready(sts: Obj | None) -> bool:
         return False
     spec, status = sts.get("spec", {}), sts.get("status", {})
     want = spec.get("replicas", 1)
-    generation = sts.get("metadata", {}).get("generation", 0)
-    return bool(
-        want > 0
-        and status.get("observedGeneration", 0) >= generation
-        and status.get("readyReplicas", 0) >= want
-        and status.get("updatedReplicas", 0) >= want
-        and status.get("currentRevision") == status.get("updateRevision")
-    )
+    return bool(want > 0 and rolled_out(sts) and status.get("readyReplicas", 0) >= want
+                and status.get("updatedReplicas", 0) >= want)
 
 
 REVISION_LABEL = "controller-revision-hash"  # the StatefulSet controller's label: the revision a pod was made from
@@ -140,8 +135,7 @@ def database_ready(sts: Obj | None, pod: Obj | None) -> bool:
                 for ref in pod_meta.get("ownerReferences") or [])
     return bool(
         spec.get("replicas", 1) == 1
-        and status.get("observedGeneration", 0) >= meta.get("generation", 0)
-        and revision and status.get("currentRevision") == revision
+        and revision and rolled_out(sts)
         and (pod_meta.get("labels") or {}).get(REVISION_LABEL) == revision
         and owned and pod_meta.get("deletionTimestamp") is None
         and condition_true(pod, "Ready")

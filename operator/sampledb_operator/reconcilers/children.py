@@ -21,7 +21,7 @@ import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sampledb_operator.decide import autogrow, binding, plan, stuck
+from sampledb_operator.decide import autogrow, binding, plan, rollout, stuck
 from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import events as ev
 from sampledb_operator.decide import volumes as vol
@@ -351,9 +351,7 @@ def legacy_scripts_unused(db: SampleDB, observed: Mapping[plan.Key, Obj]) -> boo
         return False
     for (kind, _name), child in observed.items():
         if kind == "StatefulSet":
-            status, generation = child.get("status") or {}, child["metadata"].get("generation")
-            if (_mounts(child["spec"]["template"], legacy) or status.get("observedGeneration") != generation
-                    or status.get("currentRevision") != status.get("updateRevision")):
+            if _mounts(child["spec"]["template"], legacy) or not rollout.rolled_out(child):
                 return False
         elif kind == "Job" and _mounts(child["spec"]["template"], legacy) and not _finished(child):
             return False

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sampledb_operator.decide import desired as d
@@ -48,6 +49,9 @@ class ReplicationOutcome:
     ready_instances: str
     problems: tuple[Problem, ...]
     requeue_after: float | None
+    # what the pass read, by instance index: the StatefulSets, and their pods and servers (reconcilers/rollout.py)
+    statefulsets: Mapping[int, Obj] = field(default_factory=dict)
+    views: Mapping[int, rep.InstanceView] = field(default_factory=dict)
 
     @property
     def result(self) -> Result:
@@ -76,7 +80,7 @@ def instance_statefulsets(ctx: Context, db: SampleDB) -> dict[int, Obj]:
     return out
 
 
-def pod_view(pod: Obj) -> rep.PodView:
+def _pod_view(pod: Obj) -> rep.PodView:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = bool(ready_cond and ready_cond.get("status") == "True")
@@ -138,7 +142,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         pod_name = names.instance_pod_name(name, index)
         pod = pods.get(pod_name)
         views[index] = rep.InstanceView(index=index, replicas=int((sts.get("spec") or {}).get("replicas", 1)),
-                                        pod=pod_view(pod) if pod else None, server=servers.get(pod_name))
+                                        pod=_pod_view(pod) if pod else None, server=servers.get(pod_name))
     old_primary = rep.index_of(name, db.status.primary)
     in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
     fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)
@@ -166,7 +170,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         primary=plan.primary, target=plan.target, primary_statefulset=sets.get(primary_index),
         statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}",
         problems=(*plan.problems, *rep.slot_problems(statuses, int(parse_quantity(db.spec.storage.size)))),
-        requeue_after=plan.requeue_after)
+        requeue_after=plan.requeue_after, statefulsets=sets, views=views)
 
 
 def _decisive(db: SampleDB, plan: rep.ReplicationPlan) -> bool:

@@ -1,8 +1,8 @@
 """Rolling restarts: the I/O around decide/rollout.py, inside the children step.
 
-`view` reads what the decision needs from the caches (each instance's StatefulSet and pod) and the
-replication step's outcome (the primary, the replicas each instance keeps, whether a failover or switchover
-runs); `gate` holds back the StatefulSet updates that would restart an instance out of turn: an operator-made pod
+`view` takes what the decision needs from the replication step's outcome (each instance's StatefulSet and pod as
+that step read them, the primary, the replicas each instance keeps, whether a failover or switchover runs);
+`gate` holds back the StatefulSet updates that would restart an instance out of turn: an operator-made pod
 template change (decide/operator_rollout.py) until its database holds one of the operator's rollout slots
 (runtime/rollout_slots.py, --operator-rollouts), and with standbys every instance but the one whose turn it
 is; it asks for the switchover that lets the primary restart last (the switchover annotation, which the
@@ -17,7 +17,7 @@ from datetime import datetime
 
 from sampledb_operator.decide import operator_rollout, plan, rollout
 from sampledb_operator.decide import replication as rep
-from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide import status as st
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
@@ -26,7 +26,7 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.replication import ReplicationOutcome, instance_statefulsets, pod_view
+from sampledb_operator.reconcilers.replication import ReplicationOutcome
 
 log = get_logger(__name__)
 
@@ -40,51 +40,36 @@ class View:
     switching: bool
 
 
-def rolled(sts: Obj) -> bool:
-    """The StatefulSet's controller has rolled its pods to its current template (the controller moves its current
-    revision to the update revision once the new pods are ready)."""
-    meta, status = sts.get("metadata") or {}, sts.get("status") or {}
-    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-        return False
-    current, update = status.get("currentRevision"), status.get("updateRevision")
-    return not (current and update and current != update)
-
-
 def settled(sts: Obj) -> bool:
-    """Rolled, and its pods are ready."""
-    return rolled(sts) and int((sts.get("status") or {}).get("readyReplicas") or 0) >= int(
-        (sts.get("spec") or {}).get("replicas", 1))
+    """No pod is wanted, or the pods run the current template and are ready."""
+    return int((sts.get("spec") or {}).get("replicas", 1)) == 0 or st.statefulset_ready(sts)
 
 
-def _unready_for(pod: Obj | None, now: datetime) -> float:
+def _unready_for(pod: rep.PodView | None, now: datetime) -> float:
     if pod is None:
         return rollout.PATIENCE  # nothing to wait for
-    seen = pod_view(pod)
-    if seen.ready and not seen.terminating:
+    if pod.ready and not pod.terminating:
         return 0.0
-    return max(0.0, (now - seen.since).total_seconds()) if seen.since else 0.0
+    return max(0.0, (now - pod.since).total_seconds()) if pod.since else 0.0
 
 
 def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View | None:
-    """The instances of `replication` (the replicas each keeps after this pass) with their pods; None with one
-    instance (it restarts in place: nothing to read)."""
+    """The instances of `replication` (the replicas each keeps after this pass) with their pods, as the replication
+    step read them; None with one instance (it restarts in place: nothing to read)."""
     if len(replication.instances) < 2:
         return None
-    name, now = db.metadata.name, ctx.clock.now()
-    sets = instance_statefulsets(ctx, db)
-    pods = {str(p["metadata"]["name"]): p for p in ctx.caches.pods.list(
-        db.metadata.namespace or "", {DATABASE_LABEL: name, COMPONENT_LABEL: "database"})}
+    now = ctx.clock.now()
     members = {}
     for inst in replication.instances:
-        sts = sets.get(inst.index)
-        pod = pods.get(names.instance_pod_name(name, inst.index))
-        seen = pod_view(pod) if pod is not None else None
+        sts = replication.statefulsets.get(inst.index)
+        seen = replication.views.get(inst.index)
+        pod = seen.pod if seen is not None else None
         members[inst.index] = rollout.Member(
-            ready=bool(seen and seen.ready and not seen.terminating), settled=sts is None or rolled(sts),
+            ready=bool(pod and pod.ready and not pod.terminating), settled=sts is None or rollout.rolled_out(sts),
             unready_for=_unready_for(pod, now),
             running=inst.replicas > 0 and sts is not None and int((sts.get("spec") or {}).get("replicas", 1)) > 0)
     switching = replication.target is not None or rep.SWITCHOVER_ANNOTATION in db.metadata.annotations
-    return View(rep.index_of(name, replication.primary) or 0, members, switching)
+    return View(rep.index_of(db.metadata.name, replication.primary) or 0, members, switching)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +98,8 @@ async def gate(ctx: Context, db: SampleDB, actions: list[plan.Action], observed:
     if ours and not ctx.rollout_slots.admit(
             key, lambda k: ctx.cached("SampleDB", *k.split("/", 1)) is not None, ctx.clock.monotonic()):
         hold |= ours
-    elif not ours and _all_settled(db, observed):
-        ctx.rollout_slots.release(key)
+    elif not ours and (not ctx.rollout_slots.rolling(key) or _all_settled(db, observed)):
+        ctx.rollout_slots.release(key)  # (a database holding no slot only leaves the queue: no children read)
     rolling = ctx.rollout_slots.rolling(key)
     step = rollout.Rollout()
     if seen is not None and pending - hold:
