@@ -91,6 +91,12 @@ def why_not_ready(obj: Obj | None) -> str:
     return f"{cond.get('reason')}: {str(cond.get('message') or '')[:160]}" if cond else "no Ready condition"
 
 
+def controller_uid(obj: Obj) -> str:
+    """The uid of the object's controller (its ownerReference with controller: true), "" without one."""
+    return next((str(o.get("uid")) for o in (obj.get("metadata") or {}).get("ownerReferences") or []
+                 if o.get("controller")), "")
+
+
 def pod_trouble(pod: Obj) -> str | None:
     """`ns/name phase (the failing condition's reason: message)` for a pod that is neither running ready nor
     finished; None for the others."""
@@ -255,26 +261,32 @@ class World:
 
     async def live_not_ready(self) -> list[str]:
         """Live SampleDBs not Ready, missing a child (StatefulSet, client Service, ConfigMap, Secret) or with
-        fewer running ready database pods than instances (a stale Ready would not show these), and deleted
-        ones still present; [] when all is well."""
+        fewer running ready database pods of a live StatefulSet than instances (a stale Ready would not show
+        these), and deleted ones still present; [] when all is well."""
         seen = {Target(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in await self.list_in("SampleDB")}
         bad = [f"{t} not Ready ({why_not_ready(seen.get(t))})" for t, d in self.dbs.items()
                if d.deleted_at is None and not ready(seen.get(t))]
         live = [t for t, d in self.dbs.items() if d.deleted_at is None]
+        owners: set[str] = set()  # uids of the StatefulSets not being deleted
         for kind, name_of in (("StatefulSet", names.statefulset_name), ("Service", names.client_service_name),
                               ("ConfigMap", names.configmap_name), ("Secret", names.secret_name)):
-            present = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in await self.list_in(kind)
-                       if not o["metadata"].get("deletionTimestamp")}
+            objs = [o for o in await self.list_in(kind) if not o["metadata"].get("deletionTimestamp")]
+            if kind == "StatefulSet":
+                owners = {o["metadata"]["uid"] for o in objs}
+            present = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs}
             bad += [f"{t}: {kind} {name_of(t.name)} missing" for t in live
                     if (t.namespace, name_of(t.name)) not in present]
         pods: dict[tuple[str, str], list[Obj]] = defaultdict(list)
         for pod in await self.list_in("Pod", label_selector=f"{MANAGED},{COMPONENT_LABEL}=database"):
             meta = pod["metadata"]
             pods[(meta["namespace"], (meta.get("labels") or {}).get(DATABASE_LABEL, ""))].append(pod)
-        for t in live:  # a pod deleted as the faults stopped leaves a Ready the operator has not revised yet
+        # a pod deleted as the faults stopped leaves a Ready the operator has not revised yet; a pod of a
+        # StatefulSet deleted as they stopped runs on until the garbage collector deletes it
+        for t in live:
             want = int(((seen.get(t) or {}).get("spec") or {}).get("instances") or 1)
             running = [p for p in pods[(t.namespace, t.name)]
-                       if not p["metadata"].get("deletionTimestamp") and pod_trouble(p) is None]
+                       if not p["metadata"].get("deletionTimestamp") and pod_trouble(p) is None
+                       and controller_uid(p) in owners]
             if len(running) < want:
                 bad.append(f"{t}: {len(running)} of {want} database pods running ready")
         bad += [f"{t} (deleted, {d.policy}) still present: finalizers "
@@ -300,7 +312,7 @@ class World:
                             (job.get("status") or {}).get("succeeded") or (job.get("status") or {}).get("failed"):
                         continue
                     labels = meta.get("labels") or {}
-                    owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("controller")), "")
+                    owner = controller_uid(job)
                     key = (meta["namespace"], labels.get("sampledb.io/database", ""),
                            labels.get("app.kubernetes.io/component", ""), owner)
                     groups[key].append(meta["name"])
