@@ -13,10 +13,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from pg_harness import PASSWORD, PgServer, ScriptRunner, as_postgres, bindir_for, installed_majors, os_user, private_dir
 
 from sampledb_operator.decide import pgconfig
+from sampledb_operator.model import hba
+from sampledb_operator.model.hba import HbaRule
 
 pytestmark = pytest.mark.postgres
 MAJORS = [m for m in (15, 18) if m in installed_majors()]
@@ -153,3 +156,62 @@ def test_a_file_that_never_arrives_times_out(runner: ScriptRunner, conf_server: 
     assert run.returncode == 5, run.stderr
     assert run.result["reloaded"] is False
     assert show(conf_server, "work_mem") == "5MB"
+
+
+def _hba_with(rules: list[HbaRule]) -> str:
+    return pgconfig.hba(rules=[hba.line(r) for r in rules])
+
+
+def _connects_as(server: ConfServer, user: str, password: str) -> str | None:
+    """None when `user` logs in over TCP, else the server's refusal."""
+    try:
+        with psycopg.connect(host="127.0.0.1", port=server.port, user=user, password=password, dbname="postgres",
+                             connect_timeout=10):
+            return None
+    except psycopg.OperationalError as exc:
+        return str(exc)
+
+
+def test_access_rules_wait_for_the_servers_copy_then_apply_without_a_restart(
+        runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    with conf_server.connect() as conn:
+        conn.execute("CREATE ROLE reporting LOGIN PASSWORD 'r3port'")
+        started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+    assert _connects_as(conf_server, "reporting", "r3port") is None
+    hba_file = conf_server.conf.parent / pgconfig.HBA_KEY
+    new = _hba_with([HbaRule(type="host", users=["reporting"], address="127.0.0.0/8", method="reject")])
+    job_conf, job_hba = work_dir / "job-postgresql.conf", work_dir / "job-pg_hba.conf"
+    write(job_conf, conf_server.conf.read_text())  # postgresql.conf unchanged: only the rules differ
+    write(job_hba, new)
+    timer = threading.Timer(3.0, write, (hba_file, new))  # the kubelet updates the mount later
+    timer.start()
+    try:
+        run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_conf),
+                                       "HBA_FILE": str(job_hba), "RELOAD_INTERVAL": "1"}, bindir=conf_server.bindir)
+    finally:
+        timer.join()
+    assert run.returncode == 0, run.stderr
+    assert run.result["reloaded"] is True and run.result["waited_seconds"] >= 2
+    refusal = _connects_as(conf_server, "reporting", "r3port")
+    assert refusal is not None and "pg_hba.conf rejects connection" in refusal
+    assert _connects_as(conf_server, "postgres", PASSWORD) is None  # the other roles: the default rule
+    with conf_server.connect() as conn:
+        assert conn.execute("SELECT pg_postmaster_start_time()").fetchone() == started  # no restart
+
+
+def test_access_rules_the_server_cannot_parse_are_refused_and_nothing_is_reloaded(
+        runner: ScriptRunner, conf_server: ConfServer, work_dir: Path) -> None:
+    with conf_server.connect() as conn:
+        loaded = conn.execute("SELECT pg_conf_load_time()").fetchone()
+    hba_file = conf_server.conf.parent / pgconfig.HBA_KEY
+    bad = pgconfig.hba(rules=["host all reporting 10.0.0.0/8 no-such-method"])  # what the CRD would refuse
+    job_conf, job_hba = work_dir / "job-postgresql.conf", work_dir / "job-pg_hba.conf"
+    write(job_conf, conf_server.conf.read_text())
+    write(job_hba, bad)
+    write(hba_file, bad)
+    run = runner.run("reload.sh", {**conf_server.libpq_env(), "CONFIG_FILE": str(job_conf),
+                                   "HBA_FILE": str(job_hba)}, bindir=conf_server.bindir)
+    assert run.returncode == 2, run.stderr
+    assert run.result["reloaded"] is False and "pg_hba.conf line" in run.result["message"], run.result
+    with conf_server.connect() as conn:
+        assert conn.execute("SELECT pg_conf_load_time()").fetchone() == loaded

@@ -33,7 +33,7 @@ from sampledb_operator.decide.labels import (
     meta,
     namespace_of,
 )
-from sampledb_operator.model import names
+from sampledb_operator.model import hba, names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
 
@@ -117,7 +117,7 @@ def configmap(db: SampleDB, data_dir: str = "pgdata", ca_cert: str = "") -> Obj:
                                                  synchronous=synchronous(db),
                                                  client_ca=CLIENT_CA_FILE if certificates(db) else None),
             pgconfig.HBA_KEY: pgconfig.hba(tls_required=db.spec.tls.enabled and db.spec.tls.required,
-                                           certificates=certificates(db)),
+                                           certificates=certificates(db), rules=hba_rules(db)),
             # TLS: the certificate authority a client verifies the server with (sslmode=verify-full)
             **({"ca.crt": ca_cert, "sslmode": "verify-full"} if db.spec.tls.enabled and ca_cert else {}),
         },
@@ -127,6 +127,11 @@ def configmap(db: SampleDB, data_dir: str = "pgdata", ca_cert: str = "") -> Obj:
 def certificates(db: SampleDB) -> bool:
     """Some declared role logs in with a client certificate (over TLS: with spec.tls.enabled only)."""
     return db.spec.tls.enabled and bool(roles.certificate_roles(db.spec.roles or []))
+
+
+def hba_rules(db: SampleDB) -> tuple[str, ...]:
+    """The pg_hba.conf lines of spec.pgHba, in order (validate_spec has passed them)."""
+    return tuple(hba.line(rule) for rule in db.spec.pg_hba or ())
 
 
 def synchronous(db: SampleDB) -> bool:

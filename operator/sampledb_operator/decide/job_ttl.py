@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sampledb_operator.decide.archive_config import server_parameters
-from sampledb_operator.decide.desired_config import synchronous
+from sampledb_operator.decide.desired_config import hba_rules, synchronous
 from sampledb_operator.decide.effects import Patch, Plan
 from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
@@ -72,8 +72,8 @@ def outcome_recorded(db: SampleDB, job: Obj) -> bool:
             and created < verification.finished_at.strftime("%Y-%m-%dT%H:%M:%SZ")))
     if component == "reload":  # recorded, or superseded by a newer edit of spec.parameters
         ran = (job.get("metadata", {}).get("annotations") or {}).get(PARAMETERS_HASH_ANNOTATION)
-        return ran == status.applied_parameters or ran != parameters_hash(server_parameters(db.spec),
-                                                                          synchronous=synchronous(db))
+        return ran == status.applied_parameters or ran != parameters_hash(
+            server_parameters(db.spec), synchronous=synchronous(db), hba_rules=hba_rules(db))
     return False
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from sampledb_operator.model.hba import OPERATOR_USER
 from sampledb_operator.model.pg_settings import needs_restart
 from sampledb_operator.model.roles import CERTIFICATE_GROUP
 
@@ -38,18 +39,25 @@ WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can 
 # spec.tls.required, TCP admits only encrypted connections (hostssl): an unencrypted one finds no line. With
 # roles that log in by certificate (spec.roles[].certificate), the members of that group are admitted over TLS
 # by a client certificate whose common name is the role (`cert`), before the password lines.
+# The user's rules (spec.pgHba, model/hba.py) come after the socket, the replication line and a line for the
+# operator's own user (so no rule locks the operator or the standbys out), in their order, before all of these.
 CERTIFICATE_LINE = f"hostssl all          +{CERTIFICATE_GROUP} all cert\n"
 
 
-def hba(*, tls_required: bool = False, certificates: bool = False) -> str:
-    """The pg_hba.conf the server reads."""
+def hba(*, tls_required: bool = False, certificates: bool = False, rules: Sequence[str] = ()) -> str:
+    """The pg_hba.conf the server reads; `rules`: the lines of spec.pgHba (model/hba.line), already valid. Without
+    rules it is what it always was."""
     tcp = "hostssl" if tls_required else "host"
-    return ("# Written by sampledb-operator.\n"
+    head = ("# Written by sampledb-operator.\n"
             "local   all          all                 trust\n"
-            "local   replication  all                 trust\n"
-            + (CERTIFICATE_LINE if certificates else "")
-            + f"{tcp:<8}all          all          all    scram-sha-256\n"
-            f"{tcp:<8}replication  all          all    scram-sha-256\n")
+            "local   replication  all                 trust\n")
+    replication = f"{tcp:<8}replication  all          all    scram-sha-256\n"
+    everyone = f"{tcp:<8}all          all          all    scram-sha-256\n"
+    if not rules:
+        return head + (CERTIFICATE_LINE if certificates else "") + everyone + replication
+    return (head + replication + f"{tcp:<8}all          {OPERATOR_USER:<12} all    scram-sha-256\n"
+            + "# spec.pgHba\n" + "".join(f"{line}\n" for line in rules) + "# defaults\n"
+            + (CERTIFICATE_LINE if certificates else "") + everyone)
 
 
 HBA = hba()
@@ -90,13 +98,16 @@ def _digest_of(items: tuple[tuple[str, str], ...]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def parameters_hash(parameters: Mapping[str, str] | None, *, synchronous: bool = False) -> str:
-    """Identifies the whole set of reloadable settings the operator writes: the parameters and the
-    replication mode (recorded in status.appliedParameters once reloaded). Without synchronous
-    replication it is the parameters' hash alone, as it always was."""
+def parameters_hash(parameters: Mapping[str, str] | None, *, synchronous: bool = False,
+                    hba_rules: Sequence[str] = ()) -> str:
+    """Identifies the whole set of reloadable settings the operator writes: the parameters, the
+    replication mode and the access rules of spec.pgHba (recorded in status.appliedParameters once reloaded).
+    Without synchronous replication or rules it is the parameters' hash alone, as it always was."""
     settings = dict(parameters or {})
     if synchronous:
         settings["synchronous_standby_names"] = SYNCHRONOUS_STANDBYS
+    if hba_rules:
+        settings["pg_hba"] = "\n".join(hba_rules)
     return _digest(settings)
 
 

@@ -20,7 +20,12 @@ the problem to report (Degraded, ParametersNotApplied) to the SampleDB reconcile
 
 Invariants: a Job is never re-created for the same hash while it exists, so a failed one (an
 invalid value, reported in Degraded) is the record; a new edit (a new hash) or deleting the Job
-retries. Nothing here runs while the database is not ready.
+retries. The server runs what the reload Job that succeeded last made it read: a succeeded Job of the
+wanted parameters that another one completed after belongs to an earlier edit (work_mem 4MB -> 8MB ->
+4MB within the Jobs' day-long TTL), so it is deleted and made again, never taken as this edit's reload;
+and when an edit goes back to the recorded parameters after the Job of the edit in between reloaded its
+own, that Job's parameters are recorded (then the wanted ones are reloaded again). Nothing here runs
+while the database is not ready.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ from typing import Any
 
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide.archive_config import server_parameters
-from sampledb_operator.decide.desired_config import synchronous
-from sampledb_operator.decide.effects import Create, Emit, Plan
+from sampledb_operator.decide.desired_config import hba_rules, synchronous
+from sampledb_operator.decide.effects import Create, Delete, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import job
 from sampledb_operator.decide.labels import db_name
-from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.status import JobState, job_state
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -53,8 +58,10 @@ class Step(StrEnum):
     NOTHING = "nothing"  # the server has reloaded these parameters
     WAIT = "wait"  # not ready, an upgrade runs, or the Job runs
     CREATE_JOB = "create-job"
+    REPLACE_JOB = "replace-job"  # the Job of these parameters ran for an earlier edit: delete it, then create it
     RECORD = "record"  # the Job succeeded: record the hash
     RECORD_NEW = "record-new"  # no pod has run yet: it will start with these parameters
+    RECORD_LAST = "record-last"  # a Job of other parameters reloaded the server after the recorded ones did
     FAILED = "failed"  # the Job failed: say so until the parameters change or the Job is deleted
 
 
@@ -66,6 +73,8 @@ class ReloadInput:
     busy: bool  # an upgrade is in progress
     job: JobState | None  # the reload Job of `wanted`, if it exists
     statefulset_exists: bool = True  # False: this pass creates it (after the ConfigMap)
+    last_reload: str | None = None  # the parameters of the last successful reload, when it came after `applied`'s
+    overtaken: bool = False  # a Job of other parameters reloaded the server after the (finished) Job of `wanted`
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +85,16 @@ class ReloadDecision:
 
 def decide(inp: ReloadInput) -> ReloadDecision:
     """The next step for the parameters; see the module docstring."""
+    if inp.applied == inp.wanted and inp.last_reload not in (None, inp.applied):
+        # an edit went back to the recorded parameters after a Job of the edit in between had reloaded its own
+        return ReloadDecision(Step.RECORD_LAST, "the server last reloaded other parameters")
     if inp.applied == inp.wanted:
         return ReloadDecision(Step.NOTHING, "the server has reloaded these parameters")
     if inp.applied is None and not inp.statefulset_exists and inp.job is None:
         return ReloadDecision(Step.RECORD_NEW, "the database pod will start with these parameters")
     if inp.job is not None and inp.job.finished:
+        if inp.job.succeeded and inp.overtaken:  # an earlier edit's Job: reload these parameters again
+            return ReloadDecision(Step.REPLACE_JOB, "another reload Job ran after the one of these parameters")
         if inp.job.succeeded:
             return ReloadDecision(Step.RECORD, "the reload Job succeeded")
         return ReloadDecision(Step.FAILED, inp.job.message or inp.job.reason)
@@ -94,7 +108,8 @@ def decide(inp: ReloadInput) -> ReloadDecision:
 
 
 def reload_job(db: SampleDB, parameters_hash: str) -> Obj:
-    """The Job running reload.sh with its own copy of the ConfigMap's postgresql.conf (same key and path)."""
+    """The Job running reload.sh with its own copy of the ConfigMap's postgresql.conf and pg_hba.conf (same keys
+    and paths)."""
     name = db_name(db)
     body = job(
         db,
@@ -102,6 +117,7 @@ def reload_job(db: SampleDB, parameters_hash: str) -> Obj:
         component=COMPONENT,
         script="reload.sh",
         env=[{"name": "CONFIG_FILE", "value": pgconfig.CONFIG_FILE},
+             {"name": "HBA_FILE", "value": pgconfig.HBA_FILE},
              {"name": "RELOAD_TIMEOUT", "value": str(RELOAD_TIMEOUT_SECONDS)},
              {"name": "WAIT_TIMEOUT", "value": "120"}],
         extra_volumes=[{"name": "config", "configMap": {
@@ -137,6 +153,7 @@ class ReloadFacts:
     job: JobState | None  # the reload Job of the wanted hash (job_name), from the cache
     job_result: Mapping[str, Any] = field(default_factory=dict)  # the finished Job's result line, read
     # (live) only when result_read_needed; {} when it has none
+    jobs: tuple[Obj, ...] = ()  # every reload Job of the database, from the cache (for last_reload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +167,7 @@ class ReloadPlan:
 
 def wanted_hash(db: SampleDB) -> str:
     """The hash of spec.parameters as the server's file holds them (pgconfig.parameters_hash)."""
-    return pgconfig.parameters_hash(server_parameters(db.spec), synchronous=synchronous(db))
+    return pgconfig.parameters_hash(server_parameters(db.spec), synchronous=synchronous(db), hba_rules=hba_rules(db))
 
 
 def job_name(db: SampleDB) -> str:
@@ -158,11 +175,33 @@ def job_name(db: SampleDB) -> str:
     return names.reload_job_name(db.metadata.name, db.metadata.uid or "", wanted_hash(db))
 
 
+def last_reload(jobs: tuple[Obj, ...], applied: str | None) -> str | None:
+    """The parameters hash of the reload Job among `jobs` that succeeded last, when it completed after the Job of
+    `applied` did (or that Job is gone: recorded without one, or expired, and so older); else None."""
+    done = sorted(((str((j.get("status") or {}).get("completionTime") or ""), _hash_of(j)) for j in jobs
+                   if (state := job_state(j)) is not None and state.succeeded), key=lambda t: t[0])
+    if not done or not done[-1][0]:
+        return None
+    applied_at = max((at for at, ran in done if ran == applied), default="")
+    return done[-1][1] if done[-1][0] > applied_at else None
+
+
+def decision_hash(facts: ReloadFacts) -> str | None:
+    """The hash RECORD_LAST records: the last successful reload's."""
+    return last_reload(facts.jobs, facts.db.status.applied_parameters)
+
+
+def _hash_of(job: Obj) -> str:
+    return str(((job.get("metadata") or {}).get("annotations") or {}).get(pgconfig.PARAMETERS_HASH_ANNOTATION) or "")
+
+
 def reload_input(facts: ReloadFacts) -> ReloadInput:
     """The decision's view of the facts."""
     return ReloadInput(wanted=wanted_hash(facts.db), applied=facts.db.status.applied_parameters,
                        db_ready=facts.db_ready, busy=facts.busy, job=facts.job,
-                       statefulset_exists=facts.statefulset_existed)
+                       statefulset_exists=facts.statefulset_existed,
+                       last_reload=last_reload(facts.jobs, facts.db.status.applied_parameters),
+                       overtaken=last_reload(facts.jobs, wanted_hash(facts.db)) is not None)
 
 
 def result_read_needed(facts: ReloadFacts) -> bool:
@@ -180,6 +219,10 @@ def plan_reload(facts: ReloadFacts) -> ReloadPlan:
     if decision.step is Step.CREATE_JOB:
         announce = EventSpec("Normal", "ReloadingParameters", f"reloading spec.parameters with Job {name}")
         return ReloadPlan(decision, Plan((Create(reload_job(db, wanted), announce),)), ReloadOutcome())
+    if decision.step is Step.RECORD_LAST:
+        return ReloadPlan(decision, Plan(), ReloadOutcome(applied=decision_hash(facts)))
+    if decision.step is Step.REPLACE_JOB:
+        return ReloadPlan(decision, Plan((Delete("Job", name),)), ReloadOutcome())
     if decision.step is Step.RECORD:
         pending = [str(p) for p in facts.job_result.get("pending_restart") or []]
         message = "spec.parameters reloaded"

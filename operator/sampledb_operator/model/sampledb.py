@@ -19,6 +19,8 @@ from sampledb_operator.model.archive import RecoverySpec
 from sampledb_operator.model.autogrow import AutoGrowSpec
 from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
 from sampledb_operator.model.databases import DatabasesList
+from sampledb_operator.model.hba import SPEC_RULES as HBA_SPEC_RULES
+from sampledb_operator.model.hba import HbaRules
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.roles import RolesList
 from sampledb_operator.model.sampledb_status import SampleDBStatus
@@ -228,6 +230,7 @@ class SampleDBSpec(SpecModel):
             "a role with certificate: true needs spec.tls.enabled (a client certificate is only presented over TLS)",
             field_path=".roles",
         ),
+        *HBA_SPEC_RULES,
     )
 
     version: Version = Field(
@@ -294,6 +297,12 @@ class SampleDBSpec(SpecModel):
         default_factory=TLSSpec,
         description="TLS for clients and replication: on by default, with a certificate the operator issues from"
         " a certificate authority of the database's own (its ca.crt is published in the ConfigMap <name>-config).",
+    )
+    pg_hba: HbaRules | None = Field(
+        default=None,
+        description="Client access rules, pg_hba.conf lines in order, after the operator's own (the pod's socket,"
+        " the standbys' replication, its user app) and before the default (a password from anywhere): the first"
+        " that matches a connection decides. A change is applied by a reload, without a restart.",
     )
     scheduling: SchedulingSpec | None = Field(
         default=None,

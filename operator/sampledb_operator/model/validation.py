@@ -15,6 +15,7 @@ import re
 from croniter import croniter
 
 from sampledb_operator.model.backup import SampleDBBackup, backup_name_error
+from sampledb_operator.model.hba import rule_error
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import Problem, SampleDBSpec, major_of
 from sampledb_operator.model.spec_rules import (
@@ -58,6 +59,7 @@ def validate_spec(spec: SampleDBSpec) -> list[Problem]:
     problems += _check_resources(spec)
     problems += _check_parameters(spec)
     problems += _check_object_store(spec)
+    problems += _check_hba(spec)
     return problems
 
 
@@ -184,3 +186,12 @@ def _check_resources(spec: SampleDBSpec) -> list[Problem]:
             ))
     return problems
 
+
+
+def _check_hba(spec: SampleDBSpec) -> list[Problem]:
+    problems = []
+    for i, rule in enumerate(spec.pg_hba or []):
+        error = rule_error(rule, tls_enabled=spec.tls.enabled, tls_required=spec.tls.enabled and spec.tls.required)
+        if error:
+            problems.append(Problem("InvalidAccessRule", f"pgHba[{i}]: {error}", f"spec.pgHba[{i}]"))
+    return problems

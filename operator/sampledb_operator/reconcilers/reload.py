@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.decide.reload import ReloadOutcome
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model.sampledb import SampleDB
@@ -24,10 +25,12 @@ __all__ = ["ReloadOutcome", "read_facts", "reconcile_reload"]
 async def read_facts(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
                      statefulset_existed: bool) -> rl.ReloadFacts:
     """What one pass of the reload step reads: the Job from the cache, and its result line (live) only
-    once it has finished."""
+    once it has finished; every reload Job of the database (which one reloaded the server last)."""
     ns, name = db.metadata.namespace or "", rl.job_name(db)
+    jobs = tuple(j for j in ctx.caches.jobs.by_owner(db.metadata.uid or "")
+                 if ((j.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL) == rl.COMPONENT)
     facts = rl.ReloadFacts(db=db, db_ready=db_ready, busy=busy, statefulset_existed=statefulset_existed,
-                           job=job_state(ctx.cached("Job", ns, name)))
+                           job=job_state(ctx.cached("Job", ns, name)), jobs=jobs)
     if rl.result_read_needed(facts):
         facts = replace(facts, job_result=await job_result(ctx, ns, name))
     return facts

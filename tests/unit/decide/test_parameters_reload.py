@@ -128,6 +128,37 @@ def test_the_reload_decision(applied: str | None, ready: bool, busy: bool, job: 
     assert decision.step is step
 
 
+def test_a_succeeded_job_another_reload_came_after_is_replaced_and_a_failed_one_is_the_record() -> None:
+    again = rl.ReloadInput(wanted="h", applied="other", db_ready=True, busy=False, job=DONE, overtaken=True)
+    assert rl.decide(again).step is rl.Step.REPLACE_JOB
+    failed = rl.ReloadInput(wanted="h", applied="other", db_ready=True, busy=False, job=FAILED, overtaken=True)
+    assert rl.decide(failed).step is rl.Step.FAILED
+
+
+def test_back_to_the_recorded_parameters_after_another_reload_records_that_one() -> None:
+    back = rl.ReloadInput(wanted="h", applied="h", db_ready=True, busy=False, job=DONE, last_reload="between")
+    assert rl.decide(back).step is rl.Step.RECORD_LAST
+    same = rl.ReloadInput(wanted="h", applied="h", db_ready=True, busy=False, job=DONE, last_reload="h")
+    assert rl.decide(same).step is rl.Step.NOTHING
+
+
+def reload_job_done(h: str, at: str | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": [{"type": "Complete" if at else "Failed", "status": "True"}]}
+    if at:
+        status["completionTime"] = at
+    return {"metadata": {"annotations": {pgconfig.PARAMETERS_HASH_ANNOTATION: h}}, "status": status}
+
+
+def test_the_last_reload_is_the_latest_succeeded_job_after_the_recorded_ones() -> None:
+    a, b = reload_job_done("a", "2026-12-01T10:00:00Z"), reload_job_done("b", "2026-12-01T10:05:00Z")
+    assert rl.last_reload((a, b), "a") == "b"
+    assert rl.last_reload((b, a), "b") is None  # the recorded one is the latest
+    assert rl.last_reload((a,), "gone") == "a"  # recorded without a Job (or its Job expired): older than any
+    assert rl.last_reload((a, reload_job_done("c", None)), "a") is None  # a failed Job reloaded nothing
+    assert rl.last_reload((), "a") is None
+    assert rl.last_reload((a, reload_job_done("b", "2026-12-01T10:00:00Z")), "a") is None  # a tie: no claim
+
+
 def test_a_database_whose_statefulset_is_being_created_records_its_parameters_at_once() -> None:
     new = rl.ReloadInput(wanted="h", applied=None, db_ready=False, busy=False, job=None, statefulset_exists=False)
     assert rl.decide(new).step is rl.Step.RECORD_NEW

@@ -58,6 +58,16 @@ class Case:
     reason: str  # the Problem's reason, or UNREADABLE
 
 
+def _hba(id_: str, rule: dict[str, Any], message: str, reason: str = "InvalidAccessRule", *,
+         tls: dict[str, Any] | None = None) -> Case:
+    """A rule refused on its own: second after a valid one (its index in the field); with `tls`, the only one."""
+    changes: dict[str, Any] = {"spec.pgHba": [{"address": "10.0.0.0/8", "users": ["reporting"]}, rule]}
+    if tls is not None:
+        changes = {"spec.pgHba": [rule], "spec.tls": tls}
+    field = "spec.pgHba" if tls is not None else "spec.pgHba[1]"
+    return Case(f"pghba-{id_}", changes, message, field, reason)
+
+
 def _params(params: dict[str, str], message: str) -> Case:
     name = "-".join(params).encode("unicode_escape").decode()[:30]
     return Case(f"parameters-{name}", {"spec.parameters": params}, message, "spec.parameters", "InvalidParameter")
@@ -139,6 +149,26 @@ HOSTILE_SAMPLEDBS: list[Case] = [
          "InvalidResources"),
     Case("resources-request-above-limit", {"spec.resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
          "each request must be at most the limit of the same resource", "spec.resources", "InvalidResources"),
+    # pg_hba rules (spec.pgHba): none opens the server, reaches the operator's lines or writes a line of its own
+    _hba("trust-from-everywhere", {"type": "host", "address": "0.0.0.0/0", "method": "trust"},
+         "trust would admit whoever reaches the port"),
+    _hba("clear-text-password", {"address": "10.0.0.0/8", "method": "password"}, "password sends it in clear text"),
+    _hba("local-line", {"type": "local", "address": "all"}, "the socket's local lines are the operator's"),
+    _hba("replication", {"databases": ["replication"], "address": "all"}, "replication connections are the"),
+    _hba("operator-user", {"users": ["reporting", "app"], "address": "all", "method": "reject"},
+         "it is also the operator's user"),
+    _hba("cert-without-tls", {"type": "host", "address": "all", "method": "cert"}, "method cert needs type hostssl"),
+    _hba("plaintext-when-tls-required", {"type": "host", "address": "10.0.0.0/8"}, "must be hostssl",
+         tls={"required": True}),
+    _hba("hostssl-without-tls", {"address": "10.0.0.0/8"}, "hostssl rules need spec.tls.enabled",
+         tls={"enabled": False}),
+    _hba("user-is-sql", {"users": ["x'; DROP ROLE app; --"], "address": "all"}, "should match", UNREADABLE),
+    _hba("user-second-line", {"users": ["all\nhost all all 0.0.0.0/0 trust"], "address": "all"}, "should match",
+         UNREADABLE),
+    _hba("database-includes-a-file", {"databases": ["@/etc/passwd"], "address": "all"}, "should match", UNREADABLE),
+    _hba("address-with-a-second-field", {"address": "0.0.0.0/0 trust"}, "should match", UNREADABLE),
+    _hba("address-octet-over-255", {"address": "10.0.0.256/32"}, "should match", UNREADABLE),
+    _hba("address-hostname", {"address": "db.example.com"}, "should match", UNREADABLE),
 ]
 
 ACCEPTED_SAMPLEDBS: list[tuple[str, dict[str, Any]]] = [
@@ -157,6 +187,15 @@ ACCEPTED_SAMPLEDBS: list[tuple[str, dict[str, Any]]] = [
     ("parameters-ordinary", {"spec.parameters": {"work_mem": "4MB", "search_path": '"$user", public',
                                                  "pg_stat_statements.max": "1000", "application_name": "café"}}),
     ("parameters-empty-value", {"spec.parameters": {"search_path": ""}}),
+    ("pghba-every-kind-of-rule", {"spec.pgHba": [
+        {"users": ["reporting", "+readers"], "databases": ["app", "sameuser"], "address": "10.0.0.0/8"},
+        {"type": "host", "address": "fd00::/8", "method": "md5"},
+        {"type": "hostnossl", "address": "all", "method": "reject"},
+        {"users": ["alice"], "address": "samenet", "method": "cert"},
+        {"address": "192.168.1.7/32"}]}),
+    ("pghba-tls-required-with-reject", {"spec.tls": {"required": True}, "spec.pgHba": [
+        {"type": "host", "address": "all", "method": "reject", "users": ["legacy"]},
+        {"address": "all"}]}),
     ("resources-zero-and-equal", {"spec.resources": {"requests": {"cpu": 0, "memory": "1Gi"},
                                                      "limits": {"memory": "1024Mi", "hugepages-2Mi": "4Mi"}}}),
 ]

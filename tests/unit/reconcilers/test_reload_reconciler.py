@@ -130,3 +130,62 @@ async def test_no_job_while_an_upgrade_runs_or_the_database_is_not_ready() -> No
         outcome = await reconcile_reload(cluster.ctx, db, db_ready=ready, busy=busy, statefulset_existed=True)
         assert outcome == ReloadOutcome()
     assert cluster.writes[writes:] == [] and reload_jobs(cluster) == []
+
+
+async def finish_reload(cluster: FakeCluster, job: str) -> None:
+    cluster.clock.advance(60)
+    cluster.finish_job(job)
+    cluster.put("Pod", {"metadata": {"name": f"{job}-x", "labels": {"job-name": job},
+                                     "creationTimestamp": "2026-11-30T09:01:00Z"},
+                        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": json.dumps(
+                            {"script": "reload", "ok": True, "code": 0, "pending_restart": []})}}}]}})
+    await cluster.reconcile("orders")
+
+
+async def test_an_edit_back_to_earlier_parameters_reloads_them_again() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    edit(cluster, {"work_mem": "64MB"})
+    await cluster.reconcile("orders")
+    first = job_name(cluster, {"work_mem": "64MB"})
+    await finish_reload(cluster, first)
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "64MB"})
+    job = cluster.get("Job", first)
+    assert job is not None and "ttlSecondsAfterFinished" in job["spec"]  # recorded: it may expire
+
+    edit(cluster, {"work_mem": "8MB"})
+    await cluster.reconcile("orders")
+    await finish_reload(cluster, job_name(cluster, {"work_mem": "8MB"}))
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "8MB"})
+
+    # back to 64MB while its first Job is still there: that Job is an earlier edit's, not this one's reload
+    edit(cluster, {"work_mem": "64MB"})
+    await cluster.reconcile("orders")
+    assert cluster.get("Job", first) is None
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "8MB"})
+    await cluster.reconcile("orders")
+    job = cluster.get("Job", first)
+    assert job is not None and "ttlSecondsAfterFinished" not in job["spec"]  # made again, and running
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "8MB"})
+    await finish_reload(cluster, first)
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "64MB"})
+
+
+async def test_an_edit_back_before_the_edit_in_between_was_recorded_reloads_the_server_again() -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, parameters={"work_mem": "4MB"})
+    edit(cluster, {"work_mem": "64MB"})
+    await cluster.reconcile("orders")
+    between = job_name(cluster, {"work_mem": "64MB"})
+    edit(cluster, {"work_mem": "4MB"})  # back, while the 64MB Job runs: it reloads the server all the same
+    cluster.clock.advance(60)
+    cluster.finish_job(between)
+    await cluster.reconcile("orders")
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "64MB"})  # what the server runs now
+    await cluster.reconcile("orders")
+    back = job_name(cluster, {"work_mem": "4MB"})
+    assert back in reload_jobs(cluster)  # so the 4MB file is reloaded again
+    await finish_reload(cluster, back)
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
+    await cluster.reconcile("orders")
+    assert applied(cluster) == pgconfig.parameters_hash({"work_mem": "4MB"})
