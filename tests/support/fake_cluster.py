@@ -187,7 +187,8 @@ class FakeCluster:
                         pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
                         configmaps=sets["ConfigMap"], secrets=sets["Secret"],
                         **({"pods": sets["Pod"]} if "Pod" in sets else {}),
-                        **({"pdbs": sets["PodDisruptionBudget"]} if "PodDisruptionBudget" in sets else {}))
+                        **({"pdbs": sets["PodDisruptionBudget"]} if "PodDisruptionBudget" in sets else {}),
+                        **({"deployments": sets["Deployment"]} if "Deployment" in sets else {}))
         self.clock = FakeClock(wall_start=now)
         self.ctx = Context(client=cast(KubeClient, None), caches=caches,
                            recorder=cast(EventRecorder, self.recorder), clock=self.clock)

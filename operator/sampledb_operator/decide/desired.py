@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sampledb_operator.decide import pooler
 from sampledb_operator.decide.desired_config import (
     DATA_MOUNT,
     DEFAULT_DATABASE,
@@ -175,4 +176,5 @@ def children(inputs: Inputs) -> list[Obj]:
         if inst.index not in inputs.skip_volumes:
             out.append(data_pvc(db, run.data_dir, inst.index))
         out.append(statefulset(db, inst.replicas, run, inst.index))
+    out += pooler.children(db, ca=db.spec.tls.enabled and bool(inputs.ca_cert))  # none without spec.pooler
     return out

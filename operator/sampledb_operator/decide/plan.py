@@ -8,7 +8,8 @@ Invariant (tested with Hypothesis): planning against the result of applying a pl
 A PVC's applied size is never below the size it has (`never_shrink`). A StatefulSet whose pod template was
 made without the bucket label keeps it without (`template_as_made`: adding a label to a template restarts
 the pods). Only the kinds of PRUNED_KINDS are ever deleted for not being desired (`removals`: the
-PodDisruptionBudget of a database scaled down to one instance); every other child leaves only by the deletion
+PodDisruptionBudget of a database scaled down to one instance), and the children of the components of
+PRUNED_COMPONENTS (the pooler's, once spec.pooler is removed); every other child leaves only by the deletion
 and replication steps.
 """
 
@@ -39,6 +40,9 @@ IMMUTABLE_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = MappingProxyType({
 # (decide/desired.children drops the PodDisruptionBudget at one instance). Never a kind holding data or one a
 # deletion step needs: those leave only by their steps.
 PRUNED_KINDS: Mapping[str, str] = MappingProxyType({"PodDisruptionBudget": "the database has one instance"})
+# The same, for every kind, by the component label: the pooler's children (decide/pooler.py) without spec.pooler.
+PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({"pooler": "spec.pooler is not set"})
+COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +250,16 @@ def removals(desired: list[Obj], observed: Mapping[Key, Obj]) -> list[Removal]:
     does not hold and that is not being deleted already, in (kind, name) order. Planning against the result
     (the child gone) yields none."""
     wanted = {key_of(obj) for obj in desired}
-    return [Removal(key, f"{key[0]} {key[1]} is no longer needed: {PRUNED_KINDS[key[0]]}")
+    return [Removal(key, f"{key[0]} {key[1]} is no longer needed: {why}")
             for key in sorted(observed)
-            if key[0] in PRUNED_KINDS and key not in wanted
+            if (why := _pruned_because(key[0], observed[key])) is not None and key not in wanted
             and not (observed[key].get("metadata") or {}).get("deletionTimestamp")]
+
+
+def _pruned_because(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """Why a child of this kind and component goes once no longer desired; None: it never goes so."""
+    component = ((obj.get("metadata") or {}).get("labels") or {}).get(COMPONENT_LABEL, "")
+    return PRUNED_KINDS.get(kind) or PRUNED_COMPONENTS.get(str(component))
 
 
 def _template_labels(sts: Mapping[str, Any]) -> Mapping[str, Any]:

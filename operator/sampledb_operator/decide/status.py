@@ -70,11 +70,12 @@ class Observed:
     roles_applied: str | None = None  # replaces status.rolesApplied when set
     databases: tuple[DatabaseStatus, ...] | None = None  # replaces status.databases when set (reconcilers/databases.py)
     databases_applied: str | None = None  # replaces status.databasesApplied when set
+    pooler_applied: str | None = None  # replaces status.poolerApplied when set (reconcilers/pooler.py)
 
 
 # The records other steps keep: Observed's field of each name replaces the status's when set.
 RECORDS = ("last_backup", "last_snapshot", "archive", "roles", "roles_applied", "databases", "databases_applied",
-           "applied_migrations", "applied_parameters")
+           "pooler_applied", "applied_migrations", "applied_parameters")
 
 
 @dataclass(frozen=True, slots=True)

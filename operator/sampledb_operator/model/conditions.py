@@ -43,6 +43,7 @@ class ConditionType(StrEnum):
     ENCRYPTED = "Encrypted"
     HIBERNATED = "Hibernated"
     OPERATOR_UPDATE = "OperatorUpdate"
+    POOLER_READY = "PoolerReady"
 
 
 class Condition(StatusModel):

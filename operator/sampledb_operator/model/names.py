@@ -136,6 +136,11 @@ def client_service_name(db: str) -> str:
     return db
 
 
+def pooler_name(db: str) -> str:
+    """The pooler's Deployment, Service, ConfigMap and Secret (a Service name: a DNS label)."""
+    return fit(db, "-pooler")
+
+
 def disruption_budget_name(db: str) -> str:
     """The PodDisruptionBudget over the instances' pods (a database of more than one instance)."""
     return db

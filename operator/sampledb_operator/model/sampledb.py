@@ -22,6 +22,7 @@ from sampledb_operator.model.databases import DatabasesList
 from sampledb_operator.model.hba import SPEC_RULES as HBA_SPEC_RULES
 from sampledb_operator.model.hba import HbaRules
 from sampledb_operator.model.names import MAX_NAME_LENGTH
+from sampledb_operator.model.pooler import PoolerSpec
 from sampledb_operator.model.roles import RolesList
 from sampledb_operator.model.sampledb_status import SampleDBStatus
 from sampledb_operator.model.scheduling import SchedulingSpec
@@ -303,6 +304,11 @@ class SampleDBSpec(SpecModel):
         description="Client access rules, pg_hba.conf lines in order, after the operator's own (the pod's socket,"
         " the standbys' replication, its user app) and before the default (a password from anywhere): the first"
         " that matches a connection decides. A change is applied by a reload, without a restart.",
+    )
+    pooler: PoolerSpec | None = Field(
+        default=None,
+        description="A PgBouncer connection pooler in front of the primary, at the Service <name>-pooler; clients"
+        " log in with their own roles. Removing it removes the pooler.",
     )
     scheduling: SchedulingSpec | None = Field(
         default=None,

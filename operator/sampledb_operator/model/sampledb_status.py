@@ -143,6 +143,11 @@ class SampleDBStatus(StatusModel):
     databases_applied: str | None = Field(
         default=None, max_length=64, description="Hash of the spec.databases last applied to the server.",
     )
+    pooler_applied: str | None = Field(
+        default=None, max_length=64,
+        description="With spec.pooler: hash of the pooler's role and lookup function (and its Secret's version) last"
+        " made on the server.",
+    )
 
     @property
     def has_run(self) -> bool:

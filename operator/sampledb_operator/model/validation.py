@@ -16,6 +16,7 @@ from croniter import croniter
 
 from sampledb_operator.model.backup import SampleDBBackup, backup_name_error
 from sampledb_operator.model.hba import rule_error
+from sampledb_operator.model.pooler import parameter_error as pooler_parameter_error
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.sampledb import Problem, SampleDBSpec, major_of
 from sampledb_operator.model.spec_rules import (
@@ -60,6 +61,7 @@ def validate_spec(spec: SampleDBSpec) -> list[Problem]:
     problems += _check_parameters(spec)
     problems += _check_object_store(spec)
     problems += _check_hba(spec)
+    problems += _check_pooler(spec)
     return problems
 
 
@@ -194,4 +196,14 @@ def _check_hba(spec: SampleDBSpec) -> list[Problem]:
         error = rule_error(rule, tls_enabled=spec.tls.enabled, tls_required=spec.tls.enabled and spec.tls.required)
         if error:
             problems.append(Problem("InvalidAccessRule", f"pgHba[{i}]: {error}", f"spec.pgHba[{i}]"))
+    return problems
+
+
+def _check_pooler(spec: SampleDBSpec) -> list[Problem]:
+    problems = []
+    for name, value in sorted(((spec.pooler.parameters if spec.pooler else None) or {}).items()):
+        error = pooler_parameter_error(name, value)
+        if error:
+            problems.append(Problem("InvalidPoolerParameter", f"pooler parameter {name!r}: {error}",
+                                    f"spec.pooler.parameters.{name}"))
     return problems

@@ -22,6 +22,7 @@ from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
+    DEPLOYMENT,
     EVENT,
     JOB,
     NAMESPACE,
@@ -46,7 +47,7 @@ from sampledb_operator.runtime.rollout_slots import RolloutSlots
 from sampledb_operator.runtime.store import Store
 from sampledb_operator.runtime.storeset import StoreSet
 
-API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, PDB, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS,
+API_KINDS = (STATEFULSET, PVC, JOB, SERVICE, CONFIGMAP, SECRET, PDB, DEPLOYMENT, SAMPLEDB, SAMPLEDBBACKUP, STORAGECLASS,
              NAMESPACE, POD, EVENT)
 
 
@@ -66,6 +67,8 @@ class Caches:
     pods: StoreSet = field(default_factory=lambda: StoreSet({None: Store("pods")}))
     # the PodDisruptionBudgets of the databases with more than one instance
     pdbs: StoreSet = field(default_factory=lambda: StoreSet({None: Store("poddisruptionbudgets")}))
+    # the poolers' Deployments (spec.pooler)
+    deployments: StoreSet = field(default_factory=lambda: StoreSet({None: Store("deployments")}))
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
@@ -79,7 +82,7 @@ class Caches:
             "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
-            "PodDisruptionBudget": self.pdbs,
+            "PodDisruptionBudget": self.pdbs, "Deployment": self.deployments,
         }[kind]
 
 

@@ -26,6 +26,7 @@ from sampledb_operator.decide.labels import COMPONENT_LABEL, MANAGED_SELECTOR
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
+    DEPLOYMENT,
     JOB,
     PDB,
     POD,
@@ -179,12 +180,14 @@ class SampleDBReconciler:
                               *((hibernated,) if hibernated else ()),
                               *((served.condition,) if served.condition else ()),
                               *((backups.condition,) if backups.condition else ()), *archived.conditions,
-                              *((applied.condition,) if applied.condition else ())),
+                              *((applied.condition,) if applied.condition else ()),
+                              *((declared.pooler.condition,) if declared.pooler.condition else ())),
             archive=archived.status,
             roles=declared.roles.statuses,
             roles_applied=declared.roles.applied,
             databases=declared.databases.statuses,
             databases_applied=declared.databases.applied,
+            pooler_applied=declared.pooler.applied,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,
@@ -348,6 +351,7 @@ def watched_resources() -> list[tuple[Resource, str | None]]:
         (CONFIGMAP, MANAGED_SELECTOR),
         (SECRET, MANAGED_SELECTOR),
         (PDB, MANAGED_SELECTOR),
+        (DEPLOYMENT, MANAGED_SELECTOR),
         (POD, f"{MANAGED_SELECTOR},{COMPONENT_LABEL}=database"),  # the database pods, not the Jobs'
     ]
 

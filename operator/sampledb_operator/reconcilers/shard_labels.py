@@ -32,7 +32,7 @@ from sampledb_operator.kube.errors import NotFound
 # pods, the SampleDBs and the SampleDBBackups (their own passes label them: lifecycle.own_metadata, and
 # backup_run's labels)
 FILTERED_KINDS = frozenset({"StatefulSet", "PersistentVolumeClaim", "Job", "Service", "ConfigMap", "Secret",
-                            "PodDisruptionBudget", "Pod", "SampleDB", "SampleDBBackup"})
+                            "PodDisruptionBudget", "Deployment", "Pod", "SampleDB", "SampleDBBackup"})
 LABELLED_KINDS = FILTERED_KINDS - {"Pod", "SampleDB", "SampleDBBackup"}
 LABEL_CONCURRENCY = 8
 LIST_CONCURRENCY = len(LABELLED_KINDS)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import backup_files, desired, jobs, restore, upgrade, verify
+from sampledb_operator.decide import backup_files, desired, jobs, pooler, restore, upgrade, verify
 from sampledb_operator.model.backup import SampleDBBackup
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
@@ -108,6 +108,7 @@ BUILDERS: dict[str, Any] = {
     "thaw": lambda: jobs.job(make_db(), name="t", component="thaw", script="thaw.sh"),
     "verify": _verify_job,
     "prune": lambda: backup_files.prune_job(SampleDBBackup.model_validate(BACKUP), image="postgres:16.4"),
+    "pooler": lambda: pooler.deployment(make_db(pooler={"instances": 2}), ca=True),
 }
 
 
@@ -143,4 +144,5 @@ def test_only_known_modules_build_pod_specs() -> None:
     operator_root = DECIDE.parent
     building = sorted(str(p.relative_to(operator_root)) for p in operator_root.rglob("*.py")
                       if re.search(r'"containers":\s*\[', p.read_text()))
-    assert building == ["decide/backup_files.py", "decide/desired_statefulset.py", "decide/jobs.py"]
+    assert building == ["decide/backup_files.py", "decide/desired_statefulset.py", "decide/jobs.py",
+                        "decide/pooler.py"]

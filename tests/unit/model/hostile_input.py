@@ -68,6 +68,16 @@ def _hba(id_: str, rule: dict[str, Any], message: str, reason: str = "InvalidAcc
     return Case(f"pghba-{id_}", changes, message, field, reason)
 
 
+POOLER_NAME = "pooler parameters are limited to PgBouncer's timeouts, limits and logging"
+POOLER_VALUE = "pooler parameter values are one word"
+
+
+def _pooler(name: str, value: str, message: str) -> Case:
+    id_ = f"pooler-{name}-{value}".encode("unicode_escape").decode()[:40]
+    return Case(id_, {"spec.pooler": {"parameters": {name: value}}}, message, "spec.pooler.parameters",
+                "InvalidPoolerParameter")
+
+
 def _params(params: dict[str, str], message: str) -> Case:
     name = "-".join(params).encode("unicode_escape").decode()[:30]
     return Case(f"parameters-{name}", {"spec.parameters": params}, message, "spec.parameters", "InvalidParameter")
@@ -169,6 +179,13 @@ HOSTILE_SAMPLEDBS: list[Case] = [
     _hba("address-with-a-second-field", {"address": "0.0.0.0/0 trust"}, "should match", UNREADABLE),
     _hba("address-octet-over-255", {"address": "10.0.0.256/32"}, "should match", UNREADABLE),
     _hba("address-hostname", {"address": "db.example.com"}, "should match", UNREADABLE),
+    # the pooler's settings (spec.pooler.parameters): timeouts, limits and logging, one word each
+    *[_pooler(name, value, message) for name, value, message in (
+        ("auth_file", "/etc/passwd", POOLER_NAME), ("auth_query", "SELECT 1", POOLER_NAME),
+        ("listen_addr", "0.0.0.0", POOLER_NAME), ("admin_users", "reporting", POOLER_NAME),
+        ("%include", "/etc/x", POOLER_NAME), ("server_tls_sslmode", "disable", POOLER_NAME),
+        ("query_timeout", "5\nauth_type = trust", POOLER_VALUE), ("query_timeout", "5 ; x", POOLER_VALUE),
+        ("query_timeout", "", POOLER_VALUE))],
 ]
 
 ACCEPTED_SAMPLEDBS: list[tuple[str, dict[str, Any]]] = [
@@ -196,6 +213,9 @@ ACCEPTED_SAMPLEDBS: list[tuple[str, dict[str, Any]]] = [
     ("pghba-tls-required-with-reject", {"spec.tls": {"required": True}, "spec.pgHba": [
         {"type": "host", "address": "all", "method": "reject", "users": ["legacy"]},
         {"address": "all"}]}),
+    ("pooler-every-parameter", {"spec.pooler": {"parameters": {
+        "server_idle_timeout": "600", "query_timeout": "0", "log_connections": "0", "server_lifetime": "3600",
+        "max_db_connections": "40", "max_prepared_statements": "100"}}}),
     ("resources-zero-and-equal", {"spec.resources": {"requests": {"cpu": 0, "memory": "1Gi"},
                                                      "limits": {"memory": "1024Mi", "hugepages-2Mi": "4Mi"}}}),
 ]

@@ -208,8 +208,8 @@ def test_filtered_caches_watch_their_shards_pods_and_every_pod_made_without_the_
         (f"{pods},{BUCKET_LABEL} in (shared)", True), (f"{pods},{BUCKET_LABEL} in (shared)", True)]
     assert isinstance(sets["Pod"], StoreUnion)  # one cache of both watches
     assert {w.kind for w in watched if w.filtered} == {"StatefulSet", "PersistentVolumeClaim", "Job", "Service",
-                                                       "ConfigMap", "Secret", "PodDisruptionBudget", "Pod",
-                                                       "SampleDB", "SampleDBBackup"}
+                                                       "ConfigMap", "Secret", "PodDisruptionBudget", "Deployment",
+                                                       "Pod", "SampleDB", "SampleDBBackup"}
     moved = shard_caches_for(settings, client, FakeClock(), setup([], owned=set())[0], watched)
     moved._select(frozenset({1}))  # what run() does when shard 1 is wanted
     selectors = {w.watcher.label_selector for w in watched if w.kind == "Pod"}

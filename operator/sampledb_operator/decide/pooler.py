@@ -1,0 +1,182 @@
+"""spec.pooler -> the PgBouncer children: its pgbouncer.ini (a ConfigMap), Deployment and Service.
+
+Pure. PgBouncer listens on the Service `<name>-pooler` at port 5432 and sends every database's connections to the
+primary (the client Service), over TLS checked against the database's CA (verify-full) when the server serves TLS.
+It knows no password but its own role's (POOLER_ROLE, from the Secret `<name>-pooler` that reconcilers/pooler.py
+makes, mounted as PgBouncer's auth_file of that one line): a client's role and SCRAM verifier come from
+LOOKUP_FUNCTION in the database `postgres` (auth_dbname), which only that role may call. A client then logs in with
+its own password, and PgBouncer logs in to the server as that role with the keys of the client's SCRAM exchange.
+
+All three children are owned by the SampleDB and carry the component POOLER_COMPONENT: without spec.pooler a pass
+deletes them (decide/plan.removals). The pods restart (a rolling update of the Deployment, one pod at a time)
+when pgbouncer.ini changes: the template carries its hash.
+
+Invariants: pgbouncer.ini is composed from the spec's closed sets, bounded integers and allow-listed one-word
+parameters (model/pooler.py), never from free text; the pods run as the restricted Pod Security Standard asks, with
+no service account token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sampledb_operator.decide.desired_statefulset import container_security, pod_security
+from sampledb_operator.decide.labels import db_name, labels, meta, namespace_of
+from sampledb_operator.model import names
+from sampledb_operator.model.conditions import Condition, ConditionType
+from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.pooler import AUTH_DATABASE, DEFAULT_IMAGE, LOOKUP_FUNCTION, POOLER_ROLE
+from sampledb_operator.model.sampledb import SampleDB
+
+POOLER_COMPONENT = "pooler"
+INI_KEY = "pgbouncer.ini"
+USERLIST_KEY = "userlist.txt"  # in the Secret: `"sampledb_pooler" "<password>"`, PgBouncer's auth_file
+PASSWORD_KEY = "password"
+CONFIG_DIR = "/etc/pgbouncer"
+AUTH_DIR = "/etc/pgbouncer-auth"
+CA_DIR = "/etc/pgbouncer-ca"
+INI_HASH_ANNOTATION = "sampledb.io/pooler-config"
+CA_KEY = "ca.crt"  # in the database's ConfigMap (decide/desired_config.configmap) while it serves TLS
+
+
+def ini(db: SampleDB, *, ca: bool) -> str:
+    """pgbouncer.ini; `ca`: the database's CA is published (spec.tls.enabled), so the server is verified."""
+    assert db.spec.pooler is not None
+    pooler = db.spec.pooler
+    host = names.service_host(db_name(db), namespace_of(db))
+    settings: dict[str, str] = {
+        "listen_addr": "*",
+        "listen_port": str(names.POSTGRES_PORT),
+        "unix_socket_dir": "",
+        "auth_type": "scram-sha-256",
+        "auth_file": f"{AUTH_DIR}/{USERLIST_KEY}",
+        "auth_user": POOLER_ROLE,
+        "auth_dbname": AUTH_DATABASE,
+        "auth_query": f"SELECT usename, passwd FROM {LOOKUP_FUNCTION}($1)",
+        "pool_mode": pooler.mode.value,
+        "default_pool_size": str(pooler.default_pool_size),
+        "max_client_conn": str(pooler.max_client_connections),
+        "ignore_startup_parameters": "extra_float_digits,options",
+        "admin_users": "",
+        "stats_users": POOLER_ROLE,
+        "server_tls_sslmode": "verify-full" if ca else "disable",
+        **({"server_tls_ca_file": f"{CA_DIR}/{CA_KEY}"} if ca else {}),
+    }
+    settings.update(sorted((pooler.parameters or {}).items()))
+    lines = ["; Written by sampledb-operator from spec.pooler; edit the SampleDB, not this file.",
+             "[databases]", f"* = host={host} port={names.POSTGRES_PORT}", "", "[pgbouncer]"]
+    lines += [f"{key} = {value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def configmap(db: SampleDB, *, ca: bool) -> Obj:
+    name = names.pooler_name(db_name(db))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(db, name, POOLER_COMPONENT),
+            "data": {INI_KEY: ini(db, ca=ca)}}
+
+
+def selector(db: SampleDB) -> dict[str, str]:
+    """The pooler pods' selector (immutable once the Deployment exists)."""
+    return {"app.kubernetes.io/instance": db_name(db), "app.kubernetes.io/component": POOLER_COMPONENT,
+            "sampledb.io/pooler": db_name(db)}
+
+
+def deployment(db: SampleDB, *, ca: bool) -> Obj:
+    assert db.spec.pooler is not None
+    pooler = db.spec.pooler
+    name = names.pooler_name(db_name(db))
+    digest = hashlib.sha256(ini(db, ca=ca).encode()).hexdigest()[:16]
+    volumes: list[Obj] = [
+        {"name": "config", "configMap": {"name": name, "items": [{"key": INI_KEY, "path": INI_KEY}]}},
+        {"name": "auth", "secret": {"secretName": name, "items": [{"key": USERLIST_KEY, "path": USERLIST_KEY}]}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+    ]
+    mounts: list[Obj] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "auth", "mountPath": AUTH_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}]  # a read-only root: nothing else is written
+    if ca:
+        volumes.append({"name": "ca", "configMap": {"name": names.configmap_name(db_name(db)),
+                                                    "items": [{"key": CA_KEY, "path": CA_KEY}]}})
+        mounts.append({"name": "ca", "mountPath": CA_DIR, "readOnly": True})
+    probe = {"tcpSocket": {"port": names.POSTGRES_PORT}, "periodSeconds": 5, "timeoutSeconds": 3}
+    container: Obj = {
+        "name": "pgbouncer",
+        "image": pooler.image or DEFAULT_IMAGE,
+        "command": ["pgbouncer", f"{CONFIG_DIR}/{INI_KEY}"],
+        "ports": [{"name": "postgresql", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
+        "readinessProbe": probe,
+        "livenessProbe": {**probe, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+        "volumeMounts": mounts,
+        "securityContext": container_security(),
+    }
+    pod_labels = {**labels(db, POOLER_COMPONENT), **selector(db)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(db, name, POOLER_COMPONENT),
+        "spec": {
+            "replicas": pooler.instances,
+            "selector": {"matchLabels": selector(db)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": {INI_HASH_ANNOTATION: digest}},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": pod_security(),
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [container],
+                    "volumes": volumes,
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector(db)}}],
+                },
+            },
+        },
+    }
+
+
+def service(db: SampleDB) -> Obj:
+    name = names.pooler_name(db_name(db))
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(db, name, POOLER_COMPONENT),
+            "spec": {"type": "ClusterIP", "selector": selector(db),
+                     "ports": [{"name": "postgresql", "port": names.POSTGRES_PORT,
+                                "targetPort": names.POSTGRES_PORT, "protocol": "TCP"}]}}
+
+
+def children(db: SampleDB, *, ca: bool) -> list[Obj]:
+    """The pooler's children, none without spec.pooler."""
+    if db.spec.pooler is None:
+        return []
+    return [configmap(db, ca=ca), deployment(db, ca=ca), service(db)]
+
+
+NOT_READY, SETUP_PENDING = "PoolerNotReady", "PoolerSetupPending"  # PoolerReady=False reasons the alert watches
+
+
+def condition(db: SampleDB, deployment: Obj | None, *, applied: bool, had: bool) -> Condition | None:
+    """PoolerReady: True once the role and function are made (`applied`) and every pod of the current template is
+    ready; present once a pooler was asked for (`had`: the status has the condition), False/NotRequested after."""
+    def cond(ok: bool, reason: str, message: str) -> Condition:
+        return Condition(type=ConditionType.POOLER_READY.value, status="True" if ok else "False", reason=reason,
+                         message=message, observed_generation=db.metadata.generation)
+    if db.spec.pooler is None:
+        return cond(False, "NotRequested", "spec.pooler is not set") if had else None
+    if not applied:
+        return cond(False, SETUP_PENDING, f"the pooler's role {POOLER_ROLE} and lookup function are not made yet"
+                    " (they are once the database is ready; Degraded says why when the server refuses)")
+    want = db.spec.pooler.instances
+    status = (deployment or {}).get("status") or {}
+    current = int(status.get("observedGeneration") or 0) >= int(((deployment or {}).get("metadata") or {}).get(
+        "generation") or 0)
+    ready = min(int(status.get("updatedReplicas") or 0), int(status.get("readyReplicas") or 0))
+    if deployment is None or not current or ready < want:
+        return cond(False, NOT_READY, f"{ready if deployment is not None else 0} of {want} pooler pods ready with"
+                    f" the current configuration (Deployment {names.pooler_name(db_name(db))})")
+    return cond(True, "PoolerReady", f"{want} pooler pods ready at Service {names.pooler_name(db_name(db))}")
+
+
+def userlist(password: str) -> str:
+    """PgBouncer's auth_file: the pooler role's line only (quotes doubled, as its format asks)."""
+    return f'"{POOLER_ROLE}" "{password.replace(chr(34), chr(34) * 2)}"\n'

@@ -1,0 +1,118 @@
+"""spec.pooler -> PgBouncer's pgbouncer.ini, Deployment and Service: what they hold, what they never hold."""
+
+from __future__ import annotations
+
+import configparser
+from typing import Any
+
+from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import plan
+from sampledb_operator.decide import pooler as dp
+from sampledb_operator.decide.desired_inputs import Inputs
+from sampledb_operator.model import names
+from sampledb_operator.model.pooler import DEFAULT_IMAGE, POOLER_ROLE
+from sampledb_operator.model.sampledb import SampleDB
+
+
+def make_db(pooler: dict[str, Any] | None = None, **spec: Any) -> SampleDB:
+    body: dict[str, Any] = {"version": "16.4", "storage": {"size": "1Gi"}, **spec}
+    if pooler is not None:
+        body["pooler"] = pooler
+    return SampleDB.model_validate({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+                                    "metadata": {"name": "orders", "namespace": "shop", "uid": "uid-1"},
+                                    "spec": body})
+
+
+def parsed(db: SampleDB, *, ca: bool = True) -> configparser.ConfigParser:
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string(dp.ini(db, ca=ca))
+    return ini
+
+
+def test_the_ini_sends_every_database_to_the_primary_and_asks_the_server_for_each_login() -> None:
+    ini = parsed(make_db({"mode": "transaction", "defaultPoolSize": 7, "maxClientConnections": 300}))
+    assert ini["databases"]["*"] == "host=orders.shop.svc port=5432"
+    bouncer = ini["pgbouncer"]
+    assert (bouncer["pool_mode"], bouncer["default_pool_size"], bouncer["max_client_conn"]) == ("transaction", "7",
+                                                                                               "300")
+    assert bouncer["auth_type"] == "scram-sha-256" and bouncer["auth_user"] == POOLER_ROLE
+    assert bouncer["auth_dbname"] == "postgres"
+    assert bouncer["auth_query"] == "SELECT usename, passwd FROM sampledb_pooler.lookup($1)"
+    assert bouncer["auth_file"] == "/etc/pgbouncer-auth/userlist.txt"
+    assert bouncer["server_tls_sslmode"] == "verify-full" and bouncer["server_tls_ca_file"].endswith("/ca.crt")
+    assert bouncer["unix_socket_dir"] == "" and bouncer["admin_users"] == ""
+
+
+def test_without_tls_the_server_is_reached_in_clear_and_parameters_come_last() -> None:
+    db = make_db({"parameters": {"server_idle_timeout": "30", "query_timeout": "5"}}, tls={"enabled": False})
+    bouncer = parsed(db, ca=False)["pgbouncer"]
+    assert bouncer["server_tls_sslmode"] == "disable" and "server_tls_ca_file" not in bouncer
+    assert (bouncer["server_idle_timeout"], bouncer["query_timeout"]) == ("30", "5")
+    assert list(bouncer)[-2:] == ["query_timeout", "server_idle_timeout"]
+
+
+def test_the_userlist_holds_the_pooler_roles_line_only() -> None:
+    assert dp.userlist('a"b') == '"sampledb_pooler" "a""b"\n'
+
+
+def test_the_deployment_mounts_what_the_ini_names_and_rolls_when_it_changes() -> None:
+    db = make_db({"instances": 3})
+    dep = dp.deployment(db, ca=True)
+    spec = dep["spec"]
+    assert spec["replicas"] == 3 and spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == DEFAULT_IMAGE and container["command"] == ["pgbouncer", "/etc/pgbouncer/pgbouncer.ini"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/etc/pgbouncer"]]["configMap"]["name"] == names.pooler_name("orders")
+    assert volumes[mounts["/etc/pgbouncer-auth"]]["secret"]["secretName"] == names.pooler_name("orders")
+    assert volumes[mounts["/etc/pgbouncer-ca"]]["configMap"]["name"] == names.configmap_name("orders")
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    other = dp.deployment(make_db({"instances": 3, "mode": "statement"}), ca=True)
+    assert other["spec"]["template"]["metadata"]["annotations"] != spec["template"]["metadata"]["annotations"]
+    assert dp.deployment(make_db({"instances": 3, "image": "localhost/pgb:1.24"}), ca=True)[
+        "spec"]["template"]["spec"]["containers"][0]["image"] == "localhost/pgb:1.24"
+
+
+def test_the_service_selects_the_pooler_pods_not_the_database() -> None:
+    db = make_db({})
+    svc = dp.service(db)
+    assert svc["spec"]["selector"] == dp.selector(db)
+    assert svc["spec"]["selector"]["app.kubernetes.io/component"] == "pooler"
+
+
+def test_the_children_come_with_spec_pooler_and_go_without_it() -> None:
+    with_pooler = d.children(Inputs(make_db({}), {}, ca_cert="CA"))
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in with_pooler}
+    pooler = names.pooler_name("orders")
+    assert {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler)} <= kinds
+    observed = {plan.key_of(o): o for o in with_pooler}
+    without = d.children(Inputs(make_db(), {}, ca_cert="CA"))
+    removed = {r.key for r in plan.removals(without, observed)}
+    assert removed == {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler)}
+    assert plan.removals(with_pooler, observed) == []
+
+
+def deployment_status(generation: int, observed: int, ready: int, updated: int) -> dict[str, Any]:
+    return {"metadata": {"generation": generation},
+            "status": {"observedGeneration": observed, "readyReplicas": ready, "updatedReplicas": updated}}
+
+
+def test_pooler_ready_needs_the_role_and_every_pod_of_the_current_template() -> None:
+    db = make_db({"instances": 2})
+
+    def reason(dep: dict[str, Any] | None, applied: bool = True) -> str | None:
+        cond = dp.condition(db, dep, applied=applied, had=False)
+        return None if cond is None else f"{cond.status}/{cond.reason}"
+
+    assert reason(deployment_status(3, 3, 2, 2), applied=False) == "False/PoolerSetupPending"
+    assert reason(None) == "False/PoolerNotReady"
+    assert reason(deployment_status(3, 3, 1, 2)) == "False/PoolerNotReady"
+    assert reason(deployment_status(3, 3, 2, 1)) == "False/PoolerNotReady"  # rolling: an old pod still serves
+    assert reason(deployment_status(4, 3, 2, 2)) == "False/PoolerNotReady"  # the new template not seen yet
+    assert reason(deployment_status(3, 3, 2, 2)) == "True/PoolerReady"
+    gone = make_db()
+    assert dp.condition(gone, None, applied=True, had=False) is None  # never asked: no condition
+    cond = dp.condition(gone, None, applied=True, had=True)
+    assert cond is not None and (cond.status, cond.reason) == ("False", "NotRequested")
