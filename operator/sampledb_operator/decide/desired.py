@@ -176,5 +176,6 @@ def children(inputs: Inputs) -> list[Obj]:
         if inst.index not in inputs.skip_volumes:
             out.append(data_pvc(db, run.data_dir, inst.index))
         out.append(statefulset(db, inst.replicas, run, inst.index))
-    out += pooler.children(db, ca=db.spec.tls.enabled and bool(inputs.ca_cert))  # none without spec.pooler
+    out += pooler.children(db, ca=db.spec.tls.enabled and bool(inputs.ca_cert),  # none without spec.pooler
+                           certificate=inputs.served_certificate)
     return out

@@ -45,6 +45,7 @@ class Inputs:
     skip_volumes: frozenset[int] = frozenset()  # instances whose data volume is not applied (never re-created)
     replica_service: bool = False  # the `-ro` Service exists already: kept in shape whatever spec.replicas is
     ca_cert: str = ""  # the certificate authority of the served TLS certificate, PEM (published in the ConfigMap)
+    served_certificate: str = ""  # a digest of the served certificate (decide/tls.certificate_digest), for the pooler
 
     def run(self) -> Running:
         return self.running or Running(self.db.spec.version, image_for(self.db.spec))

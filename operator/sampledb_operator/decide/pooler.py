@@ -2,6 +2,8 @@
 
 Pure. PgBouncer listens on the Service `<name>-pooler` at port 5432 and sends every database's connections to the
 primary (the client Service), over TLS checked against the database's CA (verify-full) when the server serves TLS.
+With spec.tls.enabled it serves TLS to clients too, with the server's certificate (which then names the pooler's
+Service: decide/tls.dns_names), and with spec.tls.required refuses clients without it.
 It knows no password but its own role's (POOLER_ROLE, from the Secret `<name>-pooler` that reconcilers/pooler.py
 makes, mounted as PgBouncer's auth_file of that one line): a client's role and SCRAM verifier come from
 LOOKUP_FUNCTION in the database `postgres` (auth_dbname), which only that role may call. A client then logs in with
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
+from sampledb_operator.decide import tls
 from sampledb_operator.decide.desired_statefulset import container_security, pod_security
 from sampledb_operator.decide.labels import db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
@@ -36,6 +39,7 @@ CONFIG_DIR = "/etc/pgbouncer"
 AUTH_DIR = "/etc/pgbouncer-auth"
 CA_DIR = "/etc/pgbouncer-ca"
 INI_HASH_ANNOTATION = "sampledb.io/pooler-config"
+CERTIFICATE_ANNOTATION = "sampledb.io/pooler-certificate"  # the served certificate's digest (TLS)
 CA_KEY = "ca.crt"  # in the database's ConfigMap (decide/desired_config.configmap) while it serves TLS
 
 
@@ -62,6 +66,10 @@ def ini(db: SampleDB, *, ca: bool) -> str:
         "server_tls_sslmode": "verify-full" if ca else "disable",
         **({"server_tls_ca_file": f"{CA_DIR}/{CA_KEY}"} if ca else {}),
     }
+    if db.spec.tls.enabled:  # the server's certificate, which names the pooler's Service too (decide/tls.dns_names)
+        settings.update({"client_tls_sslmode": "require" if db.spec.tls.required else "prefer",
+                         "client_tls_cert_file": f"{tls.TLS_DIR}/{tls.CERT_KEY}",
+                         "client_tls_key_file": f"{tls.TLS_DIR}/{tls.KEY_KEY}"})
     settings.update(sorted((pooler.parameters or {}).items()))
     lines = ["; Written by sampledb-operator from spec.pooler; edit the SampleDB, not this file.",
              "[databases]", f"* = host={host} port={names.POSTGRES_PORT}", "", "[pgbouncer]"]
@@ -81,7 +89,9 @@ def selector(db: SampleDB) -> dict[str, str]:
             "sampledb.io/pooler": db_name(db)}
 
 
-def deployment(db: SampleDB, *, ca: bool) -> Obj:
+def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
+    """The PgBouncer Deployment; `certificate`: the served certificate's digest (a new one rolls the pods: PgBouncer
+    reads it at its start)."""
     assert db.spec.pooler is not None
     pooler = db.spec.pooler
     name = names.pooler_name(db_name(db))
@@ -94,6 +104,10 @@ def deployment(db: SampleDB, *, ca: bool) -> Obj:
     mounts: list[Obj] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "auth", "mountPath": AUTH_DIR, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}]  # a read-only root: nothing else is written
+    if db.spec.tls.enabled:
+        tls_volume, tls_mount = tls.volume(db_name(db), db.spec.tls.secret_name)
+        volumes.append(tls_volume)
+        mounts.append(tls_mount)
     if ca:
         volumes.append({"name": "ca", "configMap": {"name": names.configmap_name(db_name(db)),
                                                     "items": [{"key": CA_KEY, "path": CA_KEY}]}})
@@ -120,7 +134,8 @@ def deployment(db: SampleDB, *, ca: bool) -> Obj:
             "selector": {"matchLabels": selector(db)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": pod_labels, "annotations": {INI_HASH_ANNOTATION: digest}},
+                "metadata": {"labels": pod_labels, "annotations": {
+                    INI_HASH_ANNOTATION: digest, **({CERTIFICATE_ANNOTATION: certificate} if certificate else {})}},
                 "spec": {
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
@@ -145,11 +160,12 @@ def service(db: SampleDB) -> Obj:
                                 "targetPort": names.POSTGRES_PORT, "protocol": "TCP"}]}}
 
 
-def children(db: SampleDB, *, ca: bool) -> list[Obj]:
+def children(db: SampleDB, *, ca: bool, certificate: str = "") -> list[Obj]:
     """The pooler's children, none without spec.pooler."""
     if db.spec.pooler is None:
         return []
-    return [configmap(db, ca=ca), deployment(db, ca=ca), service(db)]
+    return [configmap(db, ca=ca), deployment(db, ca=ca, certificate=certificate if db.spec.tls.enabled else ""),
+            service(db)]
 
 
 NOT_READY, SETUP_PENDING = "PoolerNotReady", "PoolerSetupPending"  # PoolerReady=False reasons the alert watches

@@ -16,6 +16,7 @@ is valid (clients trust it). Nothing here ever reads or returns a private key's 
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -37,15 +38,23 @@ SERVED, IMAGE_WITHOUT_SSL = "Served", "ImageWithoutSSL"  # the Encrypted conditi
 RELOAD_CHECK_SECONDS = 10.0  # (the kubelet refreshes a mounted Secret within about a minute)
 
 
-def dns_names(db: str, namespace: str) -> list[str]:
-    """The names clients and standbys reach the database by: its Services, short and qualified, and its pods'."""
+def dns_names(db: str, namespace: str, *, pooler: bool = False) -> list[str]:
+    """The names clients and standbys reach the database by: its Services, short and qualified, and its pods'; with
+    `pooler` (spec.pooler) the pooler's Service too (PgBouncer serves the same certificate)."""
     out: list[str] = []
-    for service in (names.client_service_name(db), names.replica_service_name(db)):
+    services = (names.client_service_name(db), names.replica_service_name(db))
+    for service in (*services, names.pooler_name(db)) if pooler else services:
         out += [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
                 f"{service}.{namespace}.svc.cluster.local"]
     headless = names.headless_service_name(db)
     out += [f"*.{headless}.{namespace}.svc", f"*.{headless}.{namespace}.svc.cluster.local"]
     return out
+
+
+def certificate_digest(cert: str) -> str:
+    """A short digest of a certificate's PEM ("" for none): the pooler's pod template carries it (PgBouncer reads its
+    certificate at its start only), so a new certificate rolls its pods."""
+    return hashlib.sha256(cert.encode()).hexdigest()[:16] if cert else ""
 
 
 def secret_data(secret: Obj | None) -> dict[str, str]:

@@ -147,7 +147,8 @@ class SampleDBReconciler:
             db=db, scripts=self._scripts, running=upgrading.running,
             instances=upgrade.stopped(instances.instances) if upgrading.stop else instances.instances,
             skip_volumes=instances.skip_volumes,
-            replica_service=children.replica_service_made(db, observed_children), ca_cert=served.ca_cert),
+            replica_service=children.replica_service_made(db, observed_children), ca_cert=served.ca_cert,
+            served_certificate=served.served),
             created_before=(secret.created,) if secret.created else (),
             instances=None if upgrading.stop else rolling.view(self.ctx, db, instances))
         # An accepted empty data volume is a new, empty database: its migrations are applied again.

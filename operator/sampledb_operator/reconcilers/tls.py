@@ -58,6 +58,7 @@ class TLSOutcome:
     problems: tuple[Problem, ...] = ()
     recheck_after: float | None = None
     condition: Condition | None = None  # Encrypted (None: as it was)
+    served: str = ""  # a digest of the served certificate ("" while none): the pooler's pods restart on a new one
 
 
 async def reconcile_tls(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj | None) -> TLSOutcome:
@@ -148,7 +149,7 @@ async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOut
     server = ctx.cached("Secret", ns, server_name)
     annotations = dict(((server or {}).get("metadata") or {}).get("annotations") or {})
     rotate = str((db.metadata.annotations or {}).get(tls.ROTATE_ANNOTATION) or "")
-    dns = tls.dns_names(name, ns)
+    dns = tls.dns_names(name, ns, pooler=db.spec.pooler is not None)
     why = tls.renewal(tls.secret_data(server), annotations, ca_cert, dns, now=now, rotate=rotate)
     if why is not None:
         await _issue(ctx, db, server, certs.Pair(ca_cert, ca_data[tls.CA_PRIVATE_KEY]), dns, now, rotate, why)
@@ -161,7 +162,8 @@ async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOut
         if db_ready:
             await _reload(ctx, db)
         recheck = tls.RELOAD_CHECK_SECONDS
-    return TLSOutcome(ca_cert=ca_cert, recheck_after=recheck)
+    return TLSOutcome(ca_cert=ca_cert, recheck_after=recheck,
+                      served=tls.certificate_digest(tls.secret_data(server).get(tls.CERT_KEY, "")))
 
 
 async def _issue(ctx: Context, db: SampleDB, server: Obj | None, ca: certs.Pair, dns: list[str],  # noqa: PLR0917
@@ -237,10 +239,12 @@ async def _provided(ctx: Context, db: SampleDB, secret_name: str, now: datetime,
     recheck = await _reload_provided(ctx, db, str(secret["metadata"].get("resourceVersion") or ""), db_ready=db_ready)
     ending = tls.expiring(data[tls.CERT_KEY], now)
     if ending is not None:
-        return TLSOutcome(ca_cert=data[tls.CA_KEY], problems=(Problem("TLSCertificateExpiring", (
+        return TLSOutcome(ca_cert=data[tls.CA_KEY], served=tls.certificate_digest(data[tls.CERT_KEY]),
+                          problems=(Problem("TLSCertificateExpiring", (
             f"the certificate in Secret {secret_name} of spec.tls.secretName: {ending}; renew it there (the"
             " instances load a new one without a restart)"), "spec.tls.secretName"),), recheck_after=recheck)
-    return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=recheck)
+    return TLSOutcome(ca_cert=data[tls.CA_KEY], recheck_after=recheck,
+                      served=tls.certificate_digest(data[tls.CERT_KEY]))
 
 
 async def _reload_provided(ctx: Context, db: SampleDB, version: str, *, db_ready: bool) -> float:

@@ -116,3 +116,32 @@ def test_pooler_ready_needs_the_role_and_every_pod_of_the_current_template() -> 
     assert dp.condition(gone, None, applied=True, had=False) is None  # never asked: no condition
     cond = dp.condition(gone, None, applied=True, had=True)
     assert cond is not None and (cond.status, cond.reason) == ("False", "NotRequested")
+
+
+def test_with_tls_the_pooler_serves_the_servers_certificate_and_requires_it_when_the_spec_does() -> None:
+    prefer = parsed(make_db({}))["pgbouncer"]
+    assert prefer["client_tls_sslmode"] == "prefer"
+    assert prefer["client_tls_cert_file"] == "/etc/sampledb-tls/tls.crt"
+    assert prefer["client_tls_key_file"] == "/etc/sampledb-tls/tls.key"
+    assert parsed(make_db({}, tls={"required": True}))["pgbouncer"]["client_tls_sslmode"] == "require"
+    assert "client_tls_sslmode" not in parsed(make_db({}, tls={"enabled": False}), ca=False)["pgbouncer"]
+    pod = dp.deployment(make_db({}, tls={"secretName": "mine"}), ca=True)["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/etc/sampledb-tls"]]["secret"]["secretName"] == "mine"
+
+
+def test_the_certificate_names_the_poolers_service_only_with_a_pooler() -> None:
+    from sampledb_operator.decide import tls
+
+    assert "orders-pooler.shop.svc" in tls.dns_names("orders", "shop", pooler=True)
+    assert not any("pooler" in n for n in tls.dns_names("orders", "shop"))
+
+
+def test_a_new_certificate_rolls_the_pooler_pods() -> None:
+    db = make_db({})
+    one = dp.children(db, ca=True, certificate="aaaa")[1]["spec"]["template"]["metadata"]["annotations"]
+    two = dp.children(db, ca=True, certificate="bbbb")[1]["spec"]["template"]["metadata"]["annotations"]
+    assert one[dp.CERTIFICATE_ANNOTATION] == "aaaa" and one != two
+    plain = dp.children(make_db({}, tls={"enabled": False}), ca=False, certificate="aaaa")[1]
+    assert dp.CERTIFICATE_ANNOTATION not in plain["spec"]["template"]["metadata"]["annotations"]
