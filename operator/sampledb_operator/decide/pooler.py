@@ -9,8 +9,9 @@ makes, mounted as PgBouncer's auth_file of that one line): a client's role and S
 LOOKUP_FUNCTION in the database `postgres` (auth_dbname), which only that role may call. A client then logs in with
 its own password, and PgBouncer logs in to the server as that role with the keys of the client's SCRAM exchange.
 
-All three children are owned by the SampleDB and carry the component POOLER_COMPONENT: without spec.pooler a pass
-deletes them (decide/plan.removals). The pods restart (a rolling update of the Deployment, one pod at a time)
+All its children (and, with two pods or more, a PodDisruptionBudget letting a drain take one pod at a time) are
+owned by the SampleDB and carry the component POOLER_COMPONENT: without spec.pooler a pass deletes them
+(decide/plan.removals). The pods restart (a rolling update of the Deployment, one pod at a time)
 when pgbouncer.ini changes: the template carries its hash.
 
 Invariants: pgbouncer.ini is composed from the spec's closed sets, bounded integers and allow-listed one-word
@@ -160,12 +161,20 @@ def service(db: SampleDB) -> Obj:
                                 "targetPort": names.POSTGRES_PORT, "protocol": "TCP"}]}}
 
 
+def disruption_budget(db: SampleDB) -> Obj:
+    """With two pooler pods or more: a node drain takes one at a time (none for one pod: it would block drains)."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(db, names.pooler_name(db_name(db)), POOLER_COMPONENT),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(db)}}}
+
+
 def children(db: SampleDB, *, ca: bool, certificate: str = "") -> list[Obj]:
-    """The pooler's children, none without spec.pooler."""
+    """The pooler's children, none without spec.pooler; its PodDisruptionBudget with two pods or more."""
     if db.spec.pooler is None:
         return []
-    return [configmap(db, ca=ca), deployment(db, ca=ca, certificate=certificate if db.spec.tls.enabled else ""),
-            service(db)]
+    out = [configmap(db, ca=ca), deployment(db, ca=ca, certificate=certificate if db.spec.tls.enabled else ""),
+           service(db)]
+    return [*out, disruption_budget(db)] if db.spec.pooler.instances > 1 else out
 
 
 NOT_READY, SETUP_PENDING = "PoolerNotReady", "PoolerSetupPending"  # PoolerReady=False reasons the alert watches

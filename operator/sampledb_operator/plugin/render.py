@@ -19,7 +19,7 @@ from sampledb_operator.plugin.report import StatusReport, event_time
 NONE = "-"
 MESSAGE_WIDTH = 90
 KIND_ORDER = ("StatefulSet", "Pod", "PersistentVolumeClaim", "Service", "Secret", "ConfigMap", "PodDisruptionBudget",
-              "Job")
+              "Deployment", "Job")
 
 
 
@@ -254,6 +254,9 @@ def child_state(obj: Obj) -> str:
                  else f"max unavailable {spec.get('maxUnavailable', NONE)}")
         return (f"{bound}, {status.get('disruptionsAllowed', 0)} evictions allowed,"
                 f" {status.get('currentHealthy', 0)}/{status.get('expectedPods', 0)} healthy")
+    if kind == "Deployment":  # the pooler (spec.pooler)
+        return (f"{status.get('readyReplicas', 0)}/{spec.get('replicas', NONE)} ready,"
+                f" {status.get('updatedReplicas', 0)} updated")
     if kind == "Job":
         return job_state(obj)
     return NONE

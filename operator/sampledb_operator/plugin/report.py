@@ -17,6 +17,7 @@ from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.kube.resources import (
     CONFIGMAP,
+    DEPLOYMENT,
     EVENT,
     JOB,
     PDB,
@@ -33,7 +34,7 @@ from sampledb_operator.model.names import secret_name
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.session import Session
 
-CHILD_KINDS: tuple[Resource, ...] = (STATEFULSET, POD, PVC, SERVICE, CONFIGMAP, PDB, JOB)
+CHILD_KINDS: tuple[Resource, ...] = (STATEFULSET, POD, PVC, SERVICE, CONFIGMAP, PDB, DEPLOYMENT, JOB)
 MAX_EVENTS = 5
 
 

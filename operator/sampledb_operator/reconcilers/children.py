@@ -109,7 +109,7 @@ def owned_children(db: SampleDB) -> list[tuple[str, str]]:
     deletion step needs it, so the garbage collector removes it with the database; disown leaves it)."""
     pooler = names.pooler_name(db.metadata.name)  # decide/pooler.py's, with spec.pooler
     return [("PodDisruptionBudget", names.disruption_budget_name(db.metadata.name)),
-            ("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler)]
+            ("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler), ("PodDisruptionBudget", pooler)]
 
 
 def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:

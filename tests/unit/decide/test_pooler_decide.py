@@ -86,12 +86,16 @@ def test_the_children_come_with_spec_pooler_and_go_without_it() -> None:
     with_pooler = d.children(Inputs(make_db({}), {}, ca_cert="CA"))
     kinds = {(o["kind"], o["metadata"]["name"]) for o in with_pooler}
     pooler = names.pooler_name("orders")
-    assert {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler)} <= kinds
+    assert {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler),
+            ("PodDisruptionBudget", pooler)} <= kinds  # two pods by default: a drain takes one at a time
     observed = {plan.key_of(o): o for o in with_pooler}
     without = d.children(Inputs(make_db(), {}, ca_cert="CA"))
     removed = {r.key for r in plan.removals(without, observed)}
-    assert removed == {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler)}
+    assert removed == {("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler),
+                       ("PodDisruptionBudget", pooler)}
     assert plan.removals(with_pooler, observed) == []
+    one = d.children(Inputs(make_db({"instances": 1}), {}, ca_cert="CA"))
+    assert {r.key for r in plan.removals(one, observed)} == {("PodDisruptionBudget", pooler)}
 
 
 def deployment_status(generation: int, observed: int, ready: int, updated: int) -> dict[str, Any]:

@@ -107,6 +107,8 @@ def test_problems_reading_some_kinds_are_listed_not_fatal() -> None:
      "min available 2, 1 evictions allowed, 3/3 healthy"),
     ({"kind": "PodDisruptionBudget", "spec": {"maxUnavailable": 1}, "status": {}},
      "max unavailable 1, 0 evictions allowed, 0/0 healthy"),
+    ({"kind": "Deployment", "spec": {"replicas": 2}, "status": {"readyReplicas": 1, "updatedReplicas": 2}},
+     "1/2 ready, 2 updated"),
     ({"kind": "Job", "metadata": {"labels": {"app.kubernetes.io/component": "backup"}},
       "status": {"conditions": [{"type": "Complete", "status": "True"}]}}, "backup: Succeeded"),
     ({"kind": "Job", "metadata": {}, "status": {"conditions": [{"type": "Failed", "status": "True",
