@@ -198,6 +198,7 @@ def test_the_pooler_answers_500_clients_with_their_own_roles_and_loses_no_commit
     # without spec.pooler the pooler goes; its role stays (it owns the lookup function)
     kubectl("patch", "sampledb", NAME, "-n", ns, "--type", "json", "-p", json.dumps(
         [{"op": "remove", "path": "/spec/pooler"}]))
-    wait_until(lambda: all(get_or_none(kind, POOLER, ns) is None for kind in ("deployment", "service", "configmap")),
+    wait_until(lambda: all(get_or_none(kind, POOLER, ns) is None
+                           for kind in ("deployment", "service", "configmap", "poddisruptionbudget")),
                timeout=120, what="the pooler's children gone")
     wait_ready(NAME, ns, timeout=60)
