@@ -208,6 +208,11 @@ def gone(kind: str, name: str, ns: str) -> bool:
     return get_or_none(kind, name, ns) is None
 
 
+def template_annotations(deployment: str, ns: str) -> dict[str, str]:
+    obj = get_or_none("deployment", deployment, ns) or {}
+    return dict(((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {})
+
+
 def operator_requests(op: OperatorProcess, verb: str, resource: str) -> float:
     return op.metric("sampledb_api_requests_total", verb=verb, resource=resource)
 
@@ -249,6 +254,17 @@ def run_lifecycle(op: OperatorProcess, ns: str) -> None:
     wait_until(lambda: gone("poddisruptionbudget", "del", ns) and gone("statefulset", "del-i1", ns), timeout=120,
                what="the disruption budget and the second instance gone")
     wait_ready("del", ns)
+
+    # a pooler and back: its Deployment made, changed with its configuration, deleted with spec.pooler
+    patch_spec("del", ns, {"pooler": {"instances": 1}})
+    wait_until(lambda: get_or_none("deployment", "del-pooler", ns), timeout=60, what="the pooler's Deployment")
+    first = template_annotations("del-pooler", ns)
+    patch_spec("del", ns, {"pooler": {"instances": 1, "mode": "transaction"}})
+    wait_until(lambda: template_annotations("del-pooler", ns) != first, timeout=60,
+               what="the pooler's Deployment rolled")
+    patch_spec("del", ns, {"pooler": None})
+    wait_until(lambda: gone("deployment", "del-pooler", ns) and gone("service", "del-pooler", ns), timeout=60,
+               what="the pooler gone")
 
     # edits: a reloadable parameter, storage growth, a minor upgrade (pre-upgrade backup, rolled StatefulSet)
     patch_spec("life", ns, {"version": "16.6", "parameters": {"work_mem": "8MB"}, "storage": {"size": "2Gi"}})

@@ -50,6 +50,6 @@ def statements(password: str) -> list[tuple[str, Any]]:
             ("function", grants)]
 
 
-async def apply(target: pg.Target, password: str, within: float = 30.0) -> dict[str, str] | None:
+async def apply(target: pg.Target, password: str, within: float = 10.0) -> dict[str, str] | None:
     """Make the role and the function: {} when done, the server's words per part it refused, None: no answer."""
     return await pg.run_each(target, statements(password), within)
