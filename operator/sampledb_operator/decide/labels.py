@@ -25,9 +25,9 @@ from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.schema import API_VERSION
 
 __all__ = ["BUCKET_LABEL", "COMPONENT_LABEL", "DATABASE_LABEL", "DATA_COMPONENT", "DATA_DIR_ANNOTATION",
-           "INIT_SOURCE_ANNOTATION", "MANAGED_BY", "MANAGED_BY_LABEL", "MANAGED_SELECTOR", "PRIMARY_ROLE",
-           "REPLICA_ROLE", "SHARED_BUCKET", "TEMPLATE_GENERATION_ANNOTATION", "VERSION_ANNOTATION", "bucket_label",
-           "bucket_of_child", "db_name",
+           "INIT_SOURCE_ANNOTATION", "MANAGED_BY", "MANAGED_BY_LABEL", "MANAGED_SELECTOR", "POOLER_COMPONENT",
+           "PRIMARY_ROLE", "REPLICA_ROLE", "SHARED_BUCKET", "TEMPLATE_GENERATION_ANNOTATION", "VERSION_ANNOTATION",
+           "bucket_label", "bucket_of_child", "db_name",
            "instance_selector", "labels", "meta", "namespace_of", "owner_reference", "pod_labels",
            "selector_labels"]
 
@@ -37,6 +37,7 @@ MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DATABASE_LABEL = "sampledb.io/database"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 DATA_COMPONENT = "storage"  # the component label of the instances' data volumes
+POOLER_COMPONENT = "pooler"  # the component label of the pooler's children (decide/pooler.py)
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 VERSION_ANNOTATION = "sampledb.io/version"
 DATA_DIR_ANNOTATION = "sampledb.io/data-dir"

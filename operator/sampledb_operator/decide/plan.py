@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sampledb_operator.decide.cache import DATA_DIGEST, data_digest
+from sampledb_operator.decide.labels import COMPONENT_LABEL, POOLER_COMPONENT
 from sampledb_operator.decide.sharding import BUCKET_LABEL
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import is_quantity, parse_quantity
@@ -41,8 +42,7 @@ IMMUTABLE_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = MappingProxyType({
 # deletion step needs: those leave only by their steps.
 PRUNED_KINDS: Mapping[str, str] = MappingProxyType({"PodDisruptionBudget": "the database has one instance"})
 # The same, for every kind, by the component label: the pooler's children (decide/pooler.py) without spec.pooler.
-PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({"pooler": "spec.pooler is not set"})
-COMPONENT_LABEL = "app.kubernetes.io/component"
+PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({POOLER_COMPONENT: "spec.pooler is not set"})
 
 
 @dataclass(frozen=True, slots=True)

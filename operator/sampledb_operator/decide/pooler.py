@@ -25,14 +25,13 @@ import hashlib
 
 from sampledb_operator.decide import tls
 from sampledb_operator.decide.desired_statefulset import container_security, pod_security
-from sampledb_operator.decide.labels import db_name, labels, meta, namespace_of
+from sampledb_operator.decide.labels import COMPONENT_LABEL, POOLER_COMPONENT, db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.pooler import AUTH_DATABASE, DEFAULT_IMAGE, LOOKUP_FUNCTION, POOLER_ROLE
 from sampledb_operator.model.sampledb import SampleDB
 
-POOLER_COMPONENT = "pooler"
 INI_KEY = "pgbouncer.ini"
 USERLIST_KEY = "userlist.txt"  # in the Secret: `"sampledb_pooler" "<password>"`, PgBouncer's auth_file
 PASSWORD_KEY = "password"
@@ -86,7 +85,7 @@ def configmap(db: SampleDB, *, ca: bool) -> Obj:
 
 def selector(db: SampleDB) -> dict[str, str]:
     """The pooler pods' selector (immutable once the Deployment exists)."""
-    return {"app.kubernetes.io/instance": db_name(db), "app.kubernetes.io/component": POOLER_COMPONENT,
+    return {"app.kubernetes.io/instance": db_name(db), COMPONENT_LABEL: POOLER_COMPONENT,
             "sampledb.io/pooler": db_name(db)}
 
 

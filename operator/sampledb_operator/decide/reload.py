@@ -186,22 +186,18 @@ def last_reload(jobs: tuple[Obj, ...], applied: str | None) -> str | None:
     return done[-1][1] if done[-1][0] > applied_at else None
 
 
-def decision_hash(facts: ReloadFacts) -> str | None:
-    """The hash RECORD_LAST records: the last successful reload's."""
-    return last_reload(facts.jobs, facts.db.status.applied_parameters)
-
-
 def _hash_of(job: Obj) -> str:
     return str(((job.get("metadata") or {}).get("annotations") or {}).get(pgconfig.PARAMETERS_HASH_ANNOTATION) or "")
 
 
 def reload_input(facts: ReloadFacts) -> ReloadInput:
     """The decision's view of the facts."""
-    return ReloadInput(wanted=wanted_hash(facts.db), applied=facts.db.status.applied_parameters,
+    wanted = wanted_hash(facts.db)
+    return ReloadInput(wanted=wanted, applied=facts.db.status.applied_parameters,
                        db_ready=facts.db_ready, busy=facts.busy, job=facts.job,
                        statefulset_exists=facts.statefulset_existed,
                        last_reload=last_reload(facts.jobs, facts.db.status.applied_parameters),
-                       overtaken=last_reload(facts.jobs, wanted_hash(facts.db)) is not None)
+                       overtaken=last_reload(facts.jobs, wanted) is not None)
 
 
 def result_read_needed(facts: ReloadFacts) -> bool:
@@ -212,15 +208,16 @@ def result_read_needed(facts: ReloadFacts) -> bool:
 
 def plan_reload(facts: ReloadFacts) -> ReloadPlan:
     """The plan of this pass of the reload step (see the module docstring)."""
-    decision = decide(reload_input(facts))
-    db, wanted, name = facts.db, wanted_hash(facts.db), job_name(facts.db)
+    inp = reload_input(facts)
+    decision = decide(inp)
+    db, wanted, name = facts.db, inp.wanted, job_name(facts.db)
     if decision.step is Step.RECORD_NEW:
         return ReloadPlan(decision, Plan(), ReloadOutcome(applied=wanted))
     if decision.step is Step.CREATE_JOB:
         announce = EventSpec("Normal", "ReloadingParameters", f"reloading spec.parameters with Job {name}")
         return ReloadPlan(decision, Plan((Create(reload_job(db, wanted), announce),)), ReloadOutcome())
     if decision.step is Step.RECORD_LAST:
-        return ReloadPlan(decision, Plan(), ReloadOutcome(applied=decision_hash(facts)))
+        return ReloadPlan(decision, Plan(), ReloadOutcome(applied=inp.last_reload))
     if decision.step is Step.REPLACE_JOB:
         return ReloadPlan(decision, Plan((Delete("Job", name),)), ReloadOutcome())
     if decision.step is Step.RECORD:
