@@ -16,6 +16,10 @@
 #                                             /etc/pgbouncer; named as the upstream image the
 #                                             operator defaults to (model/pooler.DEFAULT_IMAGE), as the
 #                                             PostgreSQL images are, with `pgbouncer` on the same PATH
+#   quay.io/prometheuscommunity/postgres-exporter:vN.N.N   Debian trixie's prometheus-postgres-exporter and
+#   localhost/sampledb/postgres_exporter:N.N.N             prometheus-pgbouncer-exporter, named as the upstream
+#   quay.io/prometheuscommunity/pgbouncer-exporter:vN.N.N  images the operator defaults to, with their
+#   localhost/sampledb/pgbouncer_exporter:N.N.N            entrypoint (/bin/postgres_exporter, ...) and user
 #   localhost/sampledb/python:3.11-bookworm   Debian's python3 (the operator image's local base)
 #   localhost/sampledb/sampledb-operator:KEY  the project's Dockerfile, built by buildah on that base
 #                                             (KEY: its inputs' hash; images.list names it)
@@ -42,7 +46,7 @@ NODE_BIN=${NODE_BIN:-$("$here/build-node.sh")}
 SOURCES=${SAMPLEDB_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
 SUITE=bookworm
 PG_EXTRA_ROOT=${PG_EXTRA_ROOT:-/opt/sampledb-pg}
-ONLY=${SAMPLEDB_IMAGES:-pause busybox postgres15 postgres18 pgbouncer python operator}
+ONLY=${SAMPLEDB_IMAGES:-pause busybox postgres15 postgres18 pgbouncer postgres_exporter pgbouncer_exporter python operator}
 mkdir -p "$out"
 
 log() { echo "images: $*" >&2; }
@@ -238,6 +242,39 @@ build_pgbouncer() {
   rm -rf "$tmp"
   echo "$out/pgbouncer-$key.tar ghcr.io/cloudnative-pg/pgbouncer:$version localhost/sampledb/pgbouncer:$version" \
     "localhost/sampledb/pgbouncer:${version%%.*}" | remember pgbouncer "$key"
+}
+
+# An exporter image: Debian trixie's prometheus-EXPORTER package, named as the upstream image the operator
+# defaults to (model/monitoring.py) with the upstream entrypoint (/bin/BINARY) and user (nobody), so the operator's
+# arguments work on either.
+#   build_exporter IMAGE-KEY DEBIAN-PACKAGE UPSTREAM-REPOSITORY BINARY
+build_exporter() {
+  local image=$1 package=$2 upstream=$3 binary=$4
+  local key; key=$(hash_of <(recipe build_exporter mmdebstrap_rootfs; echo "$* $PGBOUNCER_SUITE $PGBOUNCER_MIRROR"))
+  cached "$image" "$key" && return
+  local tmp; tmp=$(mktemp -d)
+  log "building the $package rootfs (Debian $PGBOUNCER_SUITE) with mmdebstrap"
+  SUITE=$PGBOUNCER_SUITE SOURCES=$PGBOUNCER_MIRROR mmdebstrap_rootfs "$tmp/rootfs.tar" "$package,ca-certificates" \
+    "chroot \"\$1\" sh -ec 'ln -sf /usr/bin/$package /usr/bin/$binary; rm -rf /etc/default/$package'" \
+    "chroot \"\$1\" dpkg-query -W -f '\${Version}' $package > '$tmp/version'"
+  # 0.17.1-1+b4 (or 1:0.10.2-2) -> 0.17.1
+  local version; version=$(sed -E 's/^([0-9]+:)?([0-9]+(\.[0-9]+)*).*/\2/' "$tmp/version")
+  [[ $version =~ ^[0-9]+\.[0-9]+ ]] || { log "unexpected $package version '$(cat "$tmp/version")'"; exit 1; }
+  python3 "$here/images/oci.py" --out "$out/$image-$key.tar" --name "$upstream:v$version" \
+    --name "localhost/sampledb/$image:$version" \
+    --layer "$tmp/rootfs.tar" --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --user 65534:65534 --entrypoint "[\"/bin/$binary\"]" \
+    --label "org.opencontainers.image.source=sampledb-operator hack/build-images.sh" >/dev/null
+  rm -rf "$tmp"
+  echo "$out/$image-$key.tar $upstream:v$version localhost/sampledb/$image:$version" | remember "$image" "$key"
+}
+build_postgres_exporter() {
+  build_exporter postgres_exporter prometheus-postgres-exporter quay.io/prometheuscommunity/postgres-exporter \
+    postgres_exporter
+}
+build_pgbouncer_exporter() {
+  build_exporter pgbouncer_exporter prometheus-pgbouncer-exporter quay.io/prometheuscommunity/pgbouncer-exporter \
+    pgbouncer_exporter
 }
 
 python_key() { hash_of <(recipe build_python mmdebstrap_rootfs) "$SOURCES"; }

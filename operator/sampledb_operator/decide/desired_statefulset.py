@@ -1,5 +1,5 @@
-"""An instance's StatefulSet: the PostgreSQL pod template, its container, probes, environment and volumes,
-and the restricted security contexts every pod the operator builds uses.
+"""An instance's StatefulSet: the PostgreSQL pod template, its container, probes, environment and volumes (and the
+exporter beside it, decide/exporter.py), and the restricted security contexts every pod the operator builds uses.
 
 Pure: no I/O. One StatefulSet per instance (decide/replication.py chooses the instances), each with one pod
 on its own data volume; the pod reads postgresql.conf and the scripts from the ConfigMaps and its credentials
@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive_config, pgconfig, scheduling, tls
+from sampledb_operator.decide import archive_config, exporter, pgconfig, scheduling, tls
 from sampledb_operator.decide.desired_config import (
     DATA_MOUNT,
     DEFAULT_DATABASE,
@@ -45,6 +45,7 @@ from sampledb_operator.model.sampledb import SampleDB, image_for
 
 POSTGRES_UID = 999  # the postgres user of the docker library image
 PODINFO_DIR = "/etc/sampledb-podinfo"
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 
 
 def _resources(db: SampleDB) -> Obj:
@@ -157,8 +158,11 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
         {TEMPLATE_GENERATION_ANNOTATION: str(db.metadata.generation)} if db.metadata.generation else {})}
     template_labels = scheduling.pod_labels(db, {**pod_labels(db), names.INSTANCE_LABEL: str(index)})
     restart = db.metadata.annotations.get(RESTART_ANNOTATION)  # a restart asked for: its value rolls the pods
+    sidecar = exporter.container(db)  # with it, `kubectl exec/logs` without -c mean the database's container
     template_annotations = scheduling.pod_annotations(db, {pgconfig.RESTART_ANNOTATION: restart_hash,
-                                                           **({RESTARTED_FOR_ANNOTATION: restart} if restart else {})})
+                                                           **({RESTARTED_FOR_ANNOTATION: restart} if restart else {}),
+                                                           **({DEFAULT_CONTAINER_ANNOTATION: "postgres"} if sidecar
+                                                              else {})})
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -177,7 +181,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                     "automountServiceAccountToken": False,
                     "terminationGracePeriodSeconds": 60,
                     "enableServiceLinks": False,
-                    "containers": [container],
+                    "containers": [container, *([sidecar] if sidecar else [])],
                     "volumes": [
                         {"name": names.DATA_VOLUME,
                          "persistentVolumeClaim": {"claimName": names.instance_data_pvc_name(name, index)}},
@@ -192,6 +196,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                         {"name": "podinfo", "downwardAPI": {"items": [
                             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
                         *ca_volumes,
+                        *exporter.volumes(db),
                     ],
                 },
             },

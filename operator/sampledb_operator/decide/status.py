@@ -71,11 +71,12 @@ class Observed:
     databases: tuple[DatabaseStatus, ...] | None = None  # replaces status.databases when set (reconcilers/databases.py)
     databases_applied: str | None = None  # replaces status.databasesApplied when set
     pooler_applied: str | None = None  # replaces status.poolerApplied when set (reconcilers/pooler.py)
+    monitoring_applied: str | None = None  # replaces status.monitoringApplied (reconcilers/monitoring.py)
 
 
 # The records other steps keep: Observed's field of each name replaces the status's when set.
 RECORDS = ("last_backup", "last_snapshot", "archive", "roles", "roles_applied", "databases", "databases_applied",
-           "pooler_applied", "applied_migrations", "applied_parameters")
+           "pooler_applied", "monitoring_applied", "applied_migrations", "applied_parameters")
 
 
 @dataclass(frozen=True, slots=True)

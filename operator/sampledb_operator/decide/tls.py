@@ -167,7 +167,8 @@ def ssl_check_needed(previous: Condition | None, primary_pod: Obj | None) -> boo
         return True
     started = None
     for cs in ((primary_pod or {}).get("status") or {}).get("containerStatuses") or []:
-        started = timestamps.parse(((cs.get("state") or {}).get("running") or {}).get("startedAt")) or started
+        if cs.get("name") == "postgres":  # the server's container, not the exporter beside it
+            started = timestamps.parse(((cs.get("state") or {}).get("running") or {}).get("startedAt")) or started
     answered = previous.last_transition_time
     return started is None or answered is None or started >= answered
 

@@ -22,8 +22,9 @@ ROLE_NAME_RE = r"^[a-z_][a-z0-9_]{0,62}$"
 # Not the operator's to hand out: its own users, PostgreSQL's reserved prefix and words SQL gives a meaning.
 CERTIFICATE_GROUP = "sampledb_certificate"  # its members log in over TLS with a client certificate (pg_hba `cert`)
 POOLER_ROLE = "sampledb_pooler"  # the pooler's lookups (model/pooler.py)
+MONITOR_ROLE = "sampledb_monitor"  # the exporters' (model/monitoring.py)
 RESERVED_ROLES = ("app", "postgres", "public", "none", "current_user", "session_user", "current_role", "all",
-                  CERTIFICATE_GROUP, POOLER_ROLE)
+                  CERTIFICATE_GROUP, POOLER_ROLE, MONITOR_ROLE)
 MAX_ROLES = 64
 RoleName = Annotated[str, Field(min_length=1, max_length=63, pattern=ROLE_NAME_RE)]
 

@@ -21,6 +21,7 @@ from sampledb_operator.model.backup_spec import BackupSpec, RestoreSpec
 from sampledb_operator.model.databases import DatabasesList
 from sampledb_operator.model.hba import SPEC_RULES as HBA_SPEC_RULES
 from sampledb_operator.model.hba import HbaRules
+from sampledb_operator.model.monitoring import MonitoringSpec
 from sampledb_operator.model.names import MAX_NAME_LENGTH
 from sampledb_operator.model.pooler import PoolerSpec
 from sampledb_operator.model.roles import RolesList
@@ -309,6 +310,10 @@ class SampleDBSpec(SpecModel):
         default=None,
         description="A PgBouncer connection pooler in front of the primary, at the Service <name>-pooler; clients"
         " log in with their own roles. Removing it removes the pooler.",
+    )
+    monitoring: MonitoringSpec = Field(
+        default_factory=MonitoringSpec,
+        description="Metrics from inside each instance: postgres_exporter beside it (port 9187), on by default.",
     )
     scheduling: SchedulingSpec | None = Field(
         default=None,

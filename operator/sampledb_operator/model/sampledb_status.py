@@ -148,6 +148,11 @@ class SampleDBStatus(StatusModel):
         description="With spec.pooler: hash of the pooler's role and lookup function (and its Secret's version) last"
         " made on the server.",
     )
+    monitoring_applied: str | None = Field(
+        default=None, max_length=64,
+        description="With spec.monitoring.enabled: hash of the exporters' role last made on the server (and of the"
+        " primary's pod it was made through).",
+    )
 
     @property
     def has_run(self) -> bool:

@@ -189,6 +189,7 @@ class SampleDBReconciler:
             databases=declared.databases.statuses,
             databases_applied=declared.databases.applied,
             pooler_applied=declared.pooler.applied,
+            monitoring_applied=declared.monitoring.applied,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,

@@ -1,5 +1,6 @@
 """The declared SQL objects of one pass: spec.roles, then spec.databases, in the order that lets each succeed;
-then the pooler's role and lookup function (spec.pooler, reconcilers/pooler.py).
+then the pooler's role and lookup function (spec.pooler, reconcilers/pooler.py) and the exporters' role
+(spec.monitoring, reconcilers/monitoring.py).
 
 Roles go first: a database's owner declared in spec.roles exists by the time the database is created. A role
 written `ensure: absent` that owns a database written `ensure: absent` too is refused by the server until that
@@ -16,26 +17,28 @@ from sampledb_operator.model.roles import RoleState
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.databases import DatabasesOutcome, reconcile_databases
+from sampledb_operator.reconcilers.monitoring import MonitoringOutcome, reconcile_monitoring
 from sampledb_operator.reconcilers.pooler import PoolerOutcome, reconcile_pooler
 from sampledb_operator.reconcilers.roles import RolesOutcome, reconcile_roles
 
 
 @dataclass(frozen=True, slots=True)
 class DeclaredOutcome:
-    """The roles', the databases' and the pooler's outcomes of one pass."""
+    """The roles', the databases', the pooler's and the exporters' role's outcomes of one pass."""
 
     roles: RolesOutcome
     databases: DatabasesOutcome
     pooler: PoolerOutcome = field(default_factory=PoolerOutcome)
+    monitoring: MonitoringOutcome = field(default_factory=MonitoringOutcome)
 
     @property
     def problems(self) -> tuple[Problem, ...]:
-        return (*self.roles.problems, *self.databases.problems, *self.pooler.problems)
+        return (*self.roles.problems, *self.databases.problems, *self.pooler.problems, *self.monitoring.problems)
 
     @property
     def recheck_after(self) -> float | None:
-        after = [a for a in (self.roles.recheck_after, self.databases.recheck_after, self.pooler.recheck_after)
-                 if a is not None]
+        after = [a for a in (self.roles.recheck_after, self.databases.recheck_after, self.pooler.recheck_after,
+                             self.monitoring.recheck_after) if a is not None]
         return min(after) if after else None
 
 
@@ -47,4 +50,5 @@ async def reconcile_declared(ctx: Context, db: SampleDB, *, db_ready: bool, prim
         after = db.model_copy(update={"status": db.status.model_copy(update={"roles": list(roles.statuses)})})
         roles = await reconcile_roles(ctx, after, db_ready=db_ready, primary_pod=primary_pod)
     pooler = await reconcile_pooler(ctx, db, db_ready=db_ready, primary_pod=primary_pod)
-    return DeclaredOutcome(roles, databases, pooler)
+    monitoring = await reconcile_monitoring(ctx, db, db_ready=db_ready, primary_pod=primary_pod)
+    return DeclaredOutcome(roles, databases, pooler, monitoring)

@@ -259,10 +259,13 @@ def test_the_primary_is_asked_until_it_answers_and_again_after_its_server_starts
     served = tls.encrypted(True, True, "orders-tls", 1)
     assert served is not None
     answered = served.model_copy(update={"last_transition_time": NOW})
-    pod_started = {"status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-12-05T11:00:00Z"}}}]}}
+    pod_started = {"status": {"containerStatuses": [
+        {"name": "postgres", "state": {"running": {"startedAt": "2026-12-05T11:00:00Z"}}},
+        {"name": "exporter", "state": {"running": {"startedAt": "2026-12-05T12:05:00Z"}}}]}}  # not the server
     assert tls.ssl_check_needed(None, pod_started)
     assert not tls.ssl_check_needed(answered, pod_started)  # started before the answer: nothing new
-    restarted = {"status": {"containerStatuses": [{"state": {"running": {"startedAt": "2026-12-05T12:05:00Z"}}}]}}
+    restarted = {"status": {"containerStatuses": [
+        {"name": "postgres", "state": {"running": {"startedAt": "2026-12-05T12:05:00Z"}}}]}}
     assert tls.ssl_check_needed(answered, restarted)
     assert tls.ssl_check_needed(answered, None)  # no running server known: ask
     not_served = tls.encrypted(True, False, "orders-tls", 1)
