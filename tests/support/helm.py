@@ -87,7 +87,7 @@ LAYOUTS: dict[str, dict[str, str]] = {
     "default": {},
     "overlays/namespaced": {"watchNamespaces": '["shop","analytics"]'},
     "overlays/monitoring": {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true",
-                            "monitoring.dashboard.enabled": "true"},
+                            "monitoring.podMonitor.enabled": "true", "monitoring.dashboard.enabled": "true"},
     "overlays/sharding": {"sharding.enabled": "true"},
     "overlays/admission": {"finalizerPolicy.enabled": "true"},
     "overlays/chaos": {"chaosAnnotation.enabled": "true"},

@@ -40,9 +40,15 @@ def free_port() -> int:
 class PrometheusServer:
     """One Prometheus process scraping `targets` ("127.0.0.1:8080") every `scrape_interval`."""
 
-    def __init__(self, targets: list[str], *, scrape_interval: str = "1s") -> None:
+    def __init__(self, targets: list[str], *, scrape_interval: str = "1s", job: str = JOB,
+                 labels: dict[str, dict[str, str]] | None = None, rules: dict[str, Any] | None = None) -> None:
+        """`labels`: per target, the labels its series get (as a PodMonitor's relabelling would give them);
+        `rules`: a rule file's content (its `groups`), evaluated every scrape interval."""
         self.targets = targets
         self.scrape_interval = scrape_interval
+        self.job = job
+        self.labels = labels or {}
+        self.rules = rules
         self.dir = Path(tempfile.mkdtemp(prefix="sampledb-prometheus-"))
         self.log_path = self.dir / "prometheus.log"
         self.port: int | None = None
@@ -57,11 +63,17 @@ class PrometheusServer:
     def start(self, *, timeout: float = 60.0, attempts: int = 3) -> PrometheusServer:
         """Start and wait until /-/ready is 200; a port taken between choosing and binding is retried."""
         config = self.dir / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
+        static = ([{"targets": [t], "labels": self.labels[t]} for t in self.targets] if self.labels
+                  else [{"targets": self.targets}])
+        settings: dict[str, Any] = {
             "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval,
                        "evaluation_interval": self.scrape_interval},
-            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": self.targets}]}],
-        }))
+            "scrape_configs": [{"job_name": self.job, "static_configs": static}],
+        }
+        if self.rules is not None:
+            (self.dir / "rules.yml").write_text(yaml.safe_dump(self.rules))
+            settings["rule_files"] = [str(self.dir / "rules.yml")]
+        config.write_text(yaml.safe_dump(settings))
         for attempt in range(attempts):
             self.port = free_port()
             argv = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",

@@ -1,7 +1,8 @@
 """The exporter container beside each instance (spec.monitoring): postgres_exporter on port EXPORTER_PORT.
 
 Pure: no I/O. It reaches the server only over the pod's socket directory (mounted read-only), as MONITOR_ROLE
-(reconcilers/monitoring.py makes the role), to the database `postgres`; it never reads the data volume or the
+(reconcilers/monitoring.py makes the role), to the application's database `app` (server-wide statistics from
+there, and that database's tables); it never reads the data volume or the
 database's Secret. It has no readiness probe and no memory limit, so that an exporter in trouble (a slow custom
 query, a server that refuses it) never takes the instance out of its Service: it answers pg_up 0 instead. It runs
 as nobody (65534), not as the server's uid, on a read-only root filesystem.
@@ -14,6 +15,7 @@ pod, so a missing one never keeps an instance from starting (the exporter logs i
 from __future__ import annotations
 
 from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide.desired_config import DEFAULT_DATABASE
 from sampledb_operator.model import names
 from sampledb_operator.model.monitoring import DEFAULT_EXPORTER_IMAGE, EXPORTER_PORT, MONITOR_ROLE
 from sampledb_operator.model.objects import Obj
@@ -33,7 +35,7 @@ REQUESTS = (("cpu", "10m"), ("memory", "32Mi"))  # measured: docs/benchmarks.md,
 
 def data_source() -> str:
     """libpq keywords of the exporter's connection: the pod's socket, as the monitoring role, no password."""
-    return (f"host={pgconfig.RUN_DIR} port={names.POSTGRES_PORT} user={MONITOR_ROLE} dbname=postgres"
+    return (f"host={pgconfig.RUN_DIR} port={names.POSTGRES_PORT} user={MONITOR_ROLE} dbname={DEFAULT_DATABASE}"
             " sslmode=disable application_name=sampledb-exporter connect_timeout=5")
 
 

@@ -27,7 +27,8 @@ WATCHED = ["shop", "analytics"]  # the namespaces manifests/overlays/namespaced 
 EVERYTHING_ON = {
     "watchNamespaces": '["shop","analytics"]', "sharding.enabled": "true", "finalizerPolicy.enabled": "true",
     "monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true",
-    "monitoring.dashboard.enabled": "true", "monitoring.prometheusRule.labels": '{"release":"prometheus"}',
+    "monitoring.podMonitor.enabled": "true", "monitoring.dashboard.enabled": "true",
+    "monitoring.prometheusRule.labels": '{"release":"prometheus"}',
     "extraArgs": '["--workers=8"]', "extraEnv": '[{"name":"SAMPLEDB_LOG_LEVEL","value":"debug"}]',
     "imagePullSecrets": '[{"name":"registry"}]', "nodeSelector": '{"kubernetes.io/os":"linux"}',
     "chaosAnnotation.enabled": "true", "operatorRollouts": "0",
@@ -83,7 +84,7 @@ def test_the_chart_crds_are_the_generated_ones() -> None:
             f"charts/sampledb-operator/crds/{name} is stale: run `make crd`"
 
 
-@pytest.mark.parametrize("name", ["prometheusrule.yaml", "sampledb-operator.json"])
+@pytest.mark.parametrize("name", ["prometheusrule.yaml", "sampledb-operator.json", "sampledb-postgres.json"])
 def test_the_chart_monitoring_files_are_the_components(name: str) -> None:
     shipped = next((MANIFESTS / "components" / "monitoring").rglob(name))
     assert (CHART / "files" / name).read_text() == shipped.read_text(), \

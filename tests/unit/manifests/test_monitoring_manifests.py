@@ -211,3 +211,119 @@ def test_dashboard_queries_only_metrics_the_operator_documents() -> None:
             base = re.sub(r"_(bucket|count|sum)$", "", name)
             assert base in documented, f"{title}: {name} is not in docs/metrics.md"
         assert 'job=~"$job"' in expr, (title, expr)
+
+
+POSTGRES_DASHBOARD = MONITORING / "dashboards" / "sampledb-postgres.json"
+POSTGRES_JOB = "sampledb-postgres"
+
+
+def test_pod_monitor_selects_every_database_pod_on_the_exporters_port_and_names_the_rules_labels() -> None:
+    from sampledb_operator.decide import exporter
+    from sampledb_operator.decide.desired_statefulset import statefulset
+    from sampledb_operator.model.sampledb import SampleDB
+
+    monitor = load("podmonitor.yaml")
+    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}  # databases live in the users' namespaces
+    db = SampleDB.model_validate({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
+                                  "metadata": {"name": "orders", "namespace": "shop", "uid": "u"},
+                                  "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "replicas": 2}})
+    for index in range(2):
+        template = statefulset(db, index=index)["spec"]["template"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+        ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+        [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+        assert endpoint["port"] == exporter.PORT_NAME and endpoint["port"] in ports
+    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+    assert relabel["job"]["replacement"] == POSTGRES_JOB
+    assert relabel["name"]["sourceLabels"] == ["__meta_kubernetes_pod_label_sampledb_io_database"]
+    assert relabel["instance"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
+
+
+def postgres_dashboard_exprs() -> list[tuple[str, str]]:
+    dash = json.loads(POSTGRES_DASHBOARD.read_text())
+    return [(p["title"], t["expr"]) for p in dash["panels"] if p["type"] != "row" for t in p["targets"]]
+
+
+def test_the_postgres_dashboard_selects_the_exporters_job_and_documented_series() -> None:
+    dash = json.loads(POSTGRES_DASHBOARD.read_text())
+    assert dash["uid"] == POSTGRES_JOB
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "namespace", "database"}
+    documented = set(re.findall(r"`([a-z_]+)`", (REPO / "docs" / "metrics.md").read_text()))
+    for title, expr in postgres_dashboard_exprs():
+        assert f'job="{POSTGRES_JOB}"' in expr and 'name=~"$database"' in expr, (title, expr)
+        used = set(re.findall(r"\b(pg_[a-z_]+)", expr))
+        assert used and used <= documented, (title, used - documented)
+
+
+def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> None:
+    """`promtool test rules`: the per-instance alerts against series named as postgres_exporter names them, with
+    the labels the PodMonitor gives."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(load("prometheusrule.yaml")["spec"]))
+    target = f'job="{POSTGRES_JOB}", namespace="shop", name="orders", instance="orders-0"'
+    cases = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": f"pg_up{{{target}}}", "values": "1 1 0x20"},
+                {"series": f"up{{{target}}}", "values": "1x20"},
+                {"series": f'pg_stat_activity_count{{{target}, datname="app", state="idle"}}', "values": "50x20"},
+                {"series": f'pg_stat_activity_count{{{target}, datname="app", state="active"}}', "values": "45x20"},
+                {"series": f"pg_settings_max_connections{{{target}}}", "values": "100x20"},
+                {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="cdc"}}',
+                 "values": "0+67108864x20"},
+                {"series": f'pg_replication_slots_active{{{target}, slot_name="cdc"}}', "values": "0x20"},
+                {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="sdb_i1"}}',
+                 "values": "0+67108864x20"},
+                {"series": f'pg_replication_slots_active{{{target}, slot_name="sdb_i1"}}', "values": "1x20"},
+                {"series": f'pg_database_wraparound_age_datfrozenxid_seconds{{{target}, datname="app"}}',
+                 "values": "1100000000x30"},
+                {"series": f"pg_long_running_transactions_oldest_timestamp_seconds{{{target}}}",
+                 "values": "3000+60x20"},
+                {"series": f"pg_exporter_last_scrape_error{{{target}}}", "values": "0x20"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "6m", "alertname": "SampleDBPostgresDown", "exp_alerts": []},
+                {"eval_time": "7m", "alertname": "SampleDBPostgresDown",
+                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-0"},
+                                 "exp_annotations": {"summary": "The exporter beside shop/orders-0 cannot reach its"
+                                                                " PostgreSQL server, or is not answering itself."}}]},
+                {"eval_time": "5m", "alertname": "SampleDBConnectionsNearMax",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-0"},
+                                 "exp_annotations": {"summary": "shop/orders-0 uses more than 90% of"
+                                                                " max_connections; new clients will be refused."}}]},
+                # over 256 MiB from 5m on (64 MiB a minute), then 5 minutes: the active slot never
+                {"eval_time": "9m", "alertname": "SampleDBSlotInactive", "exp_alerts": []},
+                {"eval_time": "10m", "alertname": "SampleDBSlotInactive",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-0", "slot_name": "cdc"},
+                                 "exp_annotations": {"summary": "The inactive replication slot cdc on shop/orders-0"
+                                                                " keeps more than 256 MiB of WAL on its volume."}}]},
+                {"eval_time": "15m", "alertname": "SampleDBTransactionIDWraparound",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-0", "datname": "app"},
+                                 "exp_annotations": {"summary": "The database app of shop/orders is past half-way"
+                                                                " to transaction-ID wraparound; vacuum is not"
+                                                                " freezing it."}}]},
+                {"eval_time": "8m", "alertname": "SampleDBLongTransaction", "exp_alerts": []},
+                {"eval_time": "16m", "alertname": "SampleDBLongTransaction",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-0"},
+                                 "exp_annotations": {"summary": "A transaction on shop/orders-0 has been open for"
+                                                                " more than an hour; it holds back vacuum."}}]},
+                {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
+            ],
+        }],
+    }
+    tests = tmp_path / "tests.yaml"
+    tests.write_text(yaml.safe_dump(cases))
+    done = subprocess.run([promtool(), "test", "rules", str(tests)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
