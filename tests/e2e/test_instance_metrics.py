@@ -18,7 +18,7 @@ import yaml
 from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import REPO, OperatorProcess
-from tests.support.prometheus import PrometheusServer
+from tests.support.prometheus import PrometheusServer, as_grafana_would, dashboard_queries
 
 from sampledb_operator.model import names
 from sampledb_operator.model.monitoring import EXPORTER_PORT, MONITOR_ROLE
@@ -48,12 +48,11 @@ def primary_connection(ns: str) -> psycopg.Connection[Any]:
 
 
 def panel_queries() -> list[tuple[str, str]]:
-    dash = json.loads(DASHBOARD.read_text())
-    return [(p["title"], t["expr"]) for p in dash["panels"] if p["type"] != "row" for t in p["targets"]]
+    return dashboard_queries(DASHBOARD, JOB)
 
 
-def as_grafana_would(expr: str, ns: str) -> str:
-    return expr.replace("$__rate_interval", "1m").replace("$namespace", ns).replace("$database", NAME)
+def as_grafana(expr: str, ns: str) -> str:
+    return as_grafana_would(expr, namespace=ns, database=NAME)
 
 
 def postgres_rules(slot_threshold: str) -> dict[str, Any]:
@@ -125,14 +124,14 @@ def test_prometheus_scrapes_every_instance_and_the_dashboard_and_alerts_work_on_
         assert sorted(replicas.values()) == [0.0, 1.0, 1.0]  # one primary, two standbys
 
         def answers() -> list[tuple[str, str, list[dict[str, Any]]]] | None:
-            got = [(title, q, prom.query(q)) for title, expr in panel_queries() for q in [as_grafana_would(expr, ns)]]
+            got = [(title, q, prom.query(q)) for title, expr in panel_queries() for q in [as_grafana(expr, ns)]]
             return got if all(result for _, _, result in got) else None
 
         try:
             results = wait_until(answers, timeout=90, interval=1, what="every dashboard query to return series")
         except AssertionError:
             for title, expr in panel_queries():
-                q = as_grafana_would(expr, ns)
+                q = as_grafana(expr, ns)
                 print(f"{title}: {q} -> {prom.query(q)}")
             raise
         for title, _, result in results:

@@ -17,14 +17,19 @@ import pytest
 from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
+from tests.support.prometheus import PrometheusServer, as_grafana_would, dashboard_queries
 
 from sampledb_operator.model import names
+from sampledb_operator.model.monitoring import POOLER_EXPORTER_PORT
 
 pytestmark = pytest.mark.cluster
 NAME = "pooled"
 POOLER = names.pooler_name(NAME)
 PASSWORD = "p00led-reporting"
 CLIENTS = 500
+POOLER_JOB = "sampledb-pooler"
+DASHBOARD = Path(__file__).resolve().parents[2] / "manifests" / "components" / "monitoring" / "dashboards" / \
+    "sampledb-postgres.json"
 
 
 def pooler_ips(ns: str) -> list[str]:
@@ -138,6 +143,28 @@ def _no_commit_lost_when_a_pooler_pod_goes(ns: str) -> None:
     wait_until(lambda: len(pooler_ips(ns)) == 2, timeout=180, what="the pooler back to two pods")
 
 
+def _the_pooler_exporters_feed_the_dashboard(ns: str) -> None:
+    """A real Prometheus scrapes the pgbouncer_exporter beside each pooler pod (labelled as the PodMonitor labels
+    them): every pooler panel of the dashboard returns this database's series, counting the clients just served."""
+    pods = kubectl_json("get", "pods", "-n", ns, "-l", f"sampledb.io/pooler={NAME}")["items"]
+    targets = {f"{p['status']['podIP']}:{POOLER_EXPORTER_PORT}": {"namespace": ns, "name": NAME,
+                                                                "instance": p["metadata"]["name"]}
+               for p in pods if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")}
+    with PrometheusServer(list(targets), job=POOLER_JOB, labels=targets) as prom:
+        wait_until(prom.targets_up, timeout=60, what="Prometheus to scrape the pooler exporters")
+        up = wait_until(lambda: (r := prom.query(f'pgbouncer_up{{job="{POOLER_JOB}"}} == 1')) and len(r) == 2 and r,
+                        timeout=60, what="pgbouncer_up 1 on both pooler pods")
+        assert {r["metric"]["instance"] for r in up} == {t["instance"] for t in targets.values()}
+        queries = [(title, as_grafana_would(expr, namespace=ns, database=NAME))
+                   for title, expr in dashboard_queries(DASHBOARD, POOLER_JOB)]
+        assert len(queries) >= 4
+        wait_until(lambda: all(prom.query(q) for _, q in queries), timeout=60,
+                   what="every pooler panel query to return series")
+        pooled = prom.query(f'sum(pgbouncer_stats_sql_transactions_pooled_total{{job="{POOLER_JOB}",'
+                            ' database="app"})')
+        assert pooled and pooled[0]["value"] >= CLIENTS  # the 500 clients' queries went through
+
+
 def _pgbench_side_by_side(ns: str) -> None:
     """pgbench select-only through the pooler and directly (the numbers go to docs/benchmarks.md)."""
     kubectl("exec", "-n", ns, names.pod_name(NAME), "-c", "postgres", "--", "sh", "-c",
@@ -192,6 +219,7 @@ def test_the_pooler_answers_500_clients_with_their_own_roles_and_loses_no_commit
     print(json.dumps({"server_connections_by_role": by_role}))
     assert 0 < by_role.get("reporting", 0) <= 2 * 8  # two pods' pools of defaultPoolSize
 
+    _the_pooler_exporters_feed_the_dashboard(ns)
     _no_commit_lost_when_a_pooler_pod_goes(ns)
     _pgbench_side_by_side(ns)
 

@@ -161,3 +161,19 @@ def promtool_check_metrics(exposition: str) -> subprocess.CompletedProcess[str]:
     """`promtool check metrics` with the exposition on stdin (exit 0: no problems found)."""
     return subprocess.run([PROMTOOL, "check", "metrics"], input=exposition, capture_output=True, text=True,
                           timeout=60, check=False)
+
+
+def dashboard_queries(path: Path, job: str) -> list[tuple[str, str]]:
+    """(panel title, query) of a Grafana dashboard's panels that select `job`'s series."""
+    dash = json.loads(path.read_text())
+    return [(p["title"], t["expr"]) for p in dash["panels"] if p["type"] != "row" for t in p["targets"]
+            if f'job="{job}"' in t["expr"]]
+
+
+def as_grafana_would(expr: str, **variables: str) -> str:
+    """The query Grafana sends: $__rate_interval as 1m, each `$name` variable as one selected value."""
+    expr = expr.replace("$__rate_interval", "1m")
+    for name, value in sorted(variables.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(f"${name}", value)
+    return expr
+

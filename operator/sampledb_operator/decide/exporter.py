@@ -1,4 +1,5 @@
-"""The exporter container beside each instance (spec.monitoring): postgres_exporter on port EXPORTER_PORT.
+"""The exporter containers (spec.monitoring): postgres_exporter beside each instance on port EXPORTER_PORT, and
+pgbouncer_exporter beside each pooler pod on port POOLER_EXPORTER_PORT.
 
 Pure: no I/O. It reaches the server only over the pod's socket directory (mounted read-only), as MONITOR_ROLE
 (reconcilers/monitoring.py makes the role), to the application's database `app` (server-wide statistics from
@@ -6,6 +7,10 @@ there, and that database's tables); it never reads the data volume or the
 database's Secret. It has no readiness probe and no memory limit, so that an exporter in trouble (a slow custom
 query, a server that refuses it) never takes the instance out of its Service: it answers pg_up 0 instead. It runs
 as nobody (65534), not as the server's uid, on a read-only root filesystem.
+
+The pooler's exporter reads PgBouncer's admin console (SHOW POOLS, STATS, ...) over the pod's loopback as
+POOLER_ROLE, PgBouncer's stats user, with that role's password from the pooler's Secret in PGPASSWORD (never in
+its arguments); over TLS when PgBouncer serves it.
 
 Invariants: no container when monitoring is off, so a database with it off keeps its pod template; the arguments
 work with the upstream image (its entrypoint is the exporter); the custom-queries ConfigMap is optional in the
@@ -17,8 +22,15 @@ from __future__ import annotations
 from sampledb_operator.decide import pgconfig
 from sampledb_operator.decide.desired_config import DEFAULT_DATABASE
 from sampledb_operator.model import names
-from sampledb_operator.model.monitoring import DEFAULT_EXPORTER_IMAGE, EXPORTER_PORT, MONITOR_ROLE
+from sampledb_operator.model.monitoring import (
+    DEFAULT_EXPORTER_IMAGE,
+    DEFAULT_POOLER_EXPORTER_IMAGE,
+    EXPORTER_PORT,
+    MONITOR_ROLE,
+    POOLER_EXPORTER_PORT,
+)
 from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.roles import POOLER_ROLE
 from sampledb_operator.model.sampledb import SampleDB
 
 CONTAINER = "exporter"
@@ -70,3 +82,24 @@ def volumes(db: SampleDB) -> list[Obj]:
         return []
     return [{"name": QUERIES_VOLUME, "configMap": {"name": queries.name, "optional": True,
                                                    "items": [{"key": queries.key, "path": QUERIES_FILE}]}}]
+
+
+def pooler_container(db: SampleDB, secret: str, key: str) -> Obj | None:
+    """The pooler exporter's container for a PgBouncer pod; `secret`/`key`: the pooler role's password. None with
+    monitoring off."""
+    spec = db.spec.monitoring
+    if not spec.enabled:
+        return None
+    ssl = "require" if db.spec.tls.enabled else "disable"  # PgBouncer serves TLS to clients with the server
+    url = f"postgres://{POOLER_ROLE}@127.0.0.1:{names.POSTGRES_PORT}/pgbouncer?sslmode={ssl}&connect_timeout=5"
+    return {
+        "name": CONTAINER,
+        "image": spec.pooler_image or DEFAULT_POOLER_EXPORTER_IMAGE,
+        "args": [f"--web.listen-address=:{POOLER_EXPORTER_PORT}", "--log.level=warn",
+                 f"--pgBouncer.connectionString={url}", "--pgBouncer.pid-file="],
+        "env": [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}],
+        "ports": [{"name": PORT_NAME, "containerPort": POOLER_EXPORTER_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(REQUESTS)},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "readOnlyRootFilesystem": True, "runAsUser": NOBODY, "runAsGroup": NOBODY},
+    }

@@ -10,7 +10,8 @@ LOOKUP_FUNCTION in the database `postgres` (auth_dbname), which only that role m
 its own password, and PgBouncer logs in to the server as that role with the keys of the client's SCRAM exchange.
 
 All its children (and, with two pods or more, a PodDisruptionBudget letting a drain take one pod at a time) are
-owned by the SampleDB and carry the component POOLER_COMPONENT: without spec.pooler a pass deletes them
+owned by the SampleDB and carry the component POOLER_COMPONENT; with spec.monitoring each pod runs pgbouncer_exporter
+beside PgBouncer (decide/exporter.pooler_container): without spec.pooler a pass deletes them
 (decide/plan.removals). The pods restart (a rolling update of the Deployment, one pod at a time)
 when pgbouncer.ini changes: the template carries its hash.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sampledb_operator.decide import tls
+from sampledb_operator.decide import exporter, tls
 from sampledb_operator.decide.desired_statefulset import container_security, pod_security
 from sampledb_operator.decide.labels import COMPONENT_LABEL, POOLER_COMPONENT, db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
@@ -124,6 +125,7 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
         "volumeMounts": mounts,
         "securityContext": container_security(),
     }
+    sidecar = exporter.pooler_container(db, name, PASSWORD_KEY)  # its metrics, with spec.monitoring
     pod_labels = {**labels(db, POOLER_COMPONENT), **selector(db)}
     return {
         "apiVersion": "apps/v1",
@@ -141,7 +143,7 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
                     "enableServiceLinks": False,
                     "securityContext": pod_security(),
                     "terminationGracePeriodSeconds": 30,
-                    "containers": [container],
+                    "containers": [container, *([sidecar] if sidecar else [])],
                     "volumes": volumes,
                     "topologySpreadConstraints": [{
                         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",

@@ -5,7 +5,8 @@ port EXPORTER_PORT (`metrics`), connected over the pod's socket as MONITOR_ROLE:
 primary, member of pg_monitor (reads every statistic, no data), LOGIN without a password (the socket is the only
 way in: TCP lines of pg_hba ask for a password it does not have), with MONITOR_STATEMENT_TIMEOUT on every query,
 its own and the user's custom ones. `customQueries` names a ConfigMap key in postgres_exporter's queries.yaml
-format, run by that role. The pooler's exporter (pgbouncer_exporter) is spec.pooler's, not this.
+format, run by that role. With spec.pooler, each PgBouncer pod runs pgbouncer_exporter on POOLER_EXPORTER_PORT
+too (the same switch).
 
 Invariants: the exporter never connects as a superuser; turning it on or off, or changing its image or custom
 queries, changes the pod template (a rolling restart of the instances, as any template change).
@@ -46,6 +47,10 @@ class MonitoringSpec(SpecModel):
         default=None,
         description=f"A postgres_exporter image (0.15 or later, the upstream entrypoint); {DEFAULT_EXPORTER_IMAGE}"
         " when omitted.")
+    pooler_image: Image | None = Field(
+        default=None,
+        description=f"A pgbouncer_exporter image (0.8 or later, the upstream entrypoint) for the pooler's pods (port"
+        f" 9127), with spec.pooler; {DEFAULT_POOLER_EXPORTER_IMAGE} when omitted.")
     custom_queries: KeyRef | None = Field(
         default=None,
         description="A key of a ConfigMap in the database's namespace with more metrics in postgres_exporter's"

@@ -61,7 +61,7 @@ def test_the_deployment_mounts_what_the_ini_names_and_rolls_when_it_changes() ->
     spec = dep["spec"]
     assert spec["replicas"] == 3 and spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     pod = spec["template"]["spec"]
-    [container] = pod["containers"]
+    container, _exporter = pod["containers"]
     assert container["image"] == DEFAULT_IMAGE and container["command"] == ["pgbouncer", "/etc/pgbouncer/pgbouncer.ini"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -149,3 +149,22 @@ def test_a_new_certificate_rolls_the_pooler_pods() -> None:
     assert one[dp.CERTIFICATE_ANNOTATION] == "aaaa" and one != two
     plain = dp.children(make_db({}, tls={"enabled": False}), ca=False, certificate="aaaa")[1]
     assert dp.CERTIFICATE_ANNOTATION not in plain["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_the_pooler_pods_run_its_exporter_with_the_roles_password_from_the_secret_not_in_arguments() -> None:
+    from sampledb_operator.decide import exporter
+    from sampledb_operator.model.monitoring import DEFAULT_POOLER_EXPORTER_IMAGE, POOLER_EXPORTER_PORT
+
+    for tls_on, sslmode in ((True, "require"), (False, "disable")):
+        db = make_db({}, tls={"enabled": tls_on})
+        _pgbouncer, sidecar = dp.deployment(db, ca=tls_on)["spec"]["template"]["spec"]["containers"]
+        assert sidecar["image"] == DEFAULT_POOLER_EXPORTER_IMAGE and "command" not in sidecar
+        assert sidecar["ports"] == [{"name": exporter.PORT_NAME, "containerPort": POOLER_EXPORTER_PORT,
+                                     "protocol": "TCP"}]
+        [url] = [a.split("=", 1)[1] for a in sidecar["args"] if a.startswith("--pgBouncer.connectionString=")]
+        assert url == (f"postgres://{POOLER_ROLE}@127.0.0.1:5432/pgbouncer?sslmode={sslmode}&connect_timeout=5")
+        assert sidecar["env"] == [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {
+            "name": names.pooler_name("orders"), "key": dp.PASSWORD_KEY}}}]
+        assert "admin_users = \n" in dp.ini(db, ca=tls_on) and f"stats_users = {POOLER_ROLE}" in dp.ini(db, ca=tls_on)
+    off = dp.deployment(make_db({}, monitoring={"enabled": False, "poolerImage": "example.org/e:1"}), ca=True)
+    assert [c["name"] for c in off["spec"]["template"]["spec"]["containers"]] == ["pgbouncer"]

@@ -215,29 +215,39 @@ def test_dashboard_queries_only_metrics_the_operator_documents() -> None:
 
 POSTGRES_DASHBOARD = MONITORING / "dashboards" / "sampledb-postgres.json"
 POSTGRES_JOB = "sampledb-postgres"
+POOLER_JOB = "sampledb-pooler"
 
 
-def test_pod_monitor_selects_every_database_pod_on_the_exporters_port_and_names_the_rules_labels() -> None:
+def test_the_pod_monitors_select_the_database_and_pooler_pods_on_their_exporters_port() -> None:
     from sampledb_operator.decide import exporter
+    from sampledb_operator.decide import pooler as dp
     from sampledb_operator.decide.desired_statefulset import statefulset
     from sampledb_operator.model.sampledb import SampleDB
 
-    monitor = load("podmonitor.yaml")
-    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
-    assert monitor["spec"]["namespaceSelector"] == {"any": True}  # databases live in the users' namespaces
+    monitors = {m["metadata"]["name"]: m for m in yaml.safe_load_all((MONITORING / "podmonitor.yaml").read_text())}
+    assert set(monitors) == {POSTGRES_JOB, POOLER_JOB}
     db = SampleDB.model_validate({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
                                   "metadata": {"name": "orders", "namespace": "shop", "uid": "u"},
-                                  "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "replicas": 2}})
-    for index in range(2):
-        template = statefulset(db, index=index)["spec"]["template"]
-        assert monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
-        ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+                                  "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "replicas": 2,
+                                           "pooler": {"instances": 2}}})
+    templates = {POSTGRES_JOB: [statefulset(db, index=i)["spec"]["template"] for i in range(2)],
+                 POOLER_JOB: [dp.deployment(db, ca=True)["spec"]["template"]]}
+    for job, monitor in monitors.items():
+        assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
+        assert monitor["spec"]["namespaceSelector"] == {"any": True}  # databases live in the users' namespaces
         [endpoint] = monitor["spec"]["podMetricsEndpoints"]
-        assert endpoint["port"] == exporter.PORT_NAME and endpoint["port"] in ports
-    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
-    assert relabel["job"]["replacement"] == POSTGRES_JOB
-    assert relabel["name"]["sourceLabels"] == ["__meta_kubernetes_pod_label_sampledb_io_database"]
-    assert relabel["instance"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
+        for template in templates[job]:
+            assert monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+            ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+            assert endpoint["port"] == exporter.PORT_NAME and endpoint["port"] in ports
+        for other in set(templates) - {job}:  # each selects its own pods only
+            for template in templates[other]:
+                assert not monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+        relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+        assert relabel["job"]["replacement"] == job
+        label = "sampledb_io_database" if job == POSTGRES_JOB else "sampledb_io_pooler"
+        assert relabel["name"]["sourceLabels"] == [f"__meta_kubernetes_pod_label_{label}"]
+        assert relabel["instance"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
 
 
 def postgres_dashboard_exprs() -> list[tuple[str, str]]:
@@ -253,8 +263,9 @@ def test_the_postgres_dashboard_selects_the_exporters_job_and_documented_series(
     assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "namespace", "database"}
     documented = set(re.findall(r"`([a-z_]+)`", (REPO / "docs" / "metrics.md").read_text()))
     for title, expr in postgres_dashboard_exprs():
-        assert f'job="{POSTGRES_JOB}"' in expr and 'name=~"$database"' in expr, (title, expr)
-        used = set(re.findall(r"\b(pg_[a-z_]+)", expr))
+        assert (f'job="{POSTGRES_JOB}"' in expr or f'job="{POOLER_JOB}"' in expr), (title, expr)
+        assert 'name=~"$database"' in expr, (title, expr)
+        used = set(re.findall(r"\b((?:pg|pgbouncer)_[a-z_]+)", expr))
         assert used and used <= documented, (title, used - documented)
 
 
@@ -286,6 +297,13 @@ def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> Non
                 {"series": f"pg_long_running_transactions_oldest_timestamp_seconds{{{target}}}",
                  "values": "3000+60x20"},
                 {"series": f"pg_exporter_last_scrape_error{{{target}}}", "values": "0x20"},
+                {"series": f'pgbouncer_up{{job="{POOLER_JOB}", namespace="shop", name="orders",'
+                           ' instance="orders-pooler-a"}', "values": "1x20"},
+                {"series": f'up{{job="{POOLER_JOB}", namespace="shop", name="orders", instance="orders-pooler-a"}}',
+                 "values": "1 0x20"},
+                {"series": f'pgbouncer_pools_client_maxwait_seconds{{job="{POOLER_JOB}", namespace="shop",'
+                           ' name="orders", instance="orders-pooler-b", database="app", user="app"}',
+                 "values": "0 0 30x20"},
             ],
             "alert_rule_test": [
                 {"eval_time": "6m", "alertname": "SampleDBPostgresDown", "exp_alerts": []},
@@ -319,6 +337,21 @@ def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> Non
                                  "exp_annotations": {"summary": "A transaction on shop/orders-0 has been open for"
                                                                 " more than an hour; it holds back vacuum."}}]},
                 {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
+                {"eval_time": "5m", "alertname": "SampleDBPoolerDown", "exp_alerts": []},
+                {"eval_time": "6m", "alertname": "SampleDBPoolerDown",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-pooler-a"},
+                                 "exp_annotations": {"summary": "The exporter beside the pooler pod"
+                                                                " shop/orders-pooler-a cannot read PgBouncer's"
+                                                                " statistics, or is not answering itself."}}]},
+                {"eval_time": "6m", "alertname": "SampleDBPoolerClientsWaiting", "exp_alerts": []},
+                {"eval_time": "7m", "alertname": "SampleDBPoolerClientsWaiting",
+                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
+                                                "instance": "orders-pooler-b"},
+                                 "exp_annotations": {"summary": "Clients of the pooler pod shop/orders-pooler-b wait"
+                                                                " more than 10 s for a server connection:"
+                                                                " spec.pooler.defaultPoolSize is too small for the"
+                                                                " load, or the server is slow."}}]},
             ],
         }],
     }
