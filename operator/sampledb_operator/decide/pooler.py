@@ -32,6 +32,7 @@ from sampledb_operator.model.conditions import Condition, ConditionType
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.pooler import AUTH_DATABASE, DEFAULT_IMAGE, LOOKUP_FUNCTION, POOLER_ROLE
 from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.model.spec_rules import ResourceRequirements
 
 INI_KEY = "pgbouncer.ini"
 USERLIST_KEY = "userlist.txt"  # in the Secret: `"sampledb_pooler" "<password>"`, PgBouncer's auth_file
@@ -78,6 +79,13 @@ def ini(db: SampleDB, *, ca: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _resources(res: ResourceRequirements | None) -> Obj:
+    if res is None or not (res.requests or res.limits):
+        return {"requests": {"cpu": "50m", "memory": "32Mi"}}
+    return {part: {k: str(v) for k, v in sorted(values.items())}
+            for part, values in (("requests", res.requests), ("limits", res.limits)) if values}
+
+
 def configmap(db: SampleDB, *, ca: bool) -> Obj:
     name = names.pooler_name(db_name(db))
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(db, name, POOLER_COMPONENT),
@@ -121,7 +129,7 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
         "ports": [{"name": "postgresql", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
         "readinessProbe": probe,
         "livenessProbe": {**probe, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+        "resources": _resources(pooler.resources),
         "volumeMounts": mounts,
         "securityContext": container_security(),
     }

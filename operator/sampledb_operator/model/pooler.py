@@ -22,7 +22,7 @@ from pydantic import Field
 
 from sampledb_operator.model.roles import POOLER_ROLE
 from sampledb_operator.model.schema import Rule, SpecModel, cel_string
-from sampledb_operator.model.spec_rules import Image
+from sampledb_operator.model.spec_rules import Image, ResourceRequirements
 
 DEFAULT_IMAGE = "ghcr.io/cloudnative-pg/pgbouncer:1.24.1"  # PgBouncer 1.19 or later, `pgbouncer` on its PATH
 # PgBouncer settings spec.pooler.parameters may set: timeouts, limits, logging. Everything else (files, listeners,
@@ -81,6 +81,9 @@ class PoolerSpec(SpecModel):
     image: Image | None = Field(
         default=None,
         description=f"A PgBouncer image (1.19 or later, `pgbouncer` on its PATH); {DEFAULT_IMAGE} when omitted.")
+    resources: ResourceRequirements | None = Field(
+        default=None,
+        description="Compute resources of each PgBouncer container; requests cpu 50m, memory 32Mi when omitted.")
     parameters: PoolerParameters | None = Field(
         default=None,
         description="More PgBouncer settings, from its timeouts, limits and logging (server_idle_timeout,"

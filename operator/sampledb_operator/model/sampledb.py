@@ -48,12 +48,11 @@ from sampledb_operator.model.spec_rules import (
     MIN_SIZE_RULE,
     MIN_STORAGE,
     PARAMETER_NAME_RE,
-    REQUEST_WITHIN_LIMIT_RULE,
     SUPPORTED_MAJORS,
     VERSION_RE,
     Image,
     Parameters,
-    ResourceList,
+    ResourceRequirements,
     Version,
     grow_only,
 )
@@ -114,19 +113,6 @@ class StorageSpec(SpecModel):
         default=None,
         description="Grow the data volume by itself before it fills (the StorageClass must allow volume"
         " expansion). Without it, the volume grows only when size is raised.",
-    )
-
-
-class ResourceRequirements(SpecModel):
-    """Compute resources of the database container."""
-
-    cel_rules = (REQUEST_WITHIN_LIMIT_RULE,)
-
-    requests: ResourceList | None = Field(
-        default=None, description="Minimum resources, e.g. {cpu: 250m, memory: 512Mi}."
-    )
-    limits: ResourceList | None = Field(
-        default=None, description="Maximum resources; each must be at least the matching request."
     )
 
 

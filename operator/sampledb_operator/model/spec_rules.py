@@ -21,6 +21,7 @@ from sampledb_operator.model.schema import (
     SHORT_TEXT_MAX,
     Quantity,
     Rule,
+    SpecModel,
     cel_quantity,
     cel_string,
 )
@@ -272,3 +273,16 @@ Parameters = Annotated[
     dict[str, ParameterValue], Field(max_length=64), PARAMETER_NAME_RULE, FORBIDDEN_PARAMETER_RULE,
 ]
 """postgresql.conf settings: bounded, well-named, single-line, none of the forbidden ones."""
+
+
+class ResourceRequirements(SpecModel):
+    """Compute resources of a container (the database's, or the pooler's)."""
+
+    cel_rules = (REQUEST_WITHIN_LIMIT_RULE,)
+
+    requests: ResourceList | None = Field(
+        default=None, description="Minimum resources, e.g. {cpu: 250m, memory: 512Mi}."
+    )
+    limits: ResourceList | None = Field(
+        default=None, description="Maximum resources; each must be at least the matching request."
+    )

@@ -168,3 +168,13 @@ def test_the_pooler_pods_run_its_exporter_with_the_roles_password_from_the_secre
         assert "admin_users = \n" in dp.ini(db, ca=tls_on) and f"stats_users = {POOLER_ROLE}" in dp.ini(db, ca=tls_on)
     off = dp.deployment(make_db({}, monitoring={"enabled": False, "poolerImage": "example.org/e:1"}), ca=True)
     assert [c["name"] for c in off["spec"]["template"]["spec"]["containers"]] == ["pgbouncer"]
+
+
+def test_the_pooler_containers_resources_come_from_the_spec_or_the_defaults() -> None:
+    def resources(pooler: dict[str, Any]) -> Any:
+        return dp.deployment(make_db(pooler), ca=True)["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+    assert resources({}) == {"requests": {"cpu": "50m", "memory": "32Mi"}}
+    assert resources({"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}}) \
+        == {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+    assert resources({"resources": {"limits": {"cpu": "1"}}}) == {"limits": {"cpu": "1"}}
