@@ -9,8 +9,8 @@ A PVC's applied size is never below the size it has (`never_shrink`). A Stateful
 made without the bucket label keeps it without (`template_as_made`: adding a label to a template restarts
 the pods). Only the kinds of PRUNED_KINDS are ever deleted for not being desired (`removals`: the
 PodDisruptionBudget of a database scaled down to one instance), and the children of the components of
-PRUNED_COMPONENTS (the pooler's, once spec.pooler is removed); every other child leaves only by the deletion
-and replication steps.
+PRUNED_COMPONENTS (the poolers', once spec.pooler no longer asks for them); every other child leaves only by
+the deletion and replication steps.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ IMMUTABLE_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = MappingProxyType({
 # deletion step needs: those leave only by their steps.
 PRUNED_KINDS: Mapping[str, str] = MappingProxyType({"PodDisruptionBudget": "the database has one instance"})
 # The same, for every kind, by the component label: the pooler's children (decide/pooler.py) without spec.pooler.
-PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({POOLER_COMPONENT: "spec.pooler is not set"})
+PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({POOLER_COMPONENT: "spec.pooler does not ask for it"})
 
 
 @dataclass(frozen=True, slots=True)

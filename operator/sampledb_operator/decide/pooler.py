@@ -45,11 +45,17 @@ CERTIFICATE_ANNOTATION = "sampledb.io/pooler-certificate"  # the served certific
 CA_KEY = "ca.crt"  # in the database's ConfigMap (decide/desired_config.configmap) while it serves TLS
 
 
-def ini(db: SampleDB, *, ca: bool) -> str:
-    """pgbouncer.ini; `ca`: the database's CA is published (spec.tls.enabled), so the server is verified."""
+def _name(db: SampleDB, read_only: bool) -> str:
+    return names.read_only_pooler_name(db_name(db)) if read_only else names.pooler_name(db_name(db))
+
+
+def ini(db: SampleDB, *, ca: bool, read_only: bool = False) -> str:
+    """pgbouncer.ini; `ca`: the database's CA is published (spec.tls.enabled), so the server is verified;
+    `read_only`: the read-only pooler's, whose server is the standbys' Service (its lookups go there too)."""
     assert db.spec.pooler is not None
     pooler = db.spec.pooler
-    host = names.service_host(db_name(db), namespace_of(db))
+    server = names.replica_service_name(db_name(db)) if read_only else db_name(db)
+    host = names.service_host(server, namespace_of(db))
     settings: dict[str, str] = {
         "listen_addr": "*",
         "listen_port": str(names.POSTGRES_PORT),
@@ -86,28 +92,29 @@ def _resources(res: ResourceRequirements | None) -> Obj:
             for part, values in (("requests", res.requests), ("limits", res.limits)) if values}
 
 
-def configmap(db: SampleDB, *, ca: bool) -> Obj:
-    name = names.pooler_name(db_name(db))
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(db, name, POOLER_COMPONENT),
-            "data": {INI_KEY: ini(db, ca=ca)}}
+def configmap(db: SampleDB, *, ca: bool, read_only: bool = False) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(db, _name(db, read_only), POOLER_COMPONENT),
+            "data": {INI_KEY: ini(db, ca=ca, read_only=read_only)}}
 
 
-def selector(db: SampleDB) -> dict[str, str]:
-    """The pooler pods' selector (immutable once the Deployment exists)."""
+def selector(db: SampleDB, read_only: bool = False) -> dict[str, str]:
+    """The pooler pods' selector (immutable once the Deployment exists); the read-only pooler's pods carry another
+    label, so neither Service selects the other's pods."""
     return {"app.kubernetes.io/instance": db_name(db), COMPONENT_LABEL: POOLER_COMPONENT,
-            "sampledb.io/pooler": db_name(db)}
+            ("sampledb.io/pooler-ro" if read_only else "sampledb.io/pooler"): db_name(db)}
 
 
-def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
+def deployment(db: SampleDB, *, ca: bool, certificate: str = "", read_only: bool = False) -> Obj:
     """The PgBouncer Deployment; `certificate`: the served certificate's digest (a new one rolls the pods: PgBouncer
-    reads it at its start)."""
+    reads it at its start). Both poolers log in with the pooler's one Secret."""
     assert db.spec.pooler is not None
     pooler = db.spec.pooler
-    name = names.pooler_name(db_name(db))
-    digest = hashlib.sha256(ini(db, ca=ca).encode()).hexdigest()[:16]
+    name = _name(db, read_only)
+    secret = names.pooler_name(db_name(db))
+    digest = hashlib.sha256(ini(db, ca=ca, read_only=read_only).encode()).hexdigest()[:16]
     volumes: list[Obj] = [
         {"name": "config", "configMap": {"name": name, "items": [{"key": INI_KEY, "path": INI_KEY}]}},
-        {"name": "auth", "secret": {"secretName": name, "items": [{"key": USERLIST_KEY, "path": USERLIST_KEY}]}},
+        {"name": "auth", "secret": {"secretName": secret, "items": [{"key": USERLIST_KEY, "path": USERLIST_KEY}]}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
     ]
     mounts: list[Obj] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
@@ -133,15 +140,15 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
         "volumeMounts": mounts,
         "securityContext": container_security(),
     }
-    sidecar = exporter.pooler_container(db, name, PASSWORD_KEY)  # its metrics, with spec.monitoring
-    pod_labels = {**labels(db, POOLER_COMPONENT), **selector(db)}
+    sidecar = exporter.pooler_container(db, secret, PASSWORD_KEY)  # its metrics, with spec.monitoring
+    pod_labels = {**labels(db, POOLER_COMPONENT), **selector(db, read_only)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta(db, name, POOLER_COMPONENT),
         "spec": {
-            "replicas": pooler.instances,
-            "selector": {"matchLabels": selector(db)},
+            "replicas": pooler.read_only_instances if read_only else pooler.instances,
+            "selector": {"matchLabels": selector(db, read_only)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": {
@@ -155,43 +162,56 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "") -> Obj:
                     "volumes": volumes,
                     "topologySpreadConstraints": [{
                         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector(db)}}],
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": selector(db, read_only)}}],
                 },
             },
         },
     }
 
 
-def service(db: SampleDB) -> Obj:
-    name = names.pooler_name(db_name(db))
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(db, name, POOLER_COMPONENT),
-            "spec": {"type": "ClusterIP", "selector": selector(db),
+def service(db: SampleDB, read_only: bool = False) -> Obj:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(db, _name(db, read_only), POOLER_COMPONENT),
+            "spec": {"type": "ClusterIP", "selector": selector(db, read_only),
                      "ports": [{"name": "postgresql", "port": names.POSTGRES_PORT,
                                 "targetPort": names.POSTGRES_PORT, "protocol": "TCP"}]}}
 
 
-def disruption_budget(db: SampleDB) -> Obj:
+def disruption_budget(db: SampleDB, read_only: bool = False) -> Obj:
     """With two pooler pods or more: a node drain takes one at a time (none for one pod: it would block drains)."""
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": meta(db, names.pooler_name(db_name(db)), POOLER_COMPONENT),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(db)}}}
+            "metadata": meta(db, _name(db, read_only), POOLER_COMPONENT),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(db, read_only)}}}
+
+
+def read_only_wanted(db: SampleDB) -> bool:
+    """spec.pooler.readOnlyInstances asks for a read-only pooler and the database has standbys to send it to."""
+    return db.spec.pooler is not None and db.spec.pooler.read_only_instances > 0 and db.spec.replicas > 1
 
 
 def children(db: SampleDB, *, ca: bool, certificate: str = "") -> list[Obj]:
-    """The pooler's children, none without spec.pooler; its PodDisruptionBudget with two pods or more."""
+    """The pooler's children, none without spec.pooler; each pooler's PodDisruptionBudget with two pods or more;
+    the read-only pooler's with readOnlyInstances and standbys."""
     if db.spec.pooler is None:
         return []
-    out = [configmap(db, ca=ca), deployment(db, ca=ca, certificate=certificate if db.spec.tls.enabled else ""),
-           service(db)]
-    return [*out, disruption_budget(db)] if db.spec.pooler.instances > 1 else out
+    served = certificate if db.spec.tls.enabled else ""
+    out: list[Obj] = []
+    poolers = ((False, db.spec.pooler.instances), (True, db.spec.pooler.read_only_instances))
+    for read_only, count in poolers if read_only_wanted(db) else poolers[:1]:
+        out += [configmap(db, ca=ca, read_only=read_only),
+                deployment(db, ca=ca, certificate=served, read_only=read_only), service(db, read_only)]
+        out += [disruption_budget(db, read_only)] if count > 1 else []
+    return out
 
 
 NOT_READY, SETUP_PENDING = "PoolerNotReady", "PoolerSetupPending"  # PoolerReady=False reasons the alert watches
 
 
-def condition(db: SampleDB, deployment: Obj | None, *, applied: bool, had: bool) -> Condition | None:
+def condition(db: SampleDB, deployment: Obj | None, *, applied: bool, had: bool,
+              read_only: Obj | None = None) -> Condition | None:
     """PoolerReady: True once the role and function are made (`applied`) and every pod of the current template is
-    ready; present once a pooler was asked for (`had`: the status has the condition), False/NotRequested after."""
+    ready, the read-only pooler's (`read_only`: its Deployment) too when it is wanted; present once a pooler was
+    asked for (`had`: the status has the condition), False/NotRequested after."""
     def cond(ok: bool, reason: str, message: str) -> Condition:
         return Condition(type=ConditionType.POOLER_READY.value, status="True" if ok else "False", reason=reason,
                          message=message, observed_generation=db.metadata.generation)
@@ -200,15 +220,26 @@ def condition(db: SampleDB, deployment: Obj | None, *, applied: bool, had: bool)
     if not applied:
         return cond(False, SETUP_PENDING, f"the pooler's role {POOLER_ROLE} and lookup function are not made yet"
                     " (they are once the database is ready; Degraded says why when the server refuses)")
-    want = db.spec.pooler.instances
-    status = (deployment or {}).get("status") or {}
-    current = int(status.get("observedGeneration") or 0) >= int(((deployment or {}).get("metadata") or {}).get(
-        "generation") or 0)
-    ready = min(int(status.get("updatedReplicas") or 0), int(status.get("readyReplicas") or 0))
-    if deployment is None or not current or ready < want:
-        return cond(False, NOT_READY, f"{ready if deployment is not None else 0} of {want} pooler pods ready with"
-                    f" the current configuration (Deployment {names.pooler_name(db_name(db))})")
-    return cond(True, "PoolerReady", f"{want} pooler pods ready at Service {names.pooler_name(db_name(db))}")
+    poolers = [(names.pooler_name(db_name(db)), deployment, db.spec.pooler.instances)]
+    if read_only_wanted(db):
+        poolers.append((names.read_only_pooler_name(db_name(db)), read_only, db.spec.pooler.read_only_instances))
+    for name, dep, want in poolers:
+        ready = _ready_pods(dep)
+        if ready is None or ready < want:
+            return cond(False, NOT_READY, f"{ready or 0} of {want} pooler pods ready with the current configuration"
+                        f" (Deployment {name})")
+    return cond(True, "PoolerReady", ", ".join(f"{want} pooler pods ready at Service {name}"
+                                                 for name, _dep, want in poolers))
+
+
+def _ready_pods(deployment: Obj | None) -> int | None:
+    """Pods of the Deployment's current template that are ready; None while it is absent or not observed yet."""
+    if deployment is None:
+        return None
+    status = deployment.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int((deployment.get("metadata") or {}).get("generation") or 0):
+        return None
+    return min(int(status.get("updatedReplicas") or 0), int(status.get("readyReplicas") or 0))
 
 
 def userlist(password: str) -> str:

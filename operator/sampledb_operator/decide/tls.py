@@ -38,12 +38,15 @@ SERVED, IMAGE_WITHOUT_SSL = "Served", "ImageWithoutSSL"  # the Encrypted conditi
 RELOAD_CHECK_SECONDS = 10.0  # (the kubelet refreshes a mounted Secret within about a minute)
 
 
-def dns_names(db: str, namespace: str, *, pooler: bool = False) -> list[str]:
+def dns_names(db: str, namespace: str, *, pooler: bool = False, read_only_pooler: bool = False) -> list[str]:
     """The names clients and standbys reach the database by: its Services, short and qualified, and its pods'; with
-    `pooler` (spec.pooler) the pooler's Service too (PgBouncer serves the same certificate)."""
+    `pooler` (spec.pooler) the pooler's Service too (PgBouncer serves the same certificate), and with
+    `read_only_pooler` the read-only pooler's."""
     out: list[str] = []
-    services = (names.client_service_name(db), names.replica_service_name(db))
-    for service in (*services, names.pooler_name(db)) if pooler else services:
+    services = (names.client_service_name(db), names.replica_service_name(db),
+                *((names.pooler_name(db),) if pooler else ()),
+                *((names.read_only_pooler_name(db),) if pooler and read_only_pooler else ()))
+    for service in services:
         out += [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
                 f"{service}.{namespace}.svc.cluster.local"]
     headless = names.headless_service_name(db)

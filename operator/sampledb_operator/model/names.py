@@ -141,6 +141,11 @@ def pooler_name(db: str) -> str:
     return fit(db, "-pooler")
 
 
+def read_only_pooler_name(db: str) -> str:
+    """The read-only pooler's Deployment, Service and ConfigMap (spec.pooler.readOnlyInstances)."""
+    return fit(db, "-pooler-ro")
+
+
 def disruption_budget_name(db: str) -> str:
     """The PodDisruptionBudget over the instances' pods (a database of more than one instance)."""
     return db

@@ -69,6 +69,10 @@ class PoolerSpec(SpecModel):
     instances: int = Field(default=2, ge=1, le=MAX_INSTANCES,
                            description="PgBouncer pods (spread over nodes when it can). 2 keeps the pooler up while"
                            " one restarts.")
+    read_only_instances: int = Field(
+        default=0, ge=0, le=MAX_INSTANCES,
+        description="PgBouncer pods in front of the standbys, at the Service <name>-pooler-ro (read-only"
+        " connections, as <name>-ro; with spec.replicas above 1). 0: none.")
     mode: PoolMode = Field(default=PoolMode.SESSION,
                            description="When a server connection goes back to the pool: session (at the client's"
                            " disconnect; every feature works), transaction (at each transaction's end: many more"

@@ -107,9 +107,10 @@ def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
 def owned_children(db: SampleDB) -> list[tuple[str, str]]:
     """The database's long-lived children (kind, name) owned by the SampleDB: its PodDisruptionBudget (no
     deletion step needs it, so the garbage collector removes it with the database; disown leaves it)."""
-    pooler = names.pooler_name(db.metadata.name)  # decide/pooler.py's, with spec.pooler
+    poolers = (names.pooler_name(db.metadata.name), names.read_only_pooler_name(db.metadata.name))  # decide/pooler
     return [("PodDisruptionBudget", names.disruption_budget_name(db.metadata.name)),
-            ("Deployment", pooler), ("Service", pooler), ("ConfigMap", pooler), ("PodDisruptionBudget", pooler)]
+            *((kind, pooler) for pooler in poolers
+              for kind in ("Deployment", "Service", "ConfigMap", "PodDisruptionBudget"))]
 
 
 def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:

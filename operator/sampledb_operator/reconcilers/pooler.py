@@ -47,7 +47,8 @@ def _condition(ctx: Context, db: SampleDB, applied: str | None) -> Condition | N
     ns, name = db.metadata.namespace or "", names.pooler_name(db.metadata.name)
     had = get_condition(db.status.conditions, ConditionType.POOLER_READY.value) is not None
     recorded = applied or db.status.pooler_applied
-    return dp.condition(db, ctx.cached("Deployment", ns, name), applied=recorded is not None, had=had)
+    return dp.condition(db, ctx.cached("Deployment", ns, name), applied=recorded is not None, had=had,
+                        read_only=ctx.cached("Deployment", ns, names.read_only_pooler_name(db.metadata.name)))
 
 
 def secret_body(db: SampleDB, password: str) -> Obj:

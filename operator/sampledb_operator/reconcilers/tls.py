@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sampledb_operator.decide import desired_config, roles, tls
+from sampledb_operator.decide import pooler as dp
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
@@ -149,7 +150,7 @@ async def _certificates(ctx: Context, db: SampleDB, *, db_ready: bool) -> TLSOut
     server = ctx.cached("Secret", ns, server_name)
     annotations = dict(((server or {}).get("metadata") or {}).get("annotations") or {})
     rotate = str((db.metadata.annotations or {}).get(tls.ROTATE_ANNOTATION) or "")
-    dns = tls.dns_names(name, ns, pooler=db.spec.pooler is not None)
+    dns = tls.dns_names(name, ns, pooler=db.spec.pooler is not None, read_only_pooler=dp.read_only_wanted(db))
     why = tls.renewal(tls.secret_data(server), annotations, ca_cert, dns, now=now, rotate=rotate)
     if why is not None:
         await _issue(ctx, db, server, certs.Pair(ca_cert, ca_data[tls.CA_PRIVATE_KEY]), dns, now, rotate, why)

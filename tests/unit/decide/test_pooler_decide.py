@@ -178,3 +178,46 @@ def test_the_pooler_containers_resources_come_from_the_spec_or_the_defaults() ->
     assert resources({"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}}) \
         == {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
     assert resources({"resources": {"limits": {"cpu": "1"}}}) == {"limits": {"cpu": "1"}}
+
+
+def test_the_read_only_pooler_needs_standbys_and_neither_service_selects_the_others_pods() -> None:
+    one = make_db({"readOnlyInstances": 2})
+    assert not dp.read_only_wanted(one)  # no standbys: no -ro Service to send it to
+    assert {o["metadata"]["name"] for o in dp.children(one, ca=True)} == {names.pooler_name("orders")}
+    db = make_db({"instances": 1, "readOnlyInstances": 2}, replicas=3)
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in dp.children(db, ca=True)}
+    ro = names.read_only_pooler_name("orders")
+    assert {("ConfigMap", ro), ("Deployment", ro), ("Service", ro), ("PodDisruptionBudget", ro)} <= kinds
+    assert ("PodDisruptionBudget", names.pooler_name("orders")) not in kinds  # one read-write pod: no budget
+    rw_pods = dp.deployment(db, ca=True)["spec"]["template"]["metadata"]["labels"]
+    ro_pods = dp.deployment(db, ca=True, read_only=True)["spec"]["template"]["metadata"]["labels"]
+    assert dp.service(db)["spec"]["selector"].items() <= rw_pods.items()
+    assert not dp.service(db)["spec"]["selector"].items() <= ro_pods.items()
+    assert dp.service(db, True)["spec"]["selector"].items() <= ro_pods.items()
+    assert not dp.service(db, True)["spec"]["selector"].items() <= rw_pods.items()
+    ro_ini = configparser.ConfigParser(interpolation=None)
+    ro_ini.read_string(dp.ini(db, ca=True, read_only=True))
+    assert ro_ini["databases"]["*"] == f"host={names.replica_service_name('orders')}.shop.svc port=5432"
+    assert parsed(db)["databases"]["*"] == "host=orders.shop.svc port=5432"
+
+
+def test_pooler_ready_waits_for_both_poolers() -> None:
+    db = make_db({"instances": 2, "readOnlyInstances": 1}, replicas=2)
+
+    def dep(ready: int) -> dict[str, Any]:
+        return {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "updatedReplicas": ready,
+                                                          "readyReplicas": ready}}
+
+    waiting = dp.condition(db, dep(2), applied=True, had=True, read_only=None)
+    assert waiting is not None and waiting.reason == dp.NOT_READY and names.read_only_pooler_name("orders") in \
+        waiting.message
+    ready = dp.condition(db, dep(2), applied=True, had=True, read_only=dep(1))
+    assert ready is not None and ready.status == "True" and names.read_only_pooler_name("orders") in ready.message
+
+
+def test_the_certificate_names_the_read_only_poolers_service_only_when_it_runs() -> None:
+    from sampledb_operator.decide import tls
+
+    assert "orders-pooler-ro.shop.svc" not in tls.dns_names("orders", "shop", pooler=True)
+    assert "orders-pooler-ro.shop.svc" in tls.dns_names("orders", "shop", pooler=True, read_only_pooler=True)
+    assert "orders-pooler-ro.shop.svc" not in tls.dns_names("orders", "shop", read_only_pooler=True)

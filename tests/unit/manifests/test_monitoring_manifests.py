@@ -229,9 +229,9 @@ def test_the_pod_monitors_select_the_database_and_pooler_pods_on_their_exporters
     db = SampleDB.model_validate({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB",
                                   "metadata": {"name": "orders", "namespace": "shop", "uid": "u"},
                                   "spec": {"version": "16.4", "storage": {"size": "1Gi"}, "replicas": 2,
-                                           "pooler": {"instances": 2}}})
+                                           "pooler": {"instances": 2, "readOnlyInstances": 1}}})
     templates = {POSTGRES_JOB: [statefulset(db, index=i)["spec"]["template"] for i in range(2)],
-                 POOLER_JOB: [dp.deployment(db, ca=True)["spec"]["template"]]}
+                 POOLER_JOB: [dp.deployment(db, ca=True, read_only=ro)["spec"]["template"] for ro in (False, True)]}
     for job, monitor in monitors.items():
         assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
         assert monitor["spec"]["namespaceSelector"] == {"any": True}  # databases live in the users' namespaces
@@ -245,8 +245,7 @@ def test_the_pod_monitors_select_the_database_and_pooler_pods_on_their_exporters
                 assert not monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
         relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
         assert relabel["job"]["replacement"] == job
-        label = "sampledb_io_database" if job == POSTGRES_JOB else "sampledb_io_pooler"
-        assert relabel["name"]["sourceLabels"] == [f"__meta_kubernetes_pod_label_{label}"]
+        assert relabel["name"]["sourceLabels"] == ["__meta_kubernetes_pod_label_sampledb_io_database"]
         assert relabel["instance"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
 
 

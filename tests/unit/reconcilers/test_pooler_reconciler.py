@@ -100,3 +100,22 @@ async def test_a_refusal_is_degraded_with_the_servers_words_and_no_answer_is_tri
     sql.answer = None
     out = await pooler.reconcile_pooler(cluster.ctx, db, db_ready=True, primary_pod=POD)
     assert (out.applied, out.problems, out.recheck_after) == (None, (), pooler.RETRY_SECONDS)
+
+
+async def test_the_read_only_pooler_comes_with_standbys_and_goes_with_read_only_instances(sql: FakeSql) -> None:
+    cluster = FakeCluster()
+    await running_database(cluster, replicas=2, pooler={"readOnlyInstances": 2})
+    ro = names.read_only_pooler_name("orders")
+    assert {kind for kind in ("Deployment", "Service", "ConfigMap", "PodDisruptionBudget")
+            if cluster.get(kind, ro) is not None} == {"Deployment", "Service", "ConfigMap", "PodDisruptionBudget"}
+    deployment = cluster.get("Deployment", ro)
+    assert deployment is not None and deployment["spec"]["replicas"] == 2
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["auth"]["secret"]["secretName"] == POOLER  # the one pooler Secret
+    config = cluster.get("ConfigMap", ro)
+    assert config is not None and f"host={names.replica_service_name('orders')}.shop.svc" in \
+        config["data"]["pgbouncer.ini"]
+    cluster.patch("SampleDB", "orders", {"spec": {"pooler": {"readOnlyInstances": 0}}})
+    await cluster.reconcile("orders")
+    assert all(cluster.get(kind, ro) is None for kind in ("Deployment", "Service", "ConfigMap", "PodDisruptionBudget"))
+    assert pooler_children(cluster) == {"Deployment", "Service", "ConfigMap"}  # the read-write pooler stays
