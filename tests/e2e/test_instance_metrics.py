@@ -1,8 +1,8 @@
 """spec.monitoring on the real node: a real Prometheus scrapes the postgres_exporter beside every instance of a
 3-instance database, every query of the sampledb-postgres dashboard returns that database's series, the shipped
 per-instance alert rules evaluate on them (an inactive replication slot is named, the standbys' active slots are
-not), a custom query from a ConfigMap is served, and the exporter's role reads statistics but no table. The
-exporter's memory and CPU under scraping are printed for docs/benchmarks.md.
+not), a custom query from a ConfigMap is served, the exporter's role reads statistics but no table, and turned off the
+exporter leaves every pod. The exporter's memory and CPU under scraping are printed for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -162,3 +162,21 @@ def test_prometheus_scrapes_every_instance_and_the_dashboard_and_alerts_work_on_
         assert rows in ([], [(MONITOR_ROLE,)])
     logs = kubectl("logs", "-n", ns, pods[0]["metadata"]["name"], "-c", "exporter").stdout
     assert not re.search(r"password authentication failed|permission denied", logs), logs[-2000:]
+
+    _monitoring_off_leaves_every_pod(ns)
+
+
+def _monitoring_off_leaves_every_pod(ns: str) -> None:
+    """spec.monitoring.enabled false: the exporter leaves every instance's pod template (the server-side apply
+    drops the container the operator's field manager had set), and the database is Ready again."""
+    kubectl("patch", "sampledb", NAME, "-n", ns, "--type=merge", "-p", '{"spec":{"monitoring":{"enabled":false}}}')
+
+    def one_container_everywhere() -> bool:
+        sets = kubectl_json("get", "statefulsets", "-n", ns, "-l", f"sampledb.io/database={NAME}")["items"]
+        pods = instance_pods(ns)
+        return len(sets) == 3 and len(pods) == 3 and all(
+            [c["name"] for c in s["spec"]["template"]["spec"]["containers"]] == ["postgres"] for s in sets) and all(
+            [c["name"] for c in p["spec"]["containers"]] == ["postgres"] for p in pods)
+
+    wait_until(one_container_everywhere, timeout=420, interval=2, what="every instance without its exporter")
+    wait_ready(NAME, ns, timeout=300)

@@ -87,7 +87,8 @@ def client_pod(ns: str, name: str) -> dict[str, Any]:
 
 
 def restarts(ns: str, pod: str) -> int:
-    return int(kubectl_json("get", "pod", pod, "-n", ns)["status"]["containerStatuses"][0]["restartCount"])
+    statuses = kubectl_json("get", "pod", pod, "-n", ns)["status"]["containerStatuses"]
+    return int(next(s["restartCount"] for s in statuses if s["name"] == "postgres"))  # not the exporter's
 
 
 def rotate_under_load(ns: str, name: str, ip: str, ca: Path, before: int) -> tuple[int, list[str]]:

@@ -80,5 +80,5 @@ def test_a_users_certificate_is_served_and_its_renewal_loaded_without_a_restart(
     assert not works(ns, first["ca.crt"], password)
     assert kubectl_json("get", "pod", f"{NAME}-0", "-n", ns)["metadata"]["uid"] == pod_uid
     restarts = kubectl("get", "pod", f"{NAME}-0", "-n", ns, "-o",
-                       "jsonpath={.status.containerStatuses[0].restartCount}").stdout.strip()
+                       "jsonpath={.status.containerStatuses[?(@.name==\"postgres\")].restartCount}").stdout.strip()
     assert restarts == "0"
