@@ -268,6 +268,15 @@ def test_the_postgres_dashboard_selects_the_exporters_job_and_documented_series(
         assert used and used <= documented, (title, used - documented)
 
 
+ORDERS_0 = {"namespace": "shop", "name": "orders", "instance": "orders-0"}
+
+
+def fired(at: str, alert: str, severity: str, labels: dict[str, str], summary: str) -> dict[str, Any]:
+    """A `promtool test rules` case: `alert` firing once at `at` with these labels and summary."""
+    return {"eval_time": at, "alertname": alert,
+            "exp_alerts": [{"exp_labels": {"severity": severity, **labels}, "exp_annotations": {"summary": summary}}]}
+
+
 def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> None:
     """`promtool test rules`: the per-instance alerts against series named as postgres_exporter names them, with
     the labels the PodMonitor gives."""
@@ -306,51 +315,33 @@ def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> Non
             ],
             "alert_rule_test": [
                 {"eval_time": "6m", "alertname": "SampleDBPostgresDown", "exp_alerts": []},
-                {"eval_time": "7m", "alertname": "SampleDBPostgresDown",
-                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-0"},
-                                 "exp_annotations": {"summary": "The exporter beside shop/orders-0 cannot reach its"
-                                                                " PostgreSQL server, or is not answering itself."}}]},
-                {"eval_time": "5m", "alertname": "SampleDBConnectionsNearMax",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-0"},
-                                 "exp_annotations": {"summary": "shop/orders-0 uses more than 90% of"
-                                                                " max_connections; new clients will be refused."}}]},
+                fired("7m", "SampleDBPostgresDown", "critical", ORDERS_0,
+                      "The exporter beside shop/orders-0 cannot reach its PostgreSQL server, or is not"
+                      " answering itself."),
+                fired("5m", "SampleDBConnectionsNearMax", "warning", ORDERS_0,
+                      "shop/orders-0 uses more than 90% of max_connections; new clients will be refused."),
                 # over 256 MiB from 5m on (64 MiB a minute), then 5 minutes: the active slot never
                 {"eval_time": "9m", "alertname": "SampleDBSlotInactive", "exp_alerts": []},
-                {"eval_time": "10m", "alertname": "SampleDBSlotInactive",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-0", "slot_name": "cdc"},
-                                 "exp_annotations": {"summary": "The inactive replication slot cdc on shop/orders-0"
-                                                                " keeps more than 256 MiB of WAL on its volume."}}]},
-                {"eval_time": "15m", "alertname": "SampleDBTransactionIDWraparound",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-0", "datname": "app"},
-                                 "exp_annotations": {"summary": "The database app of shop/orders is past half-way"
-                                                                " to transaction-ID wraparound; vacuum is not"
-                                                                " freezing it."}}]},
+                fired("10m", "SampleDBSlotInactive", "warning", {**ORDERS_0, "slot_name": "cdc"},
+                      "The inactive replication slot cdc on shop/orders-0 keeps more than 256 MiB of WAL on its"
+                      " volume."),
+                fired("15m", "SampleDBTransactionIDWraparound", "warning", {**ORDERS_0, "datname": "app"},
+                      "The database app of shop/orders is past half-way to transaction-ID wraparound; vacuum is"
+                      " not freezing it."),
                 {"eval_time": "8m", "alertname": "SampleDBLongTransaction", "exp_alerts": []},
-                {"eval_time": "16m", "alertname": "SampleDBLongTransaction",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-0"},
-                                 "exp_annotations": {"summary": "A transaction on shop/orders-0 has been open for"
-                                                                " more than an hour; it holds back vacuum."}}]},
+                fired("16m", "SampleDBLongTransaction", "warning", ORDERS_0,
+                      "A transaction on shop/orders-0 has been open for more than an hour; it holds back"
+                      " vacuum."),
                 {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
                 {"eval_time": "5m", "alertname": "SampleDBPoolerDown", "exp_alerts": []},
-                {"eval_time": "6m", "alertname": "SampleDBPoolerDown",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-pooler-a"},
-                                 "exp_annotations": {"summary": "The exporter beside the pooler pod"
-                                                                " shop/orders-pooler-a cannot read PgBouncer's"
-                                                                " statistics, or is not answering itself."}}]},
+                fired("6m", "SampleDBPoolerDown", "warning", {**ORDERS_0, "instance": "orders-pooler-a"},
+                      "The exporter beside the pooler pod shop/orders-pooler-a cannot read PgBouncer's"
+                      " statistics, or is not answering itself."),
                 {"eval_time": "6m", "alertname": "SampleDBPoolerClientsWaiting", "exp_alerts": []},
-                {"eval_time": "7m", "alertname": "SampleDBPoolerClientsWaiting",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders",
-                                                "instance": "orders-pooler-b"},
-                                 "exp_annotations": {"summary": "Clients of the pooler pod shop/orders-pooler-b wait"
-                                                                " more than 10 s for a server connection:"
-                                                                " spec.pooler.defaultPoolSize is too small for the"
-                                                                " load, or the server is slow."}}]},
+                fired("7m", "SampleDBPoolerClientsWaiting", "warning", {**ORDERS_0, "instance": "orders-pooler-b"},
+                      "Clients of the pooler pod shop/orders-pooler-b wait more than 10 s for a server"
+                      " connection: spec.pooler.defaultPoolSize is too small for the load, or the server is"
+                      " slow."),
             ],
         }],
     }
