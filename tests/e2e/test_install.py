@@ -144,17 +144,21 @@ def test_the_namespaced_overlay_binds_the_finalizer_policy_to_the_watched_namesp
 def test_monitoring_overlay_adds_prometheus_objects_and_the_dashboard(install_namespaces: None) -> None:
     objs = render(MANIFESTS / "overlays" / "monitoring")
     monitoring = [o for o in objs if o["apiVersion"] == MONITORING_GROUP]
-    assert kinds(monitoring) == {("ServiceMonitor", "sampledb-operator"), ("PrometheusRule", "sampledb-operator")}
+    assert kinds(monitoring) == {("ServiceMonitor", "sampledb-operator"), ("PrometheusRule", "sampledb-operator"),
+                                 ("PodMonitor", "sampledb-postgres"), ("PodMonitor", "sampledb-pooler")}
     assert all(o["metadata"]["namespace"] == OPERATOR_NS for o in monitoring)
     # their CRDs are not on this cluster: the objects are checked as data (tests/unit/manifests), the
     # rest by the API server
     rest = [o for o in objs if o["apiVersion"] != MONITORING_GROUP]
     assert kinds(rest) == BASE_OBJECTS | {("ClusterRoleBinding", "sampledb-operator"),
-                                          ("ConfigMap", "sampledb-operator-dashboard")}
-    [dashboard] = [o for o in rest if o["kind"] == "ConfigMap"]
-    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
-    shipped = (MANIFESTS / "components" / "monitoring" / "dashboards" / "sampledb-operator.json").read_text()
-    assert json.loads(dashboard["data"]["sampledb-operator.json"]) == json.loads(shipped)
+                                          ("ConfigMap", "sampledb-operator-dashboard"),
+                                          ("ConfigMap", "sampledb-operator-postgres-dashboard")}
+    dashboards = {o["metadata"]["name"]: o for o in rest if o["kind"] == "ConfigMap"}
+    for name, key in (("sampledb-operator-dashboard", "sampledb-operator.json"),
+                      ("sampledb-operator-postgres-dashboard", "sampledb-postgres.json")):
+        assert dashboards[name]["metadata"]["labels"]["grafana_dashboard"] == "1"
+        shipped = (MANIFESTS / "components" / "monitoring" / "dashboards" / key).read_text()
+        assert json.loads(dashboards[name]["data"][key]) == json.loads(shipped)
     dry_run(rest)
 
 

@@ -38,6 +38,6 @@ def statements() -> list[tuple[str, Any]]:
     return [("role", create), ("role", attributes), ("role", grant), ("role", timeout)]
 
 
-async def apply(target: pg.Target, within: float = 10.0) -> dict[str, str] | None:
+async def apply(target: pg.Target, within: float = 3.0) -> dict[str, str] | None:
     """Make the role: {} when done, the server's words when it refused, None: no answer."""
     return await pg.run_each(target, statements(), within)

@@ -144,6 +144,7 @@ class Context:
     apis: dict[str, ResourceApi] = field(init=False)
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
     unanswered_tls: UnansweredChecks = field(init=False)  # primaries that did not answer the TLS question
+    unanswered_monitoring: UnansweredChecks = field(init=False)  # ... nor the monitoring role's statements
     # spec.tls.secretName: the Secret's resourceVersion last seen per database uid, and when it changed
     tls_secret_versions: dict[str, tuple[str, float]] = field(init=False)
 
@@ -151,6 +152,7 @@ class Context:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
         self.binding_modes = BindingModes(lambda: self.apis["StorageClass"], self.clock)
         self.unanswered_tls = UnansweredChecks()
+        self.unanswered_monitoring = UnansweredChecks()
         self.tls_secret_versions = {}
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:

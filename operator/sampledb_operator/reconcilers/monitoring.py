@@ -2,9 +2,11 @@
 
 The role's hash (the SQL's version and the primary pod's uid, so a new primary, a restore or a recovery makes sure
 of it again) goes to status.monitoringApplied; a pass whose hash is the recorded one sends no SQL. A refusal is
-Degraded (MonitoringSetupFailed, the server's words) and retried after RETRY_SECONDS, as is a server that does
-not answer. Until the role exists the exporters answer with pg_up 0. The exporter containers are the children
-step's (decide/exporter.py).
+Degraded (MonitoringSetupFailed, the server's words) and retried after RETRY_SECONDS; a server that does not
+answer (not listening yet, or none at all, as on fake nodes) is asked again after a growing delay
+(reconcilers/unanswered.py, as the TLS question), so it costs a connection attempt every few minutes at most.
+Until the role exists the exporters answer with pg_up 0. The exporter containers are the children step's
+(decide/exporter.py).
 """
 
 from __future__ import annotations
@@ -46,9 +48,14 @@ async def reconcile_monitoring(ctx: Context, db: SampleDB, *, db_ready: bool,
     wanted = applied_hash(primary_pod)
     if not ip or creds is None or wanted == db.status.monitoring_applied:
         return MonitoringOutcome()
+    uid, now = db.metadata.uid or f"{db.metadata.namespace}/{db.metadata.name}", ctx.clock.monotonic()
+    if not ctx.unanswered_monitoring.due(uid, now):
+        return MonitoringOutcome()  # asked a moment ago without an answer: its recheck comes back
     failed = await pg_monitoring.apply(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
-    if failed is None:
-        return MonitoringOutcome(recheck_after=RETRY_SECONDS)
+    if failed is None:  # no server (fake nodes) or not listening yet: again after a growing delay
+        _tries, again = ctx.unanswered_monitoring.unanswered(uid, now)
+        return MonitoringOutcome(recheck_after=again)
+    ctx.unanswered_monitoring.answered(uid)
     if failed:
         words = "; ".join(f"{part}: {why}" for part, why in sorted(failed.items()))
         return MonitoringOutcome(problems=(Problem("MonitoringSetupFailed", f"the exporters' role: {words}",

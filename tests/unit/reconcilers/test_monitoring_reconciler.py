@@ -77,9 +77,16 @@ async def test_a_refusal_is_a_problem_with_the_servers_words_and_no_answer_is_tr
     assert refused.applied is None and refused.recheck_after == monitoring.RETRY_SECONDS
     assert [(p.reason, p.message) for p in refused.problems] == [
         ("MonitoringSetupFailed", "the exporters' role: role: permission denied to create role")]
-    sql.answer = None
+    sql.answer = None  # no server answers (fake nodes): asked again after a growing delay, not on every pass
     silent = await monitoring.reconcile_monitoring(cluster.ctx, db, db_ready=True, primary_pod=POD)
-    assert silent.problems == () and silent.recheck_after == monitoring.RETRY_SECONDS
+    assert silent.problems == () and silent.recheck_after is not None and silent.recheck_after > 0
+    calls = len(sql.calls)
+    soon = await monitoring.reconcile_monitoring(cluster.ctx, db, db_ready=True, primary_pod=POD)
+    assert soon == monitoring.MonitoringOutcome() and len(sql.calls) == calls  # not due yet: nothing sent
+    cluster.clock.advance(silent.recheck_after + 1)
+    sql.answer = {}
+    answered = await monitoring.reconcile_monitoring(cluster.ctx, db, db_ready=True, primary_pod=POD)
+    assert answered.applied == monitoring.applied_hash(POD) and len(sql.calls) == calls + 1
 
 
 async def test_the_declared_objects_step_carries_the_outcome_to_the_pass(sql: FakeSql) -> None:
