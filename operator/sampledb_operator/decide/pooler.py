@@ -69,8 +69,9 @@ def ini(db: SampleDB, *, ca: bool, read_only: bool = False) -> str:
         "default_pool_size": str(pooler.default_pool_size),
         "max_client_conn": str(pooler.max_client_connections),
         "ignore_startup_parameters": "extra_float_digits,options",
-        "admin_users": "",
+        "admin_users": POOLER_ROLE,  # the operator's PAUSE and RESUME around a switchover (decide/pooler_pause.py)
         "stats_users": POOLER_ROLE,
+        "server_login_retry": "1",  # after a switchover, a connection that reached the old server is retried soon
         "server_tls_sslmode": "verify-full" if ca else "disable",
         **({"server_tls_ca_file": f"{CA_DIR}/{CA_KEY}"} if ca else {}),
     }

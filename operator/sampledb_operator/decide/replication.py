@@ -31,6 +31,7 @@ from sampledb_operator.model.sampledb_status import InstanceStatus
 SWITCHOVER_ANNOTATION = "sampledb.io/switchover"  # value: the instance (pod name) to promote
 FENCED = "fenced"
 FAILOVER_POLL = 2.0  # seconds between looks while a failover runs
+HOLD_REQUEUE = 0.2  # a switchover held for its pooler pause's record looks again this soon
 STATUS_POLL = 10.0  # seconds between looks at replication positions with standbys
 
 
@@ -68,6 +69,7 @@ class ReplicationInput:
     now: datetime
     fence_confirmed: bool = False  # the old primary's StatefulSet is at 0 and it has no pod (live read)
     has_run: bool = True  # the database has been ready once (a primary still starting up is no failure)
+    hold_fence: bool = False  # a switchover waits one pass for its pooler pause's record (decide/pooler_pause.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,7 @@ class _Pass:
     events: list[Event] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     requeue: float | None = None
+    holding: bool = False  # a switchover's first step waits: the old primary is neither fenced nor relabelled
 
 
 def _fence_strays(inp: ReplicationInput, p: _Pass) -> None:
@@ -242,10 +245,13 @@ def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
     assert p.target is not None
     db = inp.db
     primary_name, target_name = names.instance_pod_name(db, p.primary), names.instance_pod_name(db, p.target)
-    p.fence.add(p.primary)
-    p.requeue = FAILOVER_POLL
     old = inp.instances.get(p.primary)
     graceful = inp.switchover_to == target_name  # a switchover: the StatefulSet stops it cleanly
+    if graceful and inp.hold_fence:
+        p.holding, p.requeue = True, HOLD_REQUEUE
+        return
+    p.fence.add(p.primary)
+    p.requeue = FAILOVER_POLL
     if old is not None and old.pod is not None and not old.pod.terminating and not graceful:
         p.fence_pods.append(primary_name)
     if not inp.fence_confirmed:
@@ -315,7 +321,8 @@ def decide(inp: ReplicationInput) -> ReplicationPlan:
     for i, v in inp.instances.items():  # terminating and removed pods too: none keeps a stale primary label
         if v.pod is None:
             continue
-        role = PRIMARY_ROLE if (p.target is None and i == p.primary and i not in p.fence) else REPLICA_ROLE
+        role = PRIMARY_ROLE if ((p.target is None or p.holding) and i == p.primary and i not in p.fence) \
+            else REPLICA_ROLE
         if v.pod.role != role:
             labels[names.instance_pod_name(db, i)] = role
 

@@ -26,11 +26,12 @@ from sampledb_operator.model.sampledb_status import (
     BackupRecord,
     InstanceStatus,
     Phase,
+    PoolerPause,
     SampleDBStatus,
 )
 from sampledb_operator.model.schema import dump
 
-CLEARABLE = ("targetPrimary",)  # status fields that go away (a merge patch removes them with null)
+CLEARABLE = ("targetPrimary", "poolerPause")  # status fields that go away (a merge patch removes them with null)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class ReplicationRecord:
     target: str | None
     ready_instances: str
     instances: tuple[InstanceStatus, ...]
+    pooler_pause: PoolerPause | None = None  # status.poolerPause (decide/pooler_pause.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +326,8 @@ def _with_records(status: SampleDBStatus, db: SampleDB, obs: Observed, db_ready:
             update[record] = list(value) if isinstance(value, tuple) else value
     if obs.replication is not None:
         update.update(primary=obs.replication.primary, target_primary=obs.replication.target,
-                      ready_instances=obs.replication.ready_instances, instances=list(obs.replication.instances))
+                      ready_instances=obs.replication.ready_instances, instances=list(obs.replication.instances),
+                      pooler_pause=obs.replication.pooler_pause)
     return status.model_copy(update=update) if update else status
 
 

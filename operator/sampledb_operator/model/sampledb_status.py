@@ -77,6 +77,14 @@ class InstanceStatus(StatusModel):
     )
 
 
+class PoolerPause(StatusModel):
+    """The pooler's pools paused for a switchover (reconcilers/pooler_pause.py)."""
+
+    target: str = Field(max_length=NAME_MAX, description="The instance the switchover promotes.")
+    paused_at: Time | None = Field(default=None, description="When the pools were paused (none: not yet).")
+    resumed: bool = Field(default=False, description="Resumed before the switchover ended (it took too long).")
+
+
 class SampleDBStatus(StatusModel):
     """The observed state of the database, written by the operator."""
 
@@ -119,6 +127,11 @@ class SampleDBStatus(StatusModel):
         default=None, max_length=NAME_MAX,
         description="During a failover or switchover: the instance being promoted (the old primary is fenced"
         " until it is).",
+    )
+    pooler_pause: PoolerPause | None = Field(
+        default=None,
+        description="With spec.pooler, during a switchover: the pooler's pools paused for it (so that clients wait"
+        " instead of failing), and when.",
     )
     ready_instances: str | None = Field(default=None, max_length=8, description="Ready instances / spec.replicas.")
     instances: list[InstanceStatus] = Field(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sampledb_operator.decide import desired as d
+from sampledb_operator.decide import pooler_pause
 from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import NotFound
@@ -26,12 +27,13 @@ from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.quantity import parse_quantity
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import DeletionPolicy, Problem, SampleDB
-from sampledb_operator.model.sampledb_status import InstanceStatus
+from sampledb_operator.model.sampledb_status import InstanceStatus, PoolerPause
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import metrics
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.pooler_pause import reconcile_pause
 from sampledb_operator.reconcilers.superuser import credentials
 
 log = get_logger(__name__)
@@ -52,6 +54,7 @@ class ReplicationOutcome:
     # what the pass read, by instance index: the StatefulSets, and their pods and servers (reconcilers/rollout.py)
     statefulsets: Mapping[int, Obj] = field(default_factory=dict)
     views: Mapping[int, rep.InstanceView] = field(default_factory=dict)
+    pooler_pause: PoolerPause | None = None  # status.poolerPause to write (reconcilers/pooler_pause.py)
 
     @property
     def result(self) -> Result:
@@ -147,18 +150,22 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
     in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
     fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)
     switchover = db.metadata.annotations.get(rep.SWITCHOVER_ANNOTATION)
+    paused = db.status.pooler_pause
     plan = rep.decide(rep.ReplicationInput(
         db=name, replicas=db.spec.replicas, synchronous=db.spec.replication.synchronous,
         failover_delay=float(db.spec.replication.failover_delay_seconds), primary=db.status.primary,
         target=db.status.target_primary, switchover_to=switchover, instances=views, now=ctx.clock.now(),
-        fence_confirmed=fenced, has_run=db.status.has_run and not starting))
+        fence_confirmed=fenced, has_run=db.status.has_run and not starting,
+        hold_fence=pooler_pause.hold_fence(pooler=db.spec.pooler is not None, switchover_to=switchover,
+                                           primary=db.status.primary, record=paused)))
     if _decisive(db, plan) and not await _fresh(ctx, db):
         # The cache is behind the API server: a fence or a promotion decided on an old record could stop
         # the new primary. Decide again on the newer object (its watch event brings the next pass).
         unchanged = tuple(d.Instance(i, v.replicas) for i, v in sorted(views.items())) or (d.Instance(0),)
         plan = rep.ReplicationPlan(instances=unchanged, primary=db.status.primary or plan.primary,
                                    target=db.status.target_primary, requeue_after=rep.FAILOVER_POLL)
-    else:
+    else:  # the pooler's pools paused (or resumed) before the children step stops the old primary
+        paused = await reconcile_pause(ctx, db, switchover_to=plan.target if plan.target == switchover else None)
         await _carry_out(ctx, db, plan, pods, servers)
     primary_index = rep.index_of(name, plan.primary) or 0
     statuses = _statuses(name, plan, views)
@@ -170,7 +177,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         primary=plan.primary, target=plan.target, primary_statefulset=sets.get(primary_index),
         statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}",
         problems=(*plan.problems, *rep.slot_problems(statuses, int(parse_quantity(db.spec.storage.size)))),
-        requeue_after=plan.requeue_after, statefulsets=sets, views=views)
+        requeue_after=plan.requeue_after, statefulsets=sets, views=views, pooler_pause=paused)
 
 
 def _decisive(db: SampleDB, plan: rep.ReplicationPlan) -> bool:

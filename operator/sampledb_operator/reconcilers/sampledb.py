@@ -205,7 +205,7 @@ class SampleDBReconciler:
             degraded=degraded,
             init_changed=initialized.changed,
             replication=st.ReplicationRecord(instances.primary, instances.target, instances.ready_instances,
-                                             instances.statuses),
+                                             instances.statuses, instances.pooler_pause),
         )
         written = await self._write_status(db, obj, observed)
         if written.stale:

@@ -267,6 +267,18 @@ def test_switchover_stops_the_old_primary_cleanly_while_a_failover_deletes_its_p
     assert failover.fence_pods == (pod(0),) and fenced(failover) == {0}
 
 
+def test_a_switchover_held_for_its_pooler_pause_neither_stops_nor_relabels_the_old_primary() -> None:
+    held = decide(inp(switchover_to=pod(2), hold_fence=True))
+    assert (held.target, reasons(held)) == (pod(2), ["SwitchoverStarted"])  # recorded: the next pass goes on
+    assert fenced(held) == set() and held.fence_pods == () and held.promote is None
+    assert pod(0) not in held.labels  # still the primary the Service selects
+    assert held.requeue_after is not None and held.requeue_after <= 0.5
+    going = decide(inp(target=pod(2), switchover_to=pod(2)))  # its record written: no longer held
+    assert fenced(going) == {0}
+    failover = decide(inp(target=pod(2), hold_fence=True))  # a failover is never held
+    assert fenced(failover) == {0} and failover.fence_pods == (pod(0),)
+
+
 def test_switchover_to_an_instance_that_is_not_a_ready_standby_waits() -> None:
     instances = healthy()
     instances[2] = replace(instances[2], pod=unready(3, REPLICA_ROLE))

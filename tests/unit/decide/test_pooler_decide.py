@@ -40,7 +40,7 @@ def test_the_ini_sends_every_database_to_the_primary_and_asks_the_server_for_eac
     assert bouncer["auth_query"] == "SELECT usename, passwd FROM sampledb_pooler.lookup($1)"
     assert bouncer["auth_file"] == "/etc/pgbouncer-auth/userlist.txt"
     assert bouncer["server_tls_sslmode"] == "verify-full" and bouncer["server_tls_ca_file"].endswith("/ca.crt")
-    assert bouncer["unix_socket_dir"] == "" and bouncer["admin_users"] == ""
+    assert bouncer["unix_socket_dir"] == "" and bouncer["admin_users"] == POOLER_ROLE  # PAUSE/RESUME
 
 
 def test_without_tls_the_server_is_reached_in_clear_and_parameters_come_last() -> None:
@@ -165,7 +165,8 @@ def test_the_pooler_pods_run_its_exporter_with_the_roles_password_from_the_secre
         assert url == (f"postgres://{POOLER_ROLE}@127.0.0.1:5432/pgbouncer?sslmode={sslmode}&connect_timeout=5")
         assert sidecar["env"] == [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {
             "name": names.pooler_name("orders"), "key": dp.PASSWORD_KEY}}}]
-        assert "admin_users = \n" in dp.ini(db, ca=tls_on) and f"stats_users = {POOLER_ROLE}" in dp.ini(db, ca=tls_on)
+        assert f"admin_users = {POOLER_ROLE}\n" in dp.ini(db, ca=tls_on)  # PAUSE/RESUME (decide/pooler_pause)
+        assert f"stats_users = {POOLER_ROLE}\n" in dp.ini(db, ca=tls_on)
     off = dp.deployment(make_db({}, monitoring={"enabled": False, "poolerImage": "example.org/e:1"}), ca=True)
     assert [c["name"] for c in off["spec"]["template"]["spec"]["containers"]] == ["pgbouncer"]
 

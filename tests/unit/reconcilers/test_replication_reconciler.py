@@ -345,3 +345,38 @@ async def test_an_inactive_slot_holding_wal_is_in_the_status_and_degraded(server
     servers.primary(0)  # the slot dropped
     await cluster.reconcile(DB)
     assert condition(cluster.get("SampleDB", DB), "Degraded")["status"] == "False"
+
+
+async def test_a_switchover_pauses_the_poolers_pools_before_the_old_primary_stops_and_resumes_them_after(
+        servers: FakeServers, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sampledb_operator.pg import pooler_admin
+
+    sent: list[tuple[str, str, int | None]] = []  # (pooler pod IP, command, the old primary's replicas then)
+
+    async def command(host: str, password: str, statement: str, within: float = 3.0) -> bool:
+        sent.append((host, statement, replicas(cluster, 0)))
+        return True
+
+    monkeypatch.setattr(pooler_admin, "command", command)
+    cluster = FakeCluster()
+    await three_instances(cluster, servers, pooler={"instances": 1})
+    pooler = cluster.get("Deployment", names.pooler_name(DB))
+    assert pooler is not None
+    cluster.put(POD, {"metadata": {"name": "orders-pooler-a", "labels": pooler["spec"]["selector"]["matchLabels"]},
+                      "status": {"podIP": "10.0.1.1", "conditions": [{"type": "Ready", "status": "True"}]}})
+    cluster.patch("SampleDB", DB, {"metadata": {"annotations": {rep.SWITCHOVER_ANNOTATION: pod_name(2)}}})
+    await cluster.reconcile(DB)  # started and recorded; the old primary untouched until the record is stored
+    assert status(cluster)["targetPrimary"] == pod_name(2)
+    assert status(cluster)["poolerPause"] == {"target": pod_name(2), "resumed": False}
+    assert replicas(cluster, 0) == 1 and role(cluster, 0) == PRIMARY_ROLE and sent == []
+    await cluster.reconcile(DB)  # paused while the old primary still ran, then stopped
+    assert sent == [("10.0.1.1", "PAUSE", 1)] and replicas(cluster, 0) == 0
+    assert status(cluster)["poolerPause"]["pausedAt"]
+
+    cluster.remove((POD, "shop", pod_name(0)))  # the StatefulSet controller stopped it
+    servers.silent(0)
+    await cluster.reconcile(DB)
+    await cluster.reconcile(DB)
+    assert status(cluster)["primary"] == pod_name(2)
+    assert sent[-1][:2] == ("10.0.1.1", "RESUME") and "poolerPause" not in status(cluster)
+    assert [s for _, s, _ in sent].count("RESUME") == 1
