@@ -78,91 +78,88 @@ AUTO_GROW_STOPPED = ("A database's data volume cannot grow by itself any more (S
                      " spec.storage.autoGrow.maximum or its class refuses to expand (see the Degraded condition).")
 
 
-def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
-    """`promtool test rules`: a few alerts against synthetic series named as the operator names them."""
+def promtool_test(tmp_path: Path, series: list[dict[str, str]], expected: list[dict[str, Any]]) -> None:
+    """`promtool test rules` of the shipped rules: `series` sampled every minute, the `expected` alerts."""
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump(load("prometheusrule.yaml")["spec"]))
-    cases = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [
-                {"series": f'up{{job="{JOB}", instance="a"}}', "values": "0x20"},
-                {"series": f'leader_election_master_status{{job="{JOB}", instance="a", name="sampledb-operator"}}',
-                 "values": "0x20"},
-                {"series": f'sampledb_databases{{job="{JOB}", instance="a", phase="Degraded"}}', "values": "2x20"},
-                {"series": f'sampledb_backups_total{{job="{JOB}", instance="a", reason="scheduled", result="failed"}}',
-                 "values": "0 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"},
-                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="orders",'
-                           ' type="ContinuousArchiving", status="False", reason="ArchiveFailing"}',
-                 "values": "_ _ 1x20"},
-                {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop",'
-                           ' name="orders"}',
-                 "values": "0+60x20"},
-                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="full",'
-                           ' type="Degraded", status="True", reason="VolumeFull"}',
-                 "values": "_ 1x20"},
-                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="big",'
-                           ' type="Degraded", status="True", reason="StorageAutoGrowLimit"}',
-                 "values": "1x20"},
-                {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="cdc",'
-                           ' type="Degraded", status="True", reason="InactiveSlotRetainingWAL"}',
-                 "values": "_ _ 1x20"},
-                {"series": f'sampledb_inactive_slot_retained_bytes{{job="{JOB}", instance="a", namespace="shop",'
-                           ' name="big-wal", slot="cdc"}',
-                 "values": "0+1073741824x20"},
-            ],
-            "alert_rule_test": [
-                {"eval_time": "6m", "alertname": "SampleDBOperatorDown",
-                 "exp_alerts": [{"exp_labels": {"severity": "critical"},
-                                 "exp_annotations": {"summary": "No sampledb-operator replica is being scraped."}}]},
-                {"eval_time": "3m", "alertname": "SampleDBOperatorNoLeader",
-                 "exp_alerts": [{"exp_labels": {"severity": "critical"},
-                                 "exp_annotations": {"summary": "No replica holds the leader Lease; nothing is "
-                                                                "reconciling."}}]},
-                {"eval_time": "10m", "alertname": "SampleDBDatabaseFailed", "exp_alerts": []},
-                {"eval_time": "16m", "alertname": "SampleDBDatabaseFailed",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "job": JOB, "instance": "a",
-                                                "phase": "Degraded"},
-                                 "exp_annotations": {"summary": "2 SampleDB objects are Degraded."}}]},
-                {"eval_time": "5m", "alertname": "SampleDBBackupFailing",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "job": JOB, "instance": "a",
-                                                "reason": "scheduled", "result": "failed"},
-                                 "exp_annotations": {"summary": "A scheduled backup failed in the last hour."}}]},
-                {"eval_time": "6m", "alertname": "SampleDBArchiveFailing", "exp_alerts": []},
-                {"eval_time": "8m", "alertname": "SampleDBArchiveFailing",
-                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders"},
-                                 "exp_annotations": {"summary": ARCHIVE_FAILING}}]},
-                {"eval_time": "1m", "alertname": "SampleDBVolumeFull", "exp_alerts": []},
-                {"eval_time": "3m", "alertname": "SampleDBVolumeFull",
-                 "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "full"},
-                                 "exp_annotations": {"summary": VOLUME_FULL}}]},
-                {"eval_time": "6m", "alertname": "SampleDBStorageAutoGrowStopped",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big",
-                                                "reason": "StorageAutoGrowLimit"},
-                                 "exp_annotations": {"summary": AUTO_GROW_STOPPED}}]},
-                {"eval_time": "6m", "alertname": "SampleDBInactiveSlotRetainingWAL", "exp_alerts": []},
-                {"eval_time": "8m", "alertname": "SampleDBInactiveSlotRetainingWAL",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
-                                 "exp_annotations": {"summary": SLOT_RETAINING}}]},
-                {"eval_time": "11m", "alertname": "SampleDBInactiveSlotRetainingWAL",  # over 4 GiB from 5m, for 5m
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big-wal"},
-                                 "exp_annotations": {"summary": SLOT_RETAINING}},
-                                {"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
-                                 "exp_annotations": {"summary": SLOT_RETAINING}}]},
-                {"eval_time": "14m", "alertname": "SampleDBArchiveLagging", "exp_alerts": []},
-                {"eval_time": "16m", "alertname": "SampleDBArchiveLagging",
-                 "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders"},
-                                 "exp_annotations": {"summary": ARCHIVE_LAGGING}}]},
-            ],
-        }],
-    }
     tests = tmp_path / "tests.yaml"
-    tests.write_text(yaml.safe_dump(cases))
+    tests.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": series, "alert_rule_test": expected}]}))
     done = subprocess.run([promtool(), "test", "rules", str(tests)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_alerts_fire_on_the_series_the_operator_exports(tmp_path: Path) -> None:
+    """`promtool test rules`: a few alerts against synthetic series named as the operator names them."""
+    promtool_test(tmp_path, [
+        {"series": f'up{{job="{JOB}", instance="a"}}', "values": "0x20"},
+        {"series": f'leader_election_master_status{{job="{JOB}", instance="a", name="sampledb-operator"}}',
+         "values": "0x20"},
+        {"series": f'sampledb_databases{{job="{JOB}", instance="a", phase="Degraded"}}', "values": "2x20"},
+        {"series": f'sampledb_backups_total{{job="{JOB}", instance="a", reason="scheduled", result="failed"}}',
+         "values": "0 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"},
+        {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="orders",'
+                   ' type="ContinuousArchiving", status="False", reason="ArchiveFailing"}',
+         "values": "_ _ 1x20"},
+        {"series": f'sampledb_archive_lag_seconds{{job="{JOB}", instance="a", namespace="shop",'
+                   ' name="orders"}',
+         "values": "0+60x20"},
+        {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="full",'
+                   ' type="Degraded", status="True", reason="VolumeFull"}',
+         "values": "_ 1x20"},
+        {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="big",'
+                   ' type="Degraded", status="True", reason="StorageAutoGrowLimit"}',
+         "values": "1x20"},
+        {"series": f'sampledb_database_condition{{job="{JOB}", instance="a", namespace="shop", name="cdc",'
+                   ' type="Degraded", status="True", reason="InactiveSlotRetainingWAL"}',
+         "values": "_ _ 1x20"},
+        {"series": f'sampledb_inactive_slot_retained_bytes{{job="{JOB}", instance="a", namespace="shop",'
+                   ' name="big-wal", slot="cdc"}',
+         "values": "0+1073741824x20"},
+    ], [
+        {"eval_time": "6m", "alertname": "SampleDBOperatorDown",
+         "exp_alerts": [{"exp_labels": {"severity": "critical"},
+                         "exp_annotations": {"summary": "No sampledb-operator replica is being scraped."}}]},
+        {"eval_time": "3m", "alertname": "SampleDBOperatorNoLeader",
+         "exp_alerts": [{"exp_labels": {"severity": "critical"},
+                         "exp_annotations": {"summary": "No replica holds the leader Lease; nothing is "
+                                                        "reconciling."}}]},
+        {"eval_time": "10m", "alertname": "SampleDBDatabaseFailed", "exp_alerts": []},
+        {"eval_time": "16m", "alertname": "SampleDBDatabaseFailed",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "job": JOB, "instance": "a",
+                                        "phase": "Degraded"},
+                         "exp_annotations": {"summary": "2 SampleDB objects are Degraded."}}]},
+        {"eval_time": "5m", "alertname": "SampleDBBackupFailing",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "job": JOB, "instance": "a",
+                                        "reason": "scheduled", "result": "failed"},
+                         "exp_annotations": {"summary": "A scheduled backup failed in the last hour."}}]},
+        {"eval_time": "6m", "alertname": "SampleDBArchiveFailing", "exp_alerts": []},
+        {"eval_time": "8m", "alertname": "SampleDBArchiveFailing",
+         "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "orders"},
+                         "exp_annotations": {"summary": ARCHIVE_FAILING}}]},
+        {"eval_time": "1m", "alertname": "SampleDBVolumeFull", "exp_alerts": []},
+        {"eval_time": "3m", "alertname": "SampleDBVolumeFull",
+         "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": "shop", "name": "full"},
+                         "exp_annotations": {"summary": VOLUME_FULL}}]},
+        {"eval_time": "6m", "alertname": "SampleDBStorageAutoGrowStopped",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big",
+                                        "reason": "StorageAutoGrowLimit"},
+                         "exp_annotations": {"summary": AUTO_GROW_STOPPED}}]},
+        {"eval_time": "6m", "alertname": "SampleDBInactiveSlotRetainingWAL", "exp_alerts": []},
+        {"eval_time": "8m", "alertname": "SampleDBInactiveSlotRetainingWAL",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
+                         "exp_annotations": {"summary": SLOT_RETAINING}}]},
+        {"eval_time": "11m", "alertname": "SampleDBInactiveSlotRetainingWAL",  # over 4 GiB from 5m, for 5m
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "big-wal"},
+                         "exp_annotations": {"summary": SLOT_RETAINING}},
+                        {"exp_labels": {"severity": "warning", "namespace": "shop", "name": "cdc"},
+                         "exp_annotations": {"summary": SLOT_RETAINING}}]},
+        {"eval_time": "14m", "alertname": "SampleDBArchiveLagging", "exp_alerts": []},
+        {"eval_time": "16m", "alertname": "SampleDBArchiveLagging",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "shop", "name": "orders"},
+                         "exp_annotations": {"summary": ARCHIVE_LAGGING}}]},
+    ])
 
 
 def test_service_monitor_selects_the_metrics_service_and_names_the_job_the_rules_use() -> None:
@@ -280,73 +277,58 @@ def fired(at: str, alert: str, severity: str, labels: dict[str, str], summary: s
 def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> None:
     """`promtool test rules`: the per-instance alerts against series named as postgres_exporter names them, with
     the labels the PodMonitor gives."""
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(load("prometheusrule.yaml")["spec"]))
     target = f'job="{POSTGRES_JOB}", namespace="shop", name="orders", instance="orders-0"'
-    cases = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [
-                {"series": f"pg_up{{{target}}}", "values": "1 1 0x20"},
-                {"series": f"up{{{target}}}", "values": "1x20"},
-                {"series": f'pg_stat_activity_count{{{target}, datname="app", state="idle"}}', "values": "50x20"},
-                {"series": f'pg_stat_activity_count{{{target}, datname="app", state="active"}}', "values": "45x20"},
-                {"series": f"pg_settings_max_connections{{{target}}}", "values": "100x20"},
-                {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="cdc"}}',
-                 "values": "0+67108864x20"},
-                {"series": f'pg_replication_slots_active{{{target}, slot_name="cdc"}}', "values": "0x20"},
-                {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="sdb_i1"}}',
-                 "values": "0+67108864x20"},
-                {"series": f'pg_replication_slots_active{{{target}, slot_name="sdb_i1"}}', "values": "1x20"},
-                {"series": f'pg_database_wraparound_age_datfrozenxid_seconds{{{target}, datname="app"}}',
-                 "values": "1100000000x30"},
-                {"series": f"pg_long_running_transactions_oldest_timestamp_seconds{{{target}}}",
-                 "values": "3000+60x20"},
-                {"series": f"pg_exporter_last_scrape_error{{{target}}}", "values": "0x20"},
-                {"series": f'pgbouncer_up{{job="{POOLER_JOB}", namespace="shop", name="orders",'
-                           ' instance="orders-pooler-a"}', "values": "1x20"},
-                {"series": f'up{{job="{POOLER_JOB}", namespace="shop", name="orders", instance="orders-pooler-a"}}',
-                 "values": "1 0x20"},
-                {"series": f'pgbouncer_pools_client_maxwait_seconds{{job="{POOLER_JOB}", namespace="shop",'
-                           ' name="orders", instance="orders-pooler-b", database="app", user="app"}',
-                 "values": "0 0 30x20"},
-            ],
-            "alert_rule_test": [
-                {"eval_time": "6m", "alertname": "SampleDBPostgresDown", "exp_alerts": []},
-                fired("7m", "SampleDBPostgresDown", "critical", ORDERS_0,
-                      "The exporter beside shop/orders-0 cannot reach its PostgreSQL server, or is not"
-                      " answering itself."),
-                fired("5m", "SampleDBConnectionsNearMax", "warning", ORDERS_0,
-                      "shop/orders-0 uses more than 90% of max_connections; new clients will be refused."),
-                # over 256 MiB from 5m on (64 MiB a minute), then 5 minutes: the active slot never
-                {"eval_time": "9m", "alertname": "SampleDBSlotInactive", "exp_alerts": []},
-                fired("10m", "SampleDBSlotInactive", "warning", {**ORDERS_0, "slot_name": "cdc"},
-                      "The inactive replication slot cdc on shop/orders-0 keeps more than 256 MiB of WAL on its"
-                      " volume."),
-                fired("15m", "SampleDBTransactionIDWraparound", "warning", {**ORDERS_0, "datname": "app"},
-                      "The database app of shop/orders is past half-way to transaction-ID wraparound; vacuum is"
-                      " not freezing it."),
-                {"eval_time": "8m", "alertname": "SampleDBLongTransaction", "exp_alerts": []},
-                fired("16m", "SampleDBLongTransaction", "warning", ORDERS_0,
-                      "A transaction on shop/orders-0 has been open for more than an hour; it holds back"
-                      " vacuum."),
-                {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
-                {"eval_time": "5m", "alertname": "SampleDBPoolerDown", "exp_alerts": []},
-                fired("6m", "SampleDBPoolerDown", "warning", {**ORDERS_0, "instance": "orders-pooler-a"},
-                      "The exporter beside the pooler pod shop/orders-pooler-a cannot read PgBouncer's"
-                      " statistics, or is not answering itself."),
-                {"eval_time": "6m", "alertname": "SampleDBPoolerClientsWaiting", "exp_alerts": []},
-                fired("7m", "SampleDBPoolerClientsWaiting", "warning", {**ORDERS_0, "instance": "orders-pooler-b"},
-                      "Clients of the pooler pod shop/orders-pooler-b wait more than 10 s for a server"
-                      " connection: spec.pooler.defaultPoolSize is too small for the load, or the server is"
-                      " slow."),
-            ],
-        }],
-    }
-    tests = tmp_path / "tests.yaml"
-    tests.write_text(yaml.safe_dump(cases))
-    done = subprocess.run([promtool(), "test", "rules", str(tests)], capture_output=True, text=True, timeout=60,
-                          check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_test(tmp_path, [
+        {"series": f"pg_up{{{target}}}", "values": "1 1 0x20"},
+        {"series": f"up{{{target}}}", "values": "1x20"},
+        {"series": f'pg_stat_activity_count{{{target}, datname="app", state="idle"}}', "values": "50x20"},
+        {"series": f'pg_stat_activity_count{{{target}, datname="app", state="active"}}', "values": "45x20"},
+        {"series": f"pg_settings_max_connections{{{target}}}", "values": "100x20"},
+        {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="cdc"}}',
+         "values": "0+67108864x20"},
+        {"series": f'pg_replication_slots_active{{{target}, slot_name="cdc"}}', "values": "0x20"},
+        {"series": f'pg_replication_slots_pg_wal_lsn_diff{{{target}, slot_name="sdb_i1"}}',
+         "values": "0+67108864x20"},
+        {"series": f'pg_replication_slots_active{{{target}, slot_name="sdb_i1"}}', "values": "1x20"},
+        {"series": f'pg_database_wraparound_age_datfrozenxid_seconds{{{target}, datname="app"}}',
+         "values": "1100000000x30"},
+        {"series": f"pg_long_running_transactions_oldest_timestamp_seconds{{{target}}}",
+         "values": "3000+60x20"},
+        {"series": f"pg_exporter_last_scrape_error{{{target}}}", "values": "0x20"},
+        {"series": f'pgbouncer_up{{job="{POOLER_JOB}", namespace="shop", name="orders",'
+                   ' instance="orders-pooler-a"}', "values": "1x20"},
+        {"series": f'up{{job="{POOLER_JOB}", namespace="shop", name="orders", instance="orders-pooler-a"}}',
+         "values": "1 0x20"},
+        {"series": f'pgbouncer_pools_client_maxwait_seconds{{job="{POOLER_JOB}", namespace="shop",'
+                   ' name="orders", instance="orders-pooler-b", database="app", user="app"}',
+         "values": "0 0 30x20"},
+    ], [
+        {"eval_time": "6m", "alertname": "SampleDBPostgresDown", "exp_alerts": []},
+        fired("7m", "SampleDBPostgresDown", "critical", ORDERS_0,
+              "The exporter beside shop/orders-0 cannot reach its PostgreSQL server, or is not"
+              " answering itself."),
+        fired("5m", "SampleDBConnectionsNearMax", "warning", ORDERS_0,
+              "shop/orders-0 uses more than 90% of max_connections; new clients will be refused."),
+        # over 256 MiB from 5m on (64 MiB a minute), then 5 minutes: the active slot never
+        {"eval_time": "9m", "alertname": "SampleDBSlotInactive", "exp_alerts": []},
+        fired("10m", "SampleDBSlotInactive", "warning", {**ORDERS_0, "slot_name": "cdc"},
+              "The inactive replication slot cdc on shop/orders-0 keeps more than 256 MiB of WAL on its"
+              " volume."),
+        fired("15m", "SampleDBTransactionIDWraparound", "warning", {**ORDERS_0, "datname": "app"},
+              "The database app of shop/orders is past half-way to transaction-ID wraparound; vacuum is"
+              " not freezing it."),
+        {"eval_time": "8m", "alertname": "SampleDBLongTransaction", "exp_alerts": []},
+        fired("16m", "SampleDBLongTransaction", "warning", ORDERS_0,
+              "A transaction on shop/orders-0 has been open for more than an hour; it holds back"
+              " vacuum."),
+        {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
+        {"eval_time": "5m", "alertname": "SampleDBPoolerDown", "exp_alerts": []},
+        fired("6m", "SampleDBPoolerDown", "warning", {**ORDERS_0, "instance": "orders-pooler-a"},
+              "The exporter beside the pooler pod shop/orders-pooler-a cannot read PgBouncer's"
+              " statistics, or is not answering itself."),
+        {"eval_time": "6m", "alertname": "SampleDBPoolerClientsWaiting", "exp_alerts": []},
+        fired("7m", "SampleDBPoolerClientsWaiting", "warning", {**ORDERS_0, "instance": "orders-pooler-b"},
+              "Clients of the pooler pod shop/orders-pooler-b wait more than 10 s for a server"
+              " connection: spec.pooler.defaultPoolSize is too small for the load, or the server is"
+              " slow."),
+    ])
