@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import get_or_none, kubectl, kubectl_json, wait_until
-from tests.support.operator import OperatorProcess
+from tests.support.operator import REPO, OperatorProcess
 from tests.support.prometheus import PrometheusServer, as_grafana_would, dashboard_queries
 
 from sampledb_operator.model import names
@@ -28,8 +28,7 @@ POOLER = names.pooler_name(NAME)
 PASSWORD = "p00led-reporting"
 CLIENTS = 500
 POOLER_JOB = "sampledb-pooler"
-DASHBOARD = Path(__file__).resolve().parents[2] / "manifests" / "components" / "monitoring" / "dashboards" / \
-    "sampledb-postgres.json"
+DASHBOARD = REPO / "manifests" / "components" / "monitoring" / "dashboards" / "sampledb-postgres.json"
 
 
 def pooler_ips(ns: str) -> list[str]:

@@ -42,14 +42,15 @@ from sampledb_operator.decide.labels import (
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB, image_for
+from sampledb_operator.model.spec_rules import ResourceRequirements
 
 POSTGRES_UID = 999  # the postgres user of the docker library image
 PODINFO_DIR = "/etc/sampledb-podinfo"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 
 
-def _resources(db: SampleDB) -> Obj:
-    res = db.spec.resources
+def container_resources(res: ResourceRequirements | None) -> Obj:
+    """A container's `resources` from the spec's requests and limits ({} for none)."""
     out: Obj = {}
     if res is not None and res.requests:
         out["requests"] = {k: str(v) for k, v in sorted(res.requests.items())}
@@ -134,7 +135,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                          "failureThreshold": 120},
         "securityContext": container_security(),
     }
-    resources = _resources(db)
+    resources = container_resources(db.spec.resources)
     if resources:
         container["resources"] = resources
     if db.spec.recovery is not None:

@@ -9,8 +9,8 @@ query, a server that refuses it) never takes the instance out of its Service: it
 as nobody (65534), not as the server's uid, on a read-only root filesystem.
 
 The pooler's exporter reads PgBouncer's admin console (SHOW POOLS, STATS, ...) over the pod's loopback as
-POOLER_ROLE, PgBouncer's stats user, with that role's password from the pooler's Secret in PGPASSWORD (never in
-its arguments); over TLS when PgBouncer serves it.
+POOLER_ROLE, PgBouncer's stats (and admin) user, with that role's password from the pooler's Secret in PGPASSWORD
+(never in its arguments); over TLS when PgBouncer serves it.
 
 Invariants: no container when monitoring is off, so a database with it off keeps its pod template; the arguments
 work with the upstream image (its entrypoint is the exporter); the custom-queries ConfigMap is optional in the
@@ -45,6 +45,12 @@ COLLECTORS = ("database_wraparound", "long_running_transactions", "stat_wal_rece
 REQUESTS = (("cpu", "10m"), ("memory", "32Mi"))  # measured: docs/benchmarks.md, "The exporter"
 
 
+def _security() -> Obj:
+    """The restricted Pod Security Standard's container fields, as nobody (not the server's uid)."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
+            "runAsUser": NOBODY, "runAsGroup": NOBODY}
+
+
 def data_source() -> str:
     """libpq keywords of the exporter's connection: the pod's socket, as the monitoring role, no password."""
     return (f"host={pgconfig.RUN_DIR} port={names.POSTGRES_PORT} user={MONITOR_ROLE} dbname={DEFAULT_DATABASE}"
@@ -69,8 +75,7 @@ def container(db: SampleDB) -> Obj | None:
         "env": [{"name": "DATA_SOURCE_NAME", "value": data_source()}],
         "ports": [{"name": PORT_NAME, "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(REQUESTS)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "readOnlyRootFilesystem": True, "runAsUser": NOBODY, "runAsGroup": NOBODY},
+        "securityContext": _security(),
         "volumeMounts": mounts,
     }
 
@@ -100,6 +105,5 @@ def pooler_container(db: SampleDB, secret: str, key: str) -> Obj | None:
         "env": [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}],
         "ports": [{"name": PORT_NAME, "containerPort": POOLER_EXPORTER_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(REQUESTS)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "readOnlyRootFilesystem": True, "runAsUser": NOBODY, "runAsGroup": NOBODY},
+        "securityContext": _security(),
     }

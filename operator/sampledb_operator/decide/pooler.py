@@ -25,14 +25,13 @@ from __future__ import annotations
 import hashlib
 
 from sampledb_operator.decide import exporter, tls
-from sampledb_operator.decide.desired_statefulset import container_security, pod_security
+from sampledb_operator.decide.desired_statefulset import container_resources, container_security, pod_security
 from sampledb_operator.decide.labels import COMPONENT_LABEL, POOLER_COMPONENT, db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.pooler import AUTH_DATABASE, DEFAULT_IMAGE, LOOKUP_FUNCTION, POOLER_ROLE
 from sampledb_operator.model.sampledb import SampleDB
-from sampledb_operator.model.spec_rules import ResourceRequirements
 
 INI_KEY = "pgbouncer.ini"
 USERLIST_KEY = "userlist.txt"  # in the Secret: `"sampledb_pooler" "<password>"`, PgBouncer's auth_file
@@ -86,13 +85,6 @@ def ini(db: SampleDB, *, ca: bool, read_only: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _resources(res: ResourceRequirements | None) -> Obj:
-    if res is None or not (res.requests or res.limits):
-        return {"requests": {"cpu": "50m", "memory": "32Mi"}}
-    return {part: {k: str(v) for k, v in sorted(values.items())}
-            for part, values in (("requests", res.requests), ("limits", res.limits)) if values}
-
-
 def configmap(db: SampleDB, *, ca: bool, read_only: bool = False) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(db, _name(db, read_only), POOLER_COMPONENT),
             "data": {INI_KEY: ini(db, ca=ca, read_only=read_only)}}
@@ -137,7 +129,7 @@ def deployment(db: SampleDB, *, ca: bool, certificate: str = "", read_only: bool
         "ports": [{"name": "postgresql", "containerPort": names.POSTGRES_PORT, "protocol": "TCP"}],
         "readinessProbe": probe,
         "livenessProbe": {**probe, "failureThreshold": 6},
-        "resources": _resources(pooler.resources),
+        "resources": container_resources(pooler.resources) or {"requests": {"cpu": "50m", "memory": "32Mi"}},
         "volumeMounts": mounts,
         "securityContext": container_security(),
     }

@@ -65,11 +65,13 @@ class Target:
         return f"Target({self.host}:{self.port} as {self.user})"
 
 
-async def connect(psycopg: ModuleType, target: Target, within: float, *, autocommit: bool = True) -> Any:
-    """A new connection to `target`'s postgres database as the operator (connect timeout: `within`, at least 1 s);
-    the caller bounds what it does with it and closes it."""
+async def connect(psycopg: ModuleType, target: Target, within: float, *, autocommit: bool = True,
+                  dbname: str = "postgres") -> Any:
+    """A new connection to `target`'s `dbname` (the database postgres; PgBouncer's admin console is `pgbouncer`)
+    as the operator (connect timeout: `within`, at least 1 s); the caller bounds what it does with it and closes
+    it."""
     return await psycopg.AsyncConnection.connect(
-        host=target.host, port=target.port, user=target.user, password=target.password, dbname="postgres",
+        host=target.host, port=target.port, user=target.user, password=target.password, dbname=dbname,
         connect_timeout=max(1, int(within)), application_name="sampledb-operator", autocommit=autocommit)
 
 

@@ -1,24 +1,23 @@
 """PgBouncer's admin console: PAUSE and RESUME on one pooler pod (decide/pooler_pause.py says when).
 
 The operator logs in to the pod's PgBouncer (port 5432, the virtual database `pgbouncer`) as the pooler's role,
-PgBouncer's admin user, with its password from the pooler's Secret; over TLS when PgBouncer serves it (sslmode
-prefer: the pod's IP is not a name its certificate holds). PAUSE waits until the transactions under way have
-finished and PgBouncer has let its server connections go; a client holding a session (session mode) keeps it,
-so the wait is bounded by `within` and PgBouncer goes on pausing after it. "already paused" and "not paused"
-answers are success: both commands are idempotent. Never logs the password.
+PgBouncer's admin user, with its password from the pooler's Secret (pg/client.connect: libpq's sslmode prefer, so
+over TLS when PgBouncer serves it; the pod's IP is not a name its certificate holds). PAUSE waits until the
+transactions under way have finished and PgBouncer has let its server connections go; a client holding a session
+(session mode) keeps it, so the wait is bounded by `within` and PgBouncer goes on pausing after it. "already
+paused" and "not paused" answers are success: both commands are idempotent. Never logs the password.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-import structlog
-
 from sampledb_operator.model import names
 from sampledb_operator.model.roles import POOLER_ROLE
+from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import client as pg
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 DONE_ALREADY = ("already", "not paused", "not suspended")
 
 
@@ -28,9 +27,8 @@ async def command(host: str, password: str, statement: str, within: float = 3.0)
     psycopg = await pg.driver()
 
     async def go() -> None:
-        conn = await psycopg.AsyncConnection.connect(
-            host=host, port=names.POSTGRES_PORT, dbname="pgbouncer", user=POOLER_ROLE, password=password,
-            sslmode="prefer", connect_timeout=max(1, int(within)), autocommit=True)
+        conn = await pg.connect(psycopg, pg.Target(host, names.POSTGRES_PORT, POOLER_ROLE, password), within,
+                                dbname="pgbouncer")
         try:
             await conn.execute(statement)
         finally:

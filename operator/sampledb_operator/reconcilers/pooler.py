@@ -75,6 +75,14 @@ async def ensure_secret(ctx: Context, db: SampleDB) -> Obj | None:
             return None
 
 
+def secret_password(secret: Obj | None) -> str | None:
+    """The pooler role's password from its Secret (None: no Secret, or no readable password in it)."""
+    try:
+        return base64.b64decode(((secret or {}).get("data") or {})[dp.PASSWORD_KEY]).decode()
+    except (KeyError, ValueError):
+        return None
+
+
 def applied_hash(secret: Obj) -> str:
     meta_ = secret.get("metadata") or {}
     return names.short_hash(pg_pooler.SQL_VERSION, str(meta_.get("uid", "")), str(meta_.get("resourceVersion", "")),
@@ -98,9 +106,8 @@ async def _step(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj 
     wanted = applied_hash(secret)
     if wanted == db.status.pooler_applied:
         return PoolerOutcome()
-    try:
-        password = base64.b64decode((secret.get("data") or {})[dp.PASSWORD_KEY]).decode()
-    except (KeyError, ValueError):
+    password = secret_password(secret)
+    if password is None:
         return PoolerOutcome(problems=(Problem(
             "PoolerSetupFailed", f"Secret {names.pooler_name(db.metadata.name)} has no password: delete it, the"
             " operator makes a new one", "spec.pooler"),), recheck_after=RETRY_SECONDS)

@@ -8,19 +8,19 @@ would see without it).
 from __future__ import annotations
 
 import asyncio
-import base64
 
 from sampledb_operator.decide import pooler_pause as pp
-from sampledb_operator.decide.pooler import PASSWORD_KEY, selector
+from sampledb_operator.decide.pooler import selector
 from sampledb_operator.kube.errors import ApiError
 from sampledb_operator.model import names
-from sampledb_operator.model.objects import Obj
+from sampledb_operator.model.objects import condition_true
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.sampledb_status import PoolerPause
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.pg import pooler_admin
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.pooler import secret_password
 
 log = get_logger(__name__)
 
@@ -36,20 +36,7 @@ async def _ready_ips(ctx: Context, db: SampleDB) -> list[str]:
                  error=str(exc)[:200])
         return []
     return sorted(str(p["status"]["podIP"]) for p in pods if (p.get("status") or {}).get("podIP")
-                  and not p["metadata"].get("deletionTimestamp") and _ready(p))
-
-
-def _ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def _password(ctx: Context, db: SampleDB) -> str | None:
-    secret = ctx.cached("Secret", db.metadata.namespace, names.pooler_name(db.metadata.name))
-    try:
-        return base64.b64decode(((secret or {}).get("data") or {})[PASSWORD_KEY]).decode()
-    except (KeyError, ValueError):
-        return None
+                  and not p["metadata"].get("deletionTimestamp") and condition_true(p, "Ready"))
 
 
 async def reconcile_pause(ctx: Context, db: SampleDB, *, switchover_to: str | None) -> PoolerPause | None:
@@ -60,7 +47,7 @@ async def reconcile_pause(ctx: Context, db: SampleDB, *, switchover_to: str | No
                          now=ctx.clock.now())
     if decision.action is pp.PauseAction.NONE:
         return decision.record
-    password = _password(ctx, db)
+    password = secret_password(ctx.cached("Secret", db.metadata.namespace, names.pooler_name(db.metadata.name)))
     ips = await _ready_ips(ctx, db) if db.spec.pooler is not None else []
     statement = "PAUSE" if decision.action is pp.PauseAction.PAUSE else "RESUME"
     sent = await asyncio.gather(*(pooler_admin.command(ip, password, statement) for ip in ips)) \
