@@ -77,8 +77,10 @@ def test_a_verification_under_writes_recovers_the_point_and_matches_every_table(
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
     try:
+        asked = time.monotonic()
         ask(name, src_ns, "under-writes")
         last = answered(name, src_ns, "under-writes")
+        took = time.monotonic() - asked
     finally:
         stop.set()
         thread.join(timeout=60)
@@ -88,7 +90,9 @@ def test_a_verification_under_writes_recovers_the_point_and_matches_every_table(
     assert last["tables"] == 2
     # the point lies between the rows written before it and the writer's last one
     assert 5200 <= last["rows"] <= 5200 + writes[0], last
-    assert 0 < last["rtoSeconds"] < 300
+    # the RTO is part of the verification's own time (how long depends on the machine's load, not the product)
+    assert 0 < last["rtoSeconds"] < took, (took, last)
+    assert f"in {last['rtoSeconds']} s" in last["message"], last
     assert 0 <= last["rpoSeconds"] <= ARCHIVE_TIMEOUT + 30, last  # archive_timeout closes the point's segment
     cond = wait_condition(name, src_ns, "RecoveryVerified")
     assert cond["reason"] == "Verified" and last["point"] in cond["message"]
