@@ -1,7 +1,8 @@
 """The Grafana dashboard's queries against a real Prometheus scraping the real operator.
 
 After a database is made Ready, backed up and upgraded (kwok: its Jobs succeed without running),
-every query of every panel of manifests/components/monitoring/dashboards/sampledb-operator.json,
+every query of every panel of manifests/components/monitoring/dashboards/sampledb-operator.json (scraped as the
+shipped ServiceMonitor has it scraped: its target labels, its honorLabels),
 with Grafana's variables filled in, returns series; the per-database panels name that database.
 """
 
@@ -11,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
 from tests.support.kube import kubectl, wait_until
 from tests.support.operator import REPO, OperatorProcess
@@ -19,6 +21,16 @@ from tests.support.prometheus import JOB, PrometheusServer
 pytestmark = pytest.mark.cluster
 
 DASHBOARD = REPO / "manifests" / "components" / "monitoring" / "dashboards" / "sampledb-operator.json"
+SERVICE_MONITOR = REPO / "manifests" / "components" / "monitoring" / "servicemonitor.yaml"
+
+
+def as_the_service_monitor_scrapes(target: str) -> dict[str, Any]:
+    """PrometheusServer's arguments for `target` scraped as the shipped ServiceMonitor has the Prometheus Operator
+    scrape it: the target labels it adds (the operator's namespace, Service, pod, endpoint), its honorLabels."""
+    [endpoint] = yaml.safe_load(SERVICE_MONITOR.read_text())["spec"]["endpoints"]
+    return {"labels": {target: {"namespace": "sampledb-system", "service": "sampledb-operator",
+                                "pod": "sampledb-operator-5d8f7c9b4-x2x7q", "endpoint": endpoint["port"]}},
+            "honor_labels": bool(endpoint.get("honorLabels", False))}
 
 
 def panel_queries() -> list[tuple[str, str]]:
@@ -42,7 +54,8 @@ def test_every_panel_query_returns_data_from_prometheus_scraping_the_operator(ku
     op = OperatorProcess(kubeconfig, "--namespaces", ns, "--workers", "2", "--leader-elect", "--lease-namespace", ns,
                          "--identity", "dash", "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1",
                          "--recheck-period", "2")
-    with op, PrometheusServer([f"127.0.0.1:{op.metrics_port}"]) as prom:
+    with op, PrometheusServer([target := f"127.0.0.1:{op.metrics_port}"],
+                              **as_the_service_monitor_scrapes(target)) as prom:
         wait_until(prom.targets_up, timeout=30, what="Prometheus to scrape the operator")
         apply(sampledb("dash", ns, upgrade={"backupBeforeMinor": True}))
         wait_ready("dash", ns)

@@ -41,14 +41,19 @@ class PrometheusServer:
     """One Prometheus process scraping `targets` ("127.0.0.1:8080") every `scrape_interval`."""
 
     def __init__(self, targets: list[str], *, scrape_interval: str = "1s", job: str = JOB,
-                 labels: dict[str, dict[str, str]] | None = None, rules: dict[str, Any] | None = None) -> None:
-        """`labels`: per target, the labels its series get (as a PodMonitor's relabelling would give them);
-        `rules`: a rule file's content (its `groups`), evaluated every scrape interval."""
+                 labels: dict[str, dict[str, str]] | None = None, rules: dict[str, Any] | None = None,
+                 honor_labels: bool = False, extra_jobs: list[dict[str, Any]] | None = None) -> None:
+        """`labels`: per target, the labels its series get (as a PodMonitor's or ServiceMonitor's relabelling
+        would give them); `honor_labels`: a series' own labels win over those (a monitor's honorLabels);
+        `rules`: a rule file's content (its `groups`), evaluated every scrape interval; `extra_jobs`: more
+        scrape configs as Prometheus reads them (their targets are counted by targets_up too)."""
         self.targets = targets
         self.scrape_interval = scrape_interval
         self.job = job
         self.labels = labels or {}
         self.rules = rules
+        self.honor_labels = honor_labels
+        self.extra_jobs = extra_jobs or []
         self.dir = Path(tempfile.mkdtemp(prefix="sampledb-prometheus-"))
         self.log_path = self.dir / "prometheus.log"
         self.port: int | None = None
@@ -68,7 +73,8 @@ class PrometheusServer:
         settings: dict[str, Any] = {
             "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval,
                        "evaluation_interval": self.scrape_interval},
-            "scrape_configs": [{"job_name": self.job, "static_configs": static}],
+            "scrape_configs": [{"job_name": self.job, "static_configs": static, "honor_labels": self.honor_labels},
+                               *self.extra_jobs],
         }
         if self.rules is not None:
             (self.dir / "rules.yml").write_text(yaml.safe_dump(self.rules))
@@ -130,7 +136,8 @@ class PrometheusServer:
     def targets_up(self) -> bool:
         """True once every target has been scraped successfully (health "up")."""
         active = self.api("targets", state="active")["activeTargets"]
-        return len(active) == len(self.targets) and all(t["health"] == "up" for t in active)
+        extra = sum(len(c["targets"]) for job in self.extra_jobs for c in job.get("static_configs", []))
+        return len(active) == len(self.targets) + extra and all(t["health"] == "up" for t in active)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (SIGKILL after `timeout`), then remove the config, data and log."""
