@@ -10,6 +10,10 @@ for, and `plan_backup` returns the pass:
 | Succeeded or Failed                          | nothing: a finished backup is never touched again         |
 | a name the backup script refuses             | Failed, Warning BackupFailed; no Job                      |
 | its SampleDB missing                         | Pending; a rate-limited requeue                           |
+| Job running (or Running, its Job gone),      | the Job deleted (background propagation); Failed, "Job    |
+| database not Ready, data volume full (*)     | <job> stopped: VolumeFull: ..."; Warning BackupFailed     |
+| no Job, database not Ready, data volume full | Pending "waiting for SampleDB <db> to be Ready: its data  |
+| (*)                                          | volume is full (...); grow spec.storage.size or ..."      |
 | no Job, database not Ready (not pre-delete)  | Pending "waiting for SampleDB <db> to be Ready"           |
 | no Job, backup volume missing                | Pending; a rate-limited requeue                           |
 | no Job, no files finalizer                   | that finalizer alone (then planned again)                 |
@@ -17,6 +21,11 @@ for, and `plan_backup` returns the pass:
 | Job running                                  | Running                                                   |
 | Job succeeded                                | Succeeded with location, version, size, checksum; Event   |
 | Job failed                                   | Failed with the Job's reason; Warning BackupFailed        |
+
+(*) not pre-delete. A full data volume is the SampleDB's Degraded=True with reason VolumeFull (decide/stuck.py):
+its server has stopped, so a backup that runs then is stopped (the Job goes: nothing the operator started
+keeps writing) and one not started waits, saying why and what to do. A pre-delete snapshot is left as it is
+then, as before: it does not wait for Ready, and its Job fails visibly if the server never answers.
 
 Invariants: the status is written only when it changes, with the resourceVersion it was computed from
 (a pass on a stale copy writes nothing, so it never rewrites startedAt nor records an end twice), and
@@ -30,16 +39,17 @@ finds, so a pass plans at most three times.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from sampledb_operator.decide import jobs
 from sampledb_operator.decide.backup_files import FILES_FINALIZER, expected_location
-from sampledb_operator.decide.effects import Create, Effect, Emit, Patch, Plan
+from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import DATABASE_LABEL, bucket_label
 from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.volume_full import GROW_VOLUME, VOLUME_FULL, volume_full
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupPhase, SampleDBBackup
 from sampledb_operator.model.conditions import is_true
@@ -112,6 +122,14 @@ def _may_start(backup: SampleDBBackup, db: SampleDB) -> bool:
     return str(backup.spec.reason) == "pre-delete" or is_true(db.status.conditions, "Ready")
 
 
+def _held_by_full_volume(backup: SampleDBBackup, db: SampleDB) -> str | None:
+    """Why `backup` must not run now: its database is not Ready and its data volume is full (volume_full's
+    words); None otherwise, and always for a pre-delete snapshot (it does not wait for Ready: _may_start)."""
+    if str(backup.spec.reason) == "pre-delete" or is_true(db.status.conditions, "Ready"):
+        return None
+    return volume_full(db)
+
+
 def volume_read_needed(facts: BackupFacts) -> bool:
     """The pass would start the Job: whether the backup volume exists decides it."""
     return _runs(facts) and facts.job is None and facts.db is not None and _may_start(facts.backup, facts.db)
@@ -136,8 +154,12 @@ def plan_backup(facts: BackupFacts) -> BackupPass:
     if db is None:
         return _status(facts, BackupPhase.PENDING, f"SampleDB {backup.spec.database} does not exist",
                        result=Result(requeue=True))
+    full = _held_by_full_volume(backup, db)
+    if full is not None and (backup.status.phase == BackupPhase.RUNNING.value if facts.job is None
+                             else not facts.job.finished):
+        return _stop(facts, db, full)
     if facts.job is None:
-        return _start(facts, db)
+        return _start(facts, db, full)
     name = job_name(backup)
     if not facts.job.finished:
         return _status(facts, BackupPhase.RUNNING, f"Job {name} is running", started=True)
@@ -181,10 +203,13 @@ def _finalizer(backup: SampleDBBackup) -> BackupPass:
                           update={"finalizers": finalizers})}))
 
 
-def _start(facts: BackupFacts, db: SampleDB) -> BackupPass:
+def _start(facts: BackupFacts, db: SampleDB, full: str | None) -> BackupPass:
     backup = facts.backup
     if not _may_start(backup, db):  # the SampleDB's next change brings this backup back (app.py's mapping)
-        return _status(facts, BackupPhase.PENDING, f"waiting for SampleDB {db.metadata.name} to be Ready")
+        waiting = f"waiting for SampleDB {db.metadata.name} to be Ready"
+        if full is not None:
+            waiting += f": its data volume is full ({full}); {GROW_VOLUME}"
+        return _status(facts, BackupPhase.PENDING, waiting)
     claim = claim_name(backup)
     if not facts.volume_exists:
         return _status(facts, BackupPhase.PENDING, f"backup volume {claim} does not exist",
@@ -197,6 +222,17 @@ def _start(facts: BackupFacts, db: SampleDB) -> BackupPass:
     create = Create(body, EventSpec("Normal", "BackupStarted", f"started Job {name}"))
     running = _status(facts, BackupPhase.RUNNING, f"Job {name} started", started=True)
     return BackupPass(Plan((create, *running.plan.effects)))
+
+
+def _stop(facts: BackupFacts, db: SampleDB, full: str) -> BackupPass:
+    """The backup's Job deleted (it may be gone already: a refused status write of an earlier pass), then the
+    backup Failed with reason VolumeFull and its Warning."""
+    name = job_name(facts.backup)
+    failed = _failed(facts, (
+        f"Job {name} stopped: {VOLUME_FULL}: the data volume of SampleDB {db.metadata.name} is full and its server"
+        f" stopped ({full}); {GROW_VOLUME}, then take the backup again once the database is Ready (scheduled"
+        " backups resume at their next slot)"))
+    return replace(failed, plan=Plan((Delete("Job", name), *failed.plan.effects), failed.plan.result))
 
 
 def _succeeded(facts: BackupFacts, db: SampleDB) -> BackupPass:

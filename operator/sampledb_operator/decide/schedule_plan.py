@@ -11,6 +11,13 @@ BackupHealthy) into the effects to apply, in order, and what the step tells the 
    the condition the SampleDB's status holds by then.
 The backup the pass creates has no phase yet, so it changes neither BackupHealthy nor lastBackup
 or lastSnapshot. Steady state plans no effect at all.
+
+A scheduled backup held back because the database's data volume is full (the database not ready,
+its SampleDB's Degraded=True with reason VolumeFull: its server has stopped) makes BackupHealthy
+False/BackupsPostponed (`postponed`): the due slot, or a scheduled backup not started yet, waits,
+and the message says why and what to do. It stays so until a scheduled backup finishes once the
+database is Ready again (the slot's backup is taken then, as usual): BackupRecovered if it
+succeeded, BackupFailed if not.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ from sampledb_operator.decide.backups import SCHEDULED_FOR_ANNOTATION, backup_re
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.verify import merge_health
+from sampledb_operator.decide.volume_full import GROW_VOLUME, volume_full
 from sampledb_operator.model import names
-from sampledb_operator.model.backup import BackupReason
-from sampledb_operator.model.conditions import Condition, get_condition
+from sampledb_operator.model.backup import BackupPhase, BackupReason
+from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import after
 from sampledb_operator.model.sampledb import SampleDB
@@ -34,6 +42,8 @@ from sampledb_operator.model.sampledb_status import BackupRecord
 
 SCHEDULED = BackupReason.SCHEDULED.value
 SNAPSHOT_REASONS = (BackupReason.PRE_UPGRADE.value, BackupReason.PRE_MIGRATION.value)
+POSTPONED = "BackupsPostponed"  # BackupHealthy's reason while scheduled backups wait for a full data volume
+NOT_STARTED = (None, BackupPhase.PENDING.value)
 
 
 @dataclass(frozen=True)
@@ -81,10 +91,15 @@ def plan_schedule(inputs: ScheduleInputs) -> SchedulePlan:
                 effects.append(create)
                 slot = decision.slot
         pruned, requeue_after = decision.prune, decision.requeue_after
+        full = None if inputs.db_ready else volume_full(db)
+        waiting = waiting_slot(decision, facts) if full is not None else None
         if decision.problem is not None:
             condition = sch.schedule_problem(decision.problem, gen)
+        elif full is not None and waiting is not None:
+            condition = postponed(waiting, full, gen)
         else:
-            condition = sch.health(facts, scheduled_only=True, generation=gen) or sch.awaiting_first(gen)
+            condition = (still_postponed(db, facts, created=slot is not None)
+                         or sch.health(facts, scheduled_only=True, generation=gen) or sch.awaiting_first(gen))
     effects += [prune(db, fact) for fact in pruned]
     condition = merge_health(condition, inputs.verification)
     event = health_event(get_condition(db.status.conditions, condition.type) if condition else None, condition)
@@ -92,6 +107,37 @@ def plan_schedule(inputs: ScheduleInputs) -> SchedulePlan:
         effects.append(Emit(event))
     return SchedulePlan(Plan(tuple(effects), after(requeue_after)), condition, last_backup(db, facts),
                         last_snapshot(db, facts), requeue_after, slot)
+
+
+def waiting_slot(decision: sch.ScheduleDecision, facts: Sequence[sch.BackupFact]) -> datetime | None:
+    """The slot whose scheduled backup the database's state holds back: the due one, else the newest scheduled
+    backup not started yet (its Job waits for Ready); None when none waits."""
+    if decision.due and decision.slot is not None:
+        return decision.slot
+    slots = [f.slot for f in facts if f.scheduled and f.slot is not None and f.phase in NOT_STARTED]
+    return max(slots) if slots else None
+
+
+def postponed(slot: datetime, detail: str, generation: int | None) -> Condition:
+    """BackupHealthy while the scheduled backup of `slot` waits for a full data volume (`detail`: the SampleDB's
+    Degraded message, shortened)."""
+    message = (f"the scheduled backup of {sch.slot_text(slot)} is postponed: {detail}; it is taken once the database"
+               f" is Ready again ({GROW_VOLUME})")
+    return Condition.model_validate({"type": ConditionType.BACKUP_HEALTHY.value, "status": "False",
+                                     "reason": POSTPONED, "message": message[:1000],
+                                     "observedGeneration": generation})
+
+
+def still_postponed(db: SampleDB, facts: Sequence[sch.BackupFact], *, created: bool) -> Condition | None:
+    """BackupHealthy as the status holds it while it says BackupsPostponed and the backup taken once the database
+    is Ready again has not finished (this pass creates it, or a scheduled one is unfinished): no transition until
+    a scheduled backup's outcome says how backups fare. None otherwise."""
+    old = get_condition(db.status.conditions, ConditionType.BACKUP_HEALTHY.value)
+    if old is None or old.reason != POSTPONED:
+        return None
+    if not created and not any(f.scheduled and not f.finished for f in facts):
+        return None
+    return old.model_copy(update={"observed_generation": db.metadata.generation})
 
 
 def scheduled_backup(db: SampleDB, slot: datetime) -> Create:
