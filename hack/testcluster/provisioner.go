@@ -44,7 +44,12 @@ import (
 // enforced: each directory is a tmpfs mount of the claim's size (memory-backed, so only for tests
 // of small volumes), grown in place by a resize (a remount with the new size), unmounted before it
 // is removed. A full volume fails writes with ENOSPC as a real disk does, and a test may remount it
-// read-only. `hack/cluster down` unmounts whatever is left under the root.
+// read-only. `hack/cluster down` unmounts whatever is left under the root. With --sized-node, a
+// sized class with the parameter `volume: local` gets `local` PVs bound to that node (the real
+// node) instead of host paths: the kubelet then reports their statistics (kubelet_volume_stats_*,
+// from statfs) as a CSI driver's volumes have them reported, where a host path reports none. (The
+// kubelet's own bind mount of a local volume lives as long as the pod: a test that remounts the
+// file system read-only and back uses a host path, which each container start mounts afresh.)
 //
 // A claim it cannot provision (a class with parameters, which it takes none of; block mode; the
 // directory or the PV not made) gets a Warning Event ProvisioningFailed, as external-provisioner
@@ -58,6 +63,7 @@ const (
 type hostPathProvisioner struct {
 	name    string
 	sized   string // the provisioner name of size-enforcing classes ("" for none)
+	node    string // the node sized volumes are local PVs of ("" for host paths)
 	root    string
 	client  kubernetes.Interface
 	pvcs    cache.Indexer
@@ -107,7 +113,12 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 	if !p.ours(sc.Provisioner) {
 		return nil
 	}
+	local := false
 	for _, key := range slices.Sorted(maps.Keys(sc.Parameters)) {
+		if sc.Provisioner == p.sized && key == "volume" && p.node != "" && (sc.Parameters[key] == "local" || sc.Parameters[key] == "hostPath") {
+			local = sc.Parameters[key] == "local"
+			continue
+		}
 		return p.failed(pvc, "storage class %q: unknown parameter %q (the provisioner %s takes none)", sc.Name, key, p.name)
 	}
 	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == v1.PersistentVolumeBlock {
@@ -135,6 +146,14 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 		reclaim = *sc.ReclaimPolicy
 	}
 	dirType := v1.HostPathDirectory
+	source := v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}
+	var affinity *v1.VolumeNodeAffinity
+	if local {
+		source = v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}}
+		affinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchExpressions: []v1.NodeSelectorRequirement{{
+				Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{p.node}}}}}}}
+	}
 	pv := &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        pvName,
@@ -147,7 +166,8 @@ func (p *hostPathProvisioner) provision(ctx context.Context, key string) error {
 			Capacity:                      v1.ResourceList{v1.ResourceStorage: pvc.Spec.Resources.Requests[v1.ResourceStorage]},
 			ClaimRef: &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-			PersistentVolumeSource: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}},
+			PersistentVolumeSource: source,
+			NodeAffinity:           affinity,
 		},
 	}
 	_, err = p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
@@ -187,8 +207,8 @@ func (p *hostPathProvisioner) resize(ctx context.Context, pvc *v1.PersistentVolu
 	if sc := classObj.(*storagev1.StorageClass); sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
 		return nil
 	}
-	if pv.Annotations[provisionedByAnnotation] == p.sized && pv.Spec.HostPath != nil {
-		if err := mountSized(pv.Spec.HostPath.Path, want.Value(), true); err != nil {
+	if dir := volumeDir(pv); pv.Annotations[provisionedByAnnotation] == p.sized && dir != "" {
+		if err := mountSized(dir, want.Value(), true); err != nil {
 			return err
 		}
 	}
@@ -216,10 +236,10 @@ func (p *hostPathProvisioner) reclaim(ctx context.Context, name string) error {
 	}
 	pv := obj.(*v1.PersistentVolume)
 	if !p.ours(pv.Annotations[provisionedByAnnotation]) || pv.Status.Phase != v1.VolumeReleased ||
-		pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || pv.Spec.HostPath == nil {
+		pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete || volumeDir(pv) == "" {
 		return nil
 	}
-	dir := filepath.Clean(pv.Spec.HostPath.Path)
+	dir := filepath.Clean(volumeDir(pv))
 	if !strings.HasPrefix(dir, p.root+string(filepath.Separator)) {
 		return nil // not a directory of ours: never remove it
 	}
@@ -237,6 +257,17 @@ func (p *hostPathProvisioner) reclaim(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// volumeDir: the directory of a PV of ours (a host path or a local volume), "" for another source.
+func volumeDir(pv *v1.PersistentVolume) string {
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path
+	}
+	return ""
 }
 
 // ours: whether a provisioner name is one this process serves.
@@ -289,13 +320,14 @@ func (p *hostPathProvisioner) work(ctx context.Context) {
 	}
 }
 
-// runProvisioner: testcluster hostpath-provisioner --kubeconfig FILE --root DIR [--name NAME].
+// runProvisioner: testcluster hostpath-provisioner --kubeconfig FILE --root DIR [--name NAME] [--sized-node NODE].
 func runProvisioner(args []string) int {
 	fs := flag.NewFlagSet("hostpath-provisioner", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (required)")
 	root := fs.String("root", "", "directory that holds the volumes (required)")
 	name := fs.String("name", "sampledb.io/hostpath", "provisioner name the StorageClasses use")
 	sized := fs.String("sized-name", "sampledb.io/sized", "provisioner name of size-enforcing classes (\"\": none)")
+	node := fs.String("sized-node", "", "node whose local PVs the size-enforcing volumes are (\"\": host paths)")
 	workers := fs.Int("workers", 4, "concurrent provisioning workers")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -334,7 +366,7 @@ func runProvisioner(args []string) int {
 	defer broadcaster.Shutdown()
 	p := &hostPathProvisioner{
 		events: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: *name}),
-		name:   *name, sized: *sized, root: absRoot, client: client,
+		name:   *name, sized: *sized, node: *node, root: absRoot, client: client,
 		pvcs: pvcInformer.GetIndexer(), pvs: pvInformer.GetIndexer(), classes: classInformer.GetIndexer(),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](
 			100*time.Millisecond, 30*time.Second)),

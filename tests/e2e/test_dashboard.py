@@ -12,25 +12,14 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 from tests.e2e.conftest import apply, condition, sampledb, status, wait_ready
 from tests.support.kube import kubectl, wait_until
 from tests.support.operator import REPO, OperatorProcess
-from tests.support.prometheus import JOB, PrometheusServer
+from tests.support.prometheus import JOB, PrometheusServer, as_the_service_monitor_scrapes
 
 pytestmark = pytest.mark.cluster
 
 DASHBOARD = REPO / "manifests" / "components" / "monitoring" / "dashboards" / "sampledb-operator.json"
-SERVICE_MONITOR = REPO / "manifests" / "components" / "monitoring" / "servicemonitor.yaml"
-
-
-def as_the_service_monitor_scrapes(target: str) -> dict[str, Any]:
-    """PrometheusServer's arguments for `target` scraped as the shipped ServiceMonitor has the Prometheus Operator
-    scrape it: the target labels it adds (the operator's namespace, Service, pod, endpoint), its honorLabels."""
-    [endpoint] = yaml.safe_load(SERVICE_MONITOR.read_text())["spec"]["endpoints"]
-    return {"labels": {target: {"namespace": "sampledb-system", "service": "sampledb-operator",
-                                "pod": "sampledb-operator-5d8f7c9b4-x2x7q", "endpoint": endpoint["port"]}},
-            "honor_labels": bool(endpoint.get("honorLabels", False))}
 
 
 def panel_queries() -> list[tuple[str, str]]:

@@ -1,21 +1,63 @@
 """spec.storage.autoGrow on the real node: the data volume grows before PostgreSQL refuses a write, stops at its
 maximum and says so while the database stays readable, and a full volume comes back once the maximum allows, with
-every committed row (the local cluster's StorageClass `sized`: tmpfs volumes of the claim's size, grown in place)."""
+every committed row (the local cluster's StorageClass `sized-local`: tmpfs volumes of the claim's size, grown in
+place, local PVs of the real node). Meanwhile a real Prometheus scrapes the real node's kubelet (through the API server,
+as kube-prometheus can) and the operator (as the shipped ServiceMonitor has it scraped): the dashboard's "Data
+volume used" panel follows the volume, and the shipped SampleDBVolumeFillingUp expression names the full one."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 from tests.e2e.conftest import apply, condition, sampledb, wait_ready
 from tests.e2e.test_stuck_databases import degraded
 from tests.e2e.test_stuck_volumes import volume_path, write_wal
+from tests.support.cluster import Cluster
 from tests.support.kube import kubectl, kubectl_json, wait_until
-from tests.support.operator import OperatorProcess
+from tests.support.operator import REPO, OperatorProcess
+from tests.support.prometheus import (
+    PrometheusServer,
+    as_grafana_would,
+    as_the_service_monitor_scrapes,
+    dashboard_queries,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_only]
 MI = 1024 * 1024
+MONITORING = REPO / "manifests" / "components" / "monitoring"
+REAL_NODE = "real-0"
+
+
+def volume_alert_expr() -> str:
+    rules = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())["spec"]["groups"]
+    [expr] = [r["expr"] for g in rules for r in g["rules"] if r.get("alert") == "SampleDBVolumeFillingUp"]
+    return str(expr)
+
+
+def volume_panel(ns: str) -> str:
+    [query] = [q for title, q in dashboard_queries(MONITORING / "dashboards" / "sampledb-postgres.json",
+                                                   "sampledb-operator") if title == "Data volume used"]
+    return as_grafana_would(query, namespace=ns, database="grow")
+
+
+def prometheus(cluster: Cluster, op: OperatorProcess) -> PrometheusServer:
+    """Prometheus scraping the operator and the real node's kubelet (through the API server's node proxy)."""
+    assert cluster.state_dir is not None
+    pki = cluster.state_dir / "pki"
+    server = yaml.safe_load(Path(cluster.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    kubelet: dict[str, Any] = {
+        "job_name": "kubelet", "scheme": "https", "honor_labels": True, "scrape_interval": "5s",
+        "scrape_timeout": "5s", "metrics_path": f"/api/v1/nodes/{REAL_NODE}/proxy/metrics",
+        "tls_config": {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "admin.crt"),
+                       "key_file": str(pki / "admin.key")},
+        "static_configs": [{"targets": [urlsplit(server).netloc]}]}
+    target = f"127.0.0.1:{op.metrics_port}"
+    return PrometheusServer([target], extra_jobs=[kubelet], **as_the_service_monitor_scrapes(target))
 
 
 def psql(ns: str, statement: str) -> str:
@@ -49,11 +91,15 @@ def write_until(ns: str, path: Path, percent: float, batch: int) -> int:
 
 
 def test_the_volume_grows_before_it_fills_stops_at_its_maximum_and_a_full_one_comes_back(
-        real_namespace: str, real_operator: OperatorProcess) -> None:
-    ns = real_namespace
+        cluster: Cluster, real_namespace: str, real_operator: OperatorProcess) -> None:
+    with prometheus(cluster, real_operator) as prom:
+        grows_stops_and_comes_back(real_namespace, prom)
+
+
+def grows_stops_and_comes_back(ns: str, prom: PrometheusServer) -> None:
     auto = {"thresholdPercent": 60, "stepPercent": 50, "maximum": "192Mi"}
     apply(sampledb("grow", ns, version="15.20",
-                   storage={"size": "128Mi", "storageClassName": "sized", "autoGrow": auto}))
+                   storage={"size": "128Mi", "storageClassName": "sized-local", "autoGrow": auto}))
     wait_ready("grow", ns, timeout=240)
     psql(ns, "CREATE TABLE filler (id int, batch int, pad text)")
     path = volume_path(ns, "grow")
@@ -69,6 +115,18 @@ def test_the_volume_grows_before_it_fills_stops_at_its_maximum_and_a_full_one_co
     rows = int(psql(ns, "SELECT count(*) FROM filler"))
     assert rows == batch * 2000  # no write was refused
 
+    # the kubelet's statistics of the grown volume, joined to the database's instance by the dashboard's panel
+    claim = f'namespace="{ns}", persistentvolumeclaim="data-grow-0"'
+    wait_until(lambda: prom.scalar(f"kubelet_volume_stats_capacity_bytes{{{claim}}}") == 192 * MI, timeout=90,
+               what="the kubelet's statistics of the grown volume in Prometheus")
+
+    def panel_matches_df() -> bool:
+        [series] = prom.query(volume_panel(ns)) or [{"metric": {}, "value": -1.0}]
+        return (series["metric"] == {"namespace": ns, "instance": "grow-0"}
+                and abs(series["value"] - used_percent(path) / 100) < 0.05)
+    wait_until(panel_matches_df, timeout=60, what="the panel to show the share df shows")
+    assert not prom.query(volume_alert_expr()), "the alert's condition holds at 40% used"
+
     # at the maximum: said, and the database stays readable
     batch = write_until(ns, path, 62, batch)
     cond = degraded("grow", ns, "StorageAutoGrowLimit", timeout=90)
@@ -82,6 +140,18 @@ def test_the_volume_grows_before_it_fills_stops_at_its_maximum_and_a_full_one_co
                    timeout=120)
     write_wal(ns, "grow")
     degraded("grow", ns, "VolumeFull", timeout=180)
+    full = wait_until(lambda: prom.query(volume_alert_expr()), timeout=90,
+                      what="the SampleDBVolumeFillingUp condition on the full volume")
+    assert [r["metric"] for r in full] == [{"namespace": ns, "name": "grow", "instance": "grow-0"}]
+    assert full[0]["value"] < 0.1
+    # a backup asked for now waits, saying why (the running one the operator would stop: tests/unit)
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+           "metadata": {"name": "while-full", "namespace": ns}, "spec": {"database": "grow"}})
+    waiting = wait_until(lambda: (m := str((kubectl_json("get", "sampledbbackup", "while-full", "-n", ns)
+                                            .get("status") or {}).get("message", ""))) and "is full" in m and m,
+                         timeout=60, what="the backup waiting for the full volume")
+    assert "grow-0" in waiting and "spec.storage.size" in waiting, waiting
+    kubectl("delete", "sampledbbackup", "while-full", "-n", ns)
     kubectl("patch", "sampledb", "grow", "-n", ns, "--type", "merge", "-p",
             '{"spec": {"storage": {"autoGrow": {"maximum": "512Mi"}}}}')
     # step by step, each measured on the grown volume: 192Mi full -> 288Mi (two thirds used) -> 432Mi (under 60%);

@@ -29,7 +29,7 @@ def volume_path(ns: str, name: str) -> Path:
     """The host directory (a tmpfs mount) of the database's data volume."""
     claim = kubectl_json("get", "pvc", f"data-{name}-0", "-n", ns)
     pv = kubectl_json("get", "pv", claim["spec"]["volumeName"])
-    path = Path(pv["spec"]["hostPath"]["path"])
+    path = Path((pv["spec"].get("local") or pv["spec"]["hostPath"])["path"])  # sized: a local PV of the real node
     assert path.is_mount(), f"{path} is not a size-enforcing volume"
     return path
 

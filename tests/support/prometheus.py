@@ -28,6 +28,7 @@ from tests.support.kube import wait_until
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 JOB = "sampledb-operator"
+SERVICE_MONITOR = Path(__file__).resolve().parents[2] / "manifests/components/monitoring/servicemonitor.yaml"
 
 
 def free_port() -> int:
@@ -184,3 +185,11 @@ def as_grafana_would(expr: str, **variables: str) -> str:
         expr = expr.replace(f"${name}", value)
     return expr
 
+
+def as_the_service_monitor_scrapes(target: str) -> dict[str, Any]:
+    """PrometheusServer's arguments for `target` scraped as the shipped ServiceMonitor has the Prometheus Operator
+    scrape it: the target labels it adds (the operator's namespace, Service, pod, endpoint), its honorLabels."""
+    [endpoint] = yaml.safe_load(SERVICE_MONITOR.read_text())["spec"]["endpoints"]
+    return {"labels": {target: {"namespace": "sampledb-system", "service": "sampledb-operator",
+                                "pod": "sampledb-operator-5d8f7c9b4-x2x7q", "endpoint": endpoint["port"]}},
+            "honor_labels": bool(endpoint.get("honorLabels", False))}

@@ -259,9 +259,12 @@ def test_the_postgres_dashboard_selects_the_exporters_job_and_documented_series(
     assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "namespace", "database"}
     documented = set(re.findall(r"`([a-z_]+)`", (REPO / "docs" / "metrics.md").read_text()))
     for title, expr in postgres_dashboard_exprs():
-        assert (f'job="{POSTGRES_JOB}"' in expr or f'job="{POOLER_JOB}"' in expr), (title, expr)
+        # the exporters' series, or the kubelets' volume statistics joined to the operator's instances
+        assert (f'job="{POSTGRES_JOB}"' in expr or f'job="{POOLER_JOB}"' in expr
+                or ("kubelet_volume_stats_" in expr and 'sampledb_instance_info{job="sampledb-operator"' in expr)), \
+            (title, expr)
         assert 'name=~"$database"' in expr, (title, expr)
-        used = set(re.findall(r"\b((?:pg|pgbouncer)_[a-z_]+)", expr))
+        used = set(re.findall(r"\b((?:pg|pgbouncer|kubelet_volume_stats|sampledb)_[a-z_]+)", expr))
         assert used and used <= documented, (title, used - documented)
 
 
@@ -295,6 +298,20 @@ def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> Non
         {"series": f"pg_long_running_transactions_oldest_timestamp_seconds{{{target}}}",
          "values": "3000+60x20"},
         {"series": f"pg_exporter_last_scrape_error{{{target}}}", "values": "0x20"},
+        # the kubelet's statistics of orders-0's data claim (10 GiB, 1 GiB less free every minute), the claim of
+        # a pod of another application beside it (never named), and the operator's instance series
+        {"series": 'kubelet_volume_stats_capacity_bytes{job="kubelet", instance="10.0.0.7:10250", namespace="shop",'
+                   ' persistentvolumeclaim="data-orders-0"}', "values": "10737418240x20"},
+        {"series": 'kubelet_volume_stats_available_bytes{job="kubelet", instance="10.0.0.7:10250", namespace="shop",'
+                   ' persistentvolumeclaim="data-orders-0"}', "values": "5368709120-1073741824x4 536870912x16"},
+        {"series": 'kubelet_volume_stats_capacity_bytes{job="kubelet", instance="10.0.0.7:10250", namespace="shop",'
+                   ' persistentvolumeclaim="data-cache-0"}', "values": "100x20"},
+        {"series": 'kubelet_volume_stats_available_bytes{job="kubelet", instance="10.0.0.7:10250", namespace="shop",'
+                   ' persistentvolumeclaim="data-cache-0"}', "values": "1x20"},
+        {"series": 'sampledb_instance_info{job="sampledb-operator", namespace="shop", name="orders",'
+                   ' instance="orders-0", role="primary"}', "values": "1x20"},
+        {"series": 'sampledb_instance_info{job="sampledb-operator", namespace="shop", name="orders",'
+                   ' instance="orders-1", role="replica"}', "values": "1x20"},
         {"series": f'pgbouncer_up{{job="{POOLER_JOB}", namespace="shop", name="orders",'
                    ' instance="orders-pooler-a"}', "values": "1x20"},
         {"series": f'up{{job="{POOLER_JOB}", namespace="shop", name="orders", instance="orders-pooler-a"}}',
@@ -322,6 +339,11 @@ def test_the_postgres_alerts_fire_on_the_exporters_series(tmp_path: Path) -> Non
               "A transaction on shop/orders-0 has been open for more than an hour; it holds back"
               " vacuum."),
         {"eval_time": "20m", "alertname": "SampleDBExporterQueriesFailing", "exp_alerts": []},
+        # under 10% free from 5m on (0.5 GiB of 10), then 5 minutes; orders-1 has no statistics, cache-0 is not ours
+        {"eval_time": "9m", "alertname": "SampleDBVolumeFillingUp", "exp_alerts": []},
+        fired("10m", "SampleDBVolumeFillingUp", "warning", ORDERS_0,
+              "The data volume of shop/orders-0 has less than 10% free (the kubelet's volume statistics);"
+              " PostgreSQL stops when it is full."),
         {"eval_time": "5m", "alertname": "SampleDBPoolerDown", "exp_alerts": []},
         fired("6m", "SampleDBPoolerDown", "warning", {**ORDERS_0, "instance": "orders-pooler-a"},
               "The exporter beside the pooler pod shop/orders-pooler-a cannot read PgBouncer's"
