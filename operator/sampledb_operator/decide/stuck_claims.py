@@ -12,7 +12,9 @@ reading with:
 | StorageExpansionStuck | a claim asked to grow has not past EXPANSION_GRACE, or cannot | its Events, status |
 
 Invariants: as decide/stuck.py's: a Problem is derived from the objects' current state and Events younger than
-REFUSAL_FRESH only, so it goes as soon as the cause does; messages carry Kubernetes' words, bounded.
+REFUSAL_FRESH only, so it goes as soon as the cause does; messages carry Kubernetes' words, bounded, and say
+since when (a time), never for how long: a message that changed at every pass would write the status at every
+pass (at 5,000 databases with slow provisioning, a pass and a status write per database each time any came).
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def claim_problems(claims: Sequence[Obj], classes: Mapping[str, str | None], *, 
                 "storageClassName"), "spec.storage.storageClassName"))
         elif pending > CLAIM_PENDING_GRACE and wanted and classes.get(wanted) == "Immediate":
             out.append(Problem("ClaimPending", (
-                f"claim {name} has been Pending for {int(pending.total_seconds())} s: its provisioner has not made"
+                f"claim {name} has been Pending since {meta.get('creationTimestamp')}: its provisioner has not made"
                 f" a volume (kubectl describe pvc {name} shows why: quota, capacity, provisioning errors)"),
                 "spec.storage"))
     return out
@@ -122,7 +124,7 @@ def expansion_problem(claim: Obj, events: Sequence[Obj], now: datetime, *, volum
                        field), asked
     if asked is not None and now - asked > EXPANSION_GRACE:
         waiting = next((str(e.get("message")) for e in events if e.get("reason") in RESIZE_WAIT_REASONS), "")
-        message = (f"{volume} asked for {want} {int((now - asked).total_seconds())} s ago and still has {have}"
+        message = (f"{volume} asked for {want} at {timestamps.format(asked)} and still has {have}"
                    f"{': ' + short(waiting) if waiting else ''} (its StorageClass's resizer does not act on it)")
         return Problem("StorageExpansionStuck", message, field), asked
     return None, asked
