@@ -14,7 +14,7 @@ reading with:
 Invariants: as decide/stuck.py's: a Problem is derived from the objects' current state and Events younger than
 REFUSAL_FRESH only, so it goes as soon as the cause does; messages carry Kubernetes' words, bounded, and say
 since when (a time), never for how long: a message that changed at every pass would write the status at every
-pass (at 5,000 databases with slow provisioning, a pass and a status write per database each time any came).
+pass.
 """
 
 from __future__ import annotations
