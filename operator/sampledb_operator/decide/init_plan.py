@@ -19,7 +19,7 @@ is ready, no Job exists, the init has not run: the operator does not watch that 
 | ready, source usable                           | create the Job, announced (2)  | the created Job (3) |
 
 (1) for the init Job, also whether spec.init changed since it ran; (2) CreatedRestoreJob; CreatedInitJob
-only for a database that has run before (status.currentVersion set: init SQL added to a running database):
+only for init SQL added to a running database (status.currentVersion set and Initialized True/NoInitSQL):
 a new database's init Job is its provisioning's routine, shown by Initialized (InitRunning) and named in
 the DatabaseReady Event's message at its end (decide/events.py), not announced by an Event of its own;
 (3) when this pass created it (`InitPlan.creates`): the status says it runs now.
@@ -38,6 +38,7 @@ from sampledb_operator.decide import status as st
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION
+from sampledb_operator.model.conditions import ConditionType, get_condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import Problem, SampleDB
@@ -133,8 +134,16 @@ def plan_init(facts: InitFacts) -> InitPlan:
         return _blocked(problem)
     name = str(body["metadata"]["name"])
     announce = (EventSpec("Normal", "CreatedInitJob", f"created init Job {name}")
-                if db.status.has_run else None)  # see (2) in the module docstring
+                if _added_to_a_running_database(db) else None)  # see (2) in the module docstring
     return InitPlan(Plan((Create(body, announce),)), InitOutcome(), creates=name)
+
+
+def _added_to_a_running_database(db: SampleDB) -> bool:
+    """The init SQL was added to a database provisioned without one: it has been ready (currentVersion) and
+    Initialized said NoInitSQL. A new database whose pass was cut short between its first ready status and its
+    init Job (an operator restart, the SQL's ConfigMap not cached yet) has Initialized False: not announced."""
+    cond = get_condition(db.status.conditions, ConditionType.INITIALIZED)
+    return db.status.has_run and cond is not None and cond.status == "True" and cond.reason == "NoInitSQL"
 
 
 def _restore(facts: InitFacts) -> InitPlan:

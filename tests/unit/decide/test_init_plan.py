@@ -61,11 +61,27 @@ def test_a_new_ready_database_with_a_usable_source_creates_the_init_job_unannoun
     assert planned.creates == INIT_JOB and planned.outcome == ip.InitOutcome() and planned.plan.result is None
 
 
+NO_INIT_SQL = {"type": "Initialized", "status": "True", "reason": "NoInitSQL", "message": "no init SQL to run",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
 def test_init_sql_added_to_a_database_that_has_run_is_announced() -> None:
-    planned = ip.plan_init(facts(database({"currentVersion": "16.4"}, init=CM_INIT), source=CM))
+    planned = ip.plan_init(facts(database({"currentVersion": "16.4", "conditions": [NO_INIT_SQL]}, init=CM_INIT),
+                                 source=CM))
     [create] = planned.plan.effects
     assert isinstance(create, Create) and create.obj["metadata"]["name"] == INIT_JOB
     assert create.announce == EventSpec("Normal", "CreatedInitJob", f"created init Job {INIT_JOB}")
+
+
+def test_a_new_database_ready_once_before_its_init_job_is_made_does_not_announce_it() -> None:
+    """currentVersion is set by the first ready status, which may come a pass before the Job (an operator restart
+    between them, the SQL's ConfigMap not cached yet): still a new database's routine, not announced."""
+    waiting = {"type": "Initialized", "status": "False", "reason": "InitPending", "message": "waiting",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    planned = ip.plan_init(facts(database({"currentVersion": "16.4", "conditions": [waiting]}, init=CM_INIT),
+                                 source=CM))
+    [create] = planned.plan.effects
+    assert isinstance(create, Create) and create.announce is None
 
 
 @pytest.mark.parametrize(("source", "reason"), [

@@ -34,8 +34,12 @@ def initialized(db: SampleDB, reason: str) -> SampleDB:
 
 
 def ran(db: SampleDB) -> SampleDB:
-    """`db` as a database that has run before (status.currentVersion set)."""
-    return db.model_copy(update={"status": db.status.model_copy(update={"current_version": db.spec.version})})
+    """`db` as a database that has run before without init SQL (status.currentVersion set, Initialized
+    True/NoInitSQL)."""
+    no_sql = Condition.model_validate({"type": "Initialized", "status": "True", "reason": "NoInitSQL",
+                                       "message": "no init SQL to run", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    return db.model_copy(update={"status": db.status.model_copy(update={"current_version": db.spec.version,
+                                                                        "conditions": [no_sql]})})
 
 
 def init_jobs(cluster: FakeCluster) -> list[str]:
