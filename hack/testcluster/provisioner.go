@@ -51,7 +51,7 @@ import (
 // kubelet's own bind mount of a local volume lives as long as the pod: a test that remounts the
 // file system read-only and back uses a host path, which each container start mounts afresh.)
 //
-// A claim it cannot provision (a class with parameters, which it takes none of; block mode; the
+// A claim it cannot provision (a class with a parameter it does not take; block mode; the
 // directory or the PV not made) gets a Warning Event ProvisioningFailed, as external-provisioner
 // records, and is retried with backoff (at most 30 s apart) until it can.
 const (

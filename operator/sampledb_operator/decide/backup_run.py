@@ -125,9 +125,7 @@ def _may_start(backup: SampleDBBackup, db: SampleDB) -> bool:
 def _held_by_full_volume(backup: SampleDBBackup, db: SampleDB) -> str | None:
     """Why `backup` must not run now: its database is not Ready and its data volume is full (volume_full's
     words); None otherwise, and always for a pre-delete snapshot (it does not wait for Ready: _may_start)."""
-    if str(backup.spec.reason) == "pre-delete" or is_true(db.status.conditions, "Ready"):
-        return None
-    return volume_full(db)
+    return None if _may_start(backup, db) else volume_full(db)
 
 
 def volume_read_needed(facts: BackupFacts) -> bool:

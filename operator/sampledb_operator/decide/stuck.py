@@ -120,7 +120,7 @@ def full_pods(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None = 
         for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
             problem = _container_problem(name, cs, (logs or {}).get((name, str(cs.get("name")))))
             if problem is not None:
-                if problem.reason == "VolumeFull":
+                if problem.reason == VOLUME_FULL:
                     out.append(pod)
                 break
     return out
@@ -303,11 +303,15 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
     return None
 
 
+VOLUME_FULL = "VolumeFull"  # the problem of a container that stops because a volume is full
+FULL_WORDS = "stops because a volume is full"  # VolumeFull's message, after "pod <pod>: container <c> "
+
+
 def _volume_problem(pod: str, container: object, said: str) -> Problem | None:
     """A container that stops because a volume is full or read-only (the kernel's words in its last lines)."""
     if "No space left on device" in said:
-        return Problem("VolumeFull", (
-            f"pod {pod}: container {container} stops because a volume is full: grow spec.storage.size (its"
+        return Problem(VOLUME_FULL, (
+            f"pod {pod}: container {container} {FULL_WORDS}: grow spec.storage.size (its"
             f" StorageClass must allow expansion) or free space: {said}"), "spec.storage.size")
     if "Read-only file system" in said:
         return Problem("VolumeReadOnly", (

@@ -8,12 +8,13 @@ the server to the next (so a message, and its Event, does not change at each).
 
 from __future__ import annotations
 
+from sampledb_operator.decide.stuck import FULL_WORDS, VOLUME_FULL
 from sampledb_operator.model.conditions import ConditionType, get_condition
 from sampledb_operator.model.sampledb import SampleDB
 
-VOLUME_FULL = "VolumeFull"  # the Degraded reason of a database whose data volume is full (decide/stuck.py)
+__all__ = ["GROW_VOLUME", "VOLUME_FULL", "volume_full"]
+
 FULL_DETAIL_LIMIT = 300  # of the Degraded message quoted in a backup's message or BackupHealthy's
-FULL_WORDS = "a volume is full"  # where VolumeFull's message (decide/stuck.py) has said it
 GROW_VOLUME = "grow spec.storage.size or raise spec.storage.autoGrow.maximum"
 
 
