@@ -83,7 +83,8 @@ def test_requests_no_node_can_meet_are_said_with_the_schedulers_words_and_cleare
         namespace: str, operator: OperatorProcess) -> None:
     ns = namespace
     apply(sampledb("huge", ns, resources={"requests": {"cpu": "900", "memory": "256Mi"}}))
-    cond = degraded("huge", ns, "Unschedulable", timeout=90)  # the claim binds, then the pod is made
+    # the scheduler waits for the claim to bind first (no problem of the pod), then says why no node fits
+    cond = degraded("huge", ns, "Unschedulable", timeout=90)
     assert "Insufficient cpu" in cond["message"] and "huge-0" in cond["message"]
     kubectl("patch", "sampledb", "huge", "-n", ns, "--type", "merge", "-p",
             '{"spec": {"resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}}')

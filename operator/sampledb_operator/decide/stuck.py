@@ -7,7 +7,7 @@ the operator would otherwise keep to itself:
 | reason | when | from |
 |---|---|---|
 | (2) | a data claim is Pending, or does not grow | decide/stuck_claims.py |
-| Unschedulable | a pod's PodScheduled is False/Unschedulable | the scheduler's message |
+| Unschedulable | a pod's PodScheduled is False/Unschedulable, not for unbound claims (3) | the scheduler's message |
 | ImagePullFailed | a container waits in ErrImagePull, ImagePullBackOff, InvalidImageName... | the kubelet's words |
 | ContainerConfigError | a container waits in CreateContainerConfigError or CreateContainerError | the kubelet's words |
 | VolumeFull, VolumeReadOnly | a container crash-loops with ENOSPC or EROFS in its last lines | its words |
@@ -16,6 +16,9 @@ the operator would otherwise keep to itself:
 | (1) | an instance's pod is missing past POD_GRACE, or a Job has none | its controller's FailedCreate Event |
 
 (2) StorageClassNotFound, NoDefaultStorageClass, ProvisioningFailed, ClaimPending, StorageExpansionStuck.
+(3) The scheduler's "pod has unbound immediate PersistentVolumeClaims" is the wait of every new instance
+until its claim binds: the claim's own problems say why when it does not (ClaimPending past its grace, the
+provisioner's words), and the scheduler's next verdict comes once it binds, so that wait is no scheduling problem.
 (1) `refusal_reason` of the API server's words: QuotaExceeded (a ResourceQuota), PodSecurityRefused (Pod Security
 admission), AdmissionRefused (a webhook or policy), OperatorForbidden (RBAC), else CreateRefused.
 
@@ -55,6 +58,7 @@ REFUSAL_FRESH = timedelta(minutes=20)  # a FailedCreate Event older than this is
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 MESSAGE_MAX = 400
+UNBOUND_CLAIMS = "unbound immediate PersistentVolumeClaims"  # the scheduler's words for a pod whose claims wait (3)
 # instance.sh's refusal, or PostgreSQL's own FATAL's DETAIL, for data of another major than the binaries
 _OTHER_MAJOR = re.compile(r"holds a PostgreSQL (?P<data>\d+) cluster but this image runs PostgreSQL (?P<image>\d+)"
                           r"|initialized by PostgreSQL version (?P<data2>\d+)[^|]*? with this version (?P<image2>\d+)")
@@ -98,6 +102,8 @@ def pod_problems(pods: Sequence[Obj], logs: Mapping[tuple[str, str], str] | None
         name = str(meta.get("name"))
         scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+            if UNBOUND_CLAIMS in str(scheduled.get("message") or ""):
+                continue
             out.append(Problem("Unschedulable", f"pod {name} cannot be scheduled: {short(scheduled.get('message'))}",
                                "spec"))
             continue

@@ -98,6 +98,14 @@ def test_an_unschedulable_pod_carries_the_schedulers_message() -> None:
                                                         " 3 Insufficient cpu."
 
 
+def test_a_pod_waiting_for_its_claim_to_bind_is_no_scheduling_problem() -> None:
+    # the scheduler's verdict before the claim binds; the claim says why if it never does (stuck_claims)
+    waiting_claim = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+                                " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."}
+    assert stuck.pod_problems([pod(conditions=[waiting_claim])]) == []
+
+
 def test_image_pull_and_config_errors_name_the_image_and_the_kubelets_words() -> None:
     [p] = stuck.pod_problems([pod(containerStatuses=[waiting("ImagePullBackOff", 'Back-off pulling image "x"')])])
     assert p.reason == "ImagePullFailed" and "registry.example/pg:17" in p.message and "Back-off" in p.message
