@@ -1,6 +1,6 @@
 """Memory of the operator's caches per database, without a cluster.
 
-Builds N databases' cached objects as the operator writes them (decide/desired.py: the SampleDB, its
+Builds N databases' cached objects as the operator writes them (decide/children/desired.py: the SampleDB, its
 ConfigMap, three Services, two PVCs, the StatefulSet, the Secret; plus the database Pod the
 StatefulSet controller makes; no init Job: these databases have no init SQL) with the metadata the
 API server adds (uid, resourceVersion, creationTimestamp), each as its own JSON text decoded
@@ -26,7 +26,7 @@ from typing import Any
 
 from sampledb_operator import dataplane
 from sampledb_operator.decide import cache
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.runtime.store import RECENT, Store

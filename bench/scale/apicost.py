@@ -6,7 +6,7 @@ fresh kwok-only control plane (hack/cluster, SAMPLEDB_REAL_NODE=0) in --cluster-
 N writes at a concurrency of 16 with a plain client and reads kube-apiserver's CPU seconds
 (utime+stime, /proc) before and after. The cases:
 
-  child create (POST) / child apply (SSA)   the operator's child bodies (decide.desired: the connection
+  child create (POST) / child apply (SSA)   the operator's child bodies (decide.children.desired: the connection
                                             ConfigMap, 3 Services, 2 PVCs, the StatefulSet at 0 replicas)
                                             created by POST or by server-side apply; per object
   SampleDB create                           a SampleDB with resources, parameters and a backup schedule
@@ -43,7 +43,7 @@ import scale
 import yaml
 
 from sampledb_operator import dataplane
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.resources import CONFIGMAP, EVENT, PVC, SAMPLEDB, SERVICE, STATEFULSET

@@ -8,7 +8,7 @@ and watches them until every one has Ready=True. Systems:
 
   floor            the API server's own floor for this work: `scale.py floor`, a plain asyncio client
                    (no caches, no queue, no operator) that creates the same child bodies the operator
-                   would (decide.desired), the init Job once the StatefulSet is ready, and a Ready
+                   would (decide.children.desired), the init Job once the StatefulSet is ready, and a Ready
                    status once the Job succeeded: one write per object (a shared one, the namespace's
                    scripts ConfigMap, once). floor:src=DIR takes the child
                    bodies from the checkout in DIR (give the floor the tree the operator runs from).
@@ -95,9 +95,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, os.environ.get("SAMPLEDB_BENCH_SRC", str(REPO)) + "/operator")  # floor:src=DIR sets it
 
 from sampledb_operator import dataplane  # noqa: E402
-from sampledb_operator.decide import desired as d  # noqa: E402
 from sampledb_operator.decide import jobs  # noqa: E402
 from sampledb_operator.decide import status as st  # noqa: E402
+
+try:  # decide/ by concern; a checkout from before that (floor:src=DIR) has desired at decide/'s top
+    from sampledb_operator.decide.children import desired as d
+except ImportError:
+    from sampledb_operator.decide import desired as d  # type: ignore[no-redef]
 from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_SELECTOR  # noqa: E402
 from sampledb_operator.kube.api import ResourceApi  # noqa: E402
 from sampledb_operator.kube.client import KubeClient  # noqa: E402
@@ -326,7 +330,8 @@ class OperatorWritesFloor(Floor):
                                      "waiting for the data volume to be bound"), "CreatedChildren"))
 
     def on_pvc(self, _type: str, obj: Obj) -> None:
-        """The StatefulSet once its pod's data claim is bound (decide/binding.py), not waiting for the backups'."""
+        """The StatefulSet once its pod's data claim is bound (decide/children/binding.py), not waiting for the
+        backups'."""
         key = self.database_of(obj)
         if (self.stage.get(key) != "children" or (obj.get("status") or {}).get("phase") != "Bound"
                 or obj["metadata"]["name"] != names.data_pvc_name(key[1])):

@@ -26,7 +26,7 @@ from typing import Any
 
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache, urgency
-from sampledb_operator.decide.desired_config import is_shared_scripts
+from sampledb_operator.decide.children.desired_config import is_shared_scripts
 from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.decide.sharding import unbucketed_selector
 from sampledb_operator.kube.api import ResourceApi

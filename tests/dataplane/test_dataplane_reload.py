@@ -1,4 +1,4 @@
-"""The server's postgresql.conf outside PGDATA (decide/pgconfig.py), and reload.sh, on real 15 and 18.
+"""The server's postgresql.conf outside PGDATA (decide/children/pgconfig.py), and reload.sh, on real 15 and 18.
 
 The database container runs `postgres -c config_file=/etc/sampledb/postgresql.conf` with PGDATA as
 the configuration directory: data_directory, hba_file and ident_file must stay in PGDATA, PGDATA's
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from pg_harness import PASSWORD, PgServer, ScriptRunner, as_postgres, bindir_for, installed_majors, os_user, private_dir
 
-from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide.children import pgconfig
 from sampledb_operator.model import hba
 from sampledb_operator.model.hba import HbaRule
 

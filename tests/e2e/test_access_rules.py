@@ -13,7 +13,7 @@ from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
-from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide.upgrades import reload as rl
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 

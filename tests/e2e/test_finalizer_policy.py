@@ -21,7 +21,7 @@ from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import REPO, OperatorProcess
 from tests.support.rbac import render
 
-from sampledb_operator.decide.lifecycle import FINALIZER
+from sampledb_operator.decide.lifecycle.lifecycle import FINALIZER
 
 pytestmark = pytest.mark.cluster
 

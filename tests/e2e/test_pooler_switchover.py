@@ -17,7 +17,7 @@ from tests.e2e.conftest import apply, status, wait_ready
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
-from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION
+from sampledb_operator.decide.replicas.replication import SWITCHOVER_ANNOTATION
 from sampledb_operator.model import names
 
 pytestmark = pytest.mark.cluster

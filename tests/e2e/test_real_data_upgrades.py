@@ -39,7 +39,7 @@ from tests.e2e.real_data import (
 )
 from tests.support.kube import kubectl, kubectl_json, wait_until
 
-from sampledb_operator.decide.desired_config import DATA_MOUNT
+from sampledb_operator.decide.children.desired_config import DATA_MOUNT
 from sampledb_operator.model import names
 
 pytestmark = pytest.mark.cluster

@@ -26,8 +26,8 @@ from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
-POD_GRACE = 10  # seconds: a Job without its pod this long has its FailedCreate Events read (decide/stuck.py)
-JOB_GRACE = 120  # seconds: a Job without a ready pod this long has its pods read (decide/stuck.py)
+POD_GRACE = 10  # seconds: a Job without its pod this long has its FailedCreate Events read (decide/lifecycle/stuck.py)
+JOB_GRACE = 120  # seconds: a Job without a ready pod this long has its pods read (decide/lifecycle/stuck.py)
 BOUND = 30  # seconds: past its grace, a Job's cause is said this soon
 COMPONENT = "app.kubernetes.io/component"
 

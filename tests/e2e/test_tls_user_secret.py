@@ -17,7 +17,7 @@ from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 from tests.support.pem import write_pem_files
 
-from sampledb_operator.decide import tls
+from sampledb_operator.decide.children import tls
 from sampledb_operator.model import names
 from sampledb_operator.pki import certs
 

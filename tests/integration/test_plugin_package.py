@@ -47,7 +47,7 @@ OPERATOR_ONLY_MODULES = {"psycopg", "cryptography", "zstandard", "croniter",
 NOT_IN_THE_WHEEL = ("reconcilers/", "runtime/", "pg/", "pki/", "chaos/", "dataplane/", "app.py", "cli.py",
                     "config.py", "sharded.py", "kube/events.py", "kube/exec.py",
                     "observability/health.py", "observability/database_metrics.py", "decide/plan.py",
-                    "decide/desired_statefulset.py", "model/crd.py")
+                    "decide/children/desired_statefulset.py", "model/crd.py")
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sampledb_operator.chaos.faults import FILL_FILE, POSTGRES_CONTAINER, Fault, fill_size, running_job
 from sampledb_operator.chaos.plan import Target
 from sampledb_operator.chaos.report import FAILED, INJECTED, SKIPPED, UNSUPPORTED
-from sampledb_operator.decide.desired_config import DATA_MOUNT
+from sampledb_operator.decide.children.desired_config import DATA_MOUNT
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampledb_operator.decide.archive_config import server_parameters
-from sampledb_operator.decide.desired_config import hba_rules, synchronous
+from sampledb_operator.decide.backup.archive_config import server_parameters
+from sampledb_operator.decide.children.desired_config import hba_rules, synchronous
+from sampledb_operator.decide.children.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.decide.effects import Patch, Plan
 from sampledb_operator.decide.labels import COMPONENT_LABEL
-from sampledb_operator.decide.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

@@ -8,14 +8,15 @@ result goes to the pod's termination message.
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive_config, scheduling
-from sampledb_operator.decide.desired_config import (
+from sampledb_operator.decide.backup import archive_config
+from sampledb_operator.decide.children import scheduling
+from sampledb_operator.decide.children.desired_config import (
     SCRIPTS_MOUNT,
     SECRET_PASSWORD_KEY,
     SECRET_USERNAME_KEY,
     scripts_configmap_name,
 )
-from sampledb_operator.decide.desired_statefulset import container_security, pod_security
+from sampledb_operator.decide.children.desired_statefulset import container_security, pod_security
 from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION, db_name, labels, meta, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj

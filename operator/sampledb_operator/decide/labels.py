@@ -3,7 +3,7 @@
 Pure: no I/O. Every child carries labels(db, component): the manager label (so the operator's watches select
 exactly its own objects on the server: MANAGED_SELECTOR), the component label, the database label naming its
 SampleDB, and the bucket label of its database (what a sharded replica's caches select on). The namespace's
-shared scripts ConfigMap drops the labels naming one database (decide/desired_config.py). BUCKET_LABEL and
+shared scripts ConfigMap drops the labels naming one database (decide/children/desired_config.py). BUCKET_LABEL and
 SHARED_BUCKET belong to decide/sharding.py, which defines the buckets; they are re-exported here beside the
 other label names.
 
@@ -11,7 +11,7 @@ Invariants:
 - The selector labels (selector_labels, instance_selector) are a stable subset of the pod labels: a
   StatefulSet's selector is immutable once created, so they never change.
 - meta() makes the SampleDB the controller owner unless told not to (owned=False): the database's
-  long-lived objects are never owned (decide/desired.py's docstring says why).
+  long-lived objects are never owned (decide/children/desired.py's docstring says why).
 - The label keys and values here are the contract with the objects already on the server: renaming one would
   orphan what carries the old one.
 """
@@ -37,17 +37,19 @@ MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DATABASE_LABEL = "sampledb.io/database"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 DATA_COMPONENT = "storage"  # the component label of the instances' data volumes
-POOLER_COMPONENT = "pooler"  # the component label of the pooler's children (decide/pooler.py)
+POOLER_COMPONENT = "pooler"  # the component label of the pooler's children (decide/children/pooler.py)
 INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 VERSION_ANNOTATION = "sampledb.io/version"
 DATA_DIR_ANNOTATION = "sampledb.io/data-dir"
 # On the SampleDB: any new value restarts every instance (kubectl sampledb restart). It is copied onto the instances'
-# pod template as RESTARTED_FOR_ANNOTATION (decide/desired_statefulset.py), so the StatefulSets roll their pods as
+# pod template as RESTARTED_FOR_ANNOTATION (decide/children/desired_statefulset.py), so the StatefulSets roll their
+# pods as
 # for a restart setting; without it the template has no such key.
 RESTART_ANNOTATION = "sampledb.io/restart"
 RESTARTED_FOR_ANNOTATION = "sampledb.io/restarted-for"
 # On each instance's StatefulSet: the SampleDB generation its pod template was last written for. A template
-# change at that generation, no restart asked, is the operator's own (a new version's): decide/operator_rollout.py
+# change at that generation, no restart asked, is the operator's own (a new version's):
+# decide/replicas/operator_rollout.py
 TEMPLATE_GENERATION_ANNOTATION = "sampledb.io/template-generation"
 # the values of names.ROLE_LABEL on the database pods, which the client and replica Services select on
 PRIMARY_ROLE = "primary"

@@ -38,10 +38,11 @@ IMMUTABLE_PATHS: Mapping[str, tuple[tuple[str, ...], ...]] = MappingProxyType({
 
 
 # The kinds a pass deletes when it no longer desires them, each with why it stops desiring one
-# (decide/desired.children drops the PodDisruptionBudget at one instance). Never a kind holding data or one a
+# (decide/children/desired.children drops the PodDisruptionBudget at one instance). Never a kind holding data or one a
 # deletion step needs: those leave only by their steps.
 PRUNED_KINDS: Mapping[str, str] = MappingProxyType({"PodDisruptionBudget": "the database has one instance"})
-# The same, for every kind, by the component label: the pooler's children (decide/pooler.py) without spec.pooler.
+# The same, for every kind, by the component label: the pooler's children (decide/children/pooler.py) without
+# spec.pooler.
 PRUNED_COMPONENTS: Mapping[str, str] = MappingProxyType({POOLER_COMPONENT: "spec.pooler does not ask for it"})
 
 
@@ -52,7 +53,7 @@ class Action:
 
     obj: Obj
     reason: str
-    quiet: bool = False  # no Event for the update (bookkeeping only: decide/operator_rollout.py's stamp)
+    quiet: bool = False  # no Event for the update (bookkeeping only: decide/replicas/operator_rollout.py's stamp)
 
     @property
     def key(self) -> Key:
@@ -218,7 +219,7 @@ def plan(desired: list[Obj], observed: Mapping[Key, Obj], *, keep_size: frozense
     """The writes that make `observed` match `desired`, in the order of `desired`.
 
     The PVCs in `keep_size` get their desired size only when they are created: once they exist, their size is
-    what it is (a volume whose size merely follows another's, see decide/volumes.py).
+    what it is (a volume whose size merely follows another's, see decide/children/volumes.py).
     """
     actions: list[Action] = []
     for wanted in desired:

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sampledb_operator.decide.archive_config import destination
-from sampledb_operator.decide.rollout import rolled_out
+from sampledb_operator.decide.backup.archive_config import destination
+from sampledb_operator.decide.replicas.rollout import rolled_out
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition, set_condition
@@ -36,13 +36,13 @@ CLEARABLE = ("targetPrimary", "poolerPause")  # status fields that go away (a me
 
 @dataclass(frozen=True, slots=True)
 class ReplicationRecord:
-    """The election's record and each instance's state (decide/replication.py, reconcilers/replication.py)."""
+    """The election's record and each instance's state (decide/replicas/replication.py, reconcilers/replication.py)."""
 
     primary: str
     target: str | None
     ready_instances: str
     instances: tuple[InstanceStatus, ...]
-    pooler_pause: PoolerPause | None = None  # status.poolerPause (decide/pooler_pause.py)
+    pooler_pause: PoolerPause | None = None  # status.poolerPause (decide/replicas/pooler_pause.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +65,9 @@ class Observed:
     running_version: str | None = None  # the version the StatefulSet runs (default: spec.version)
     last_backup: BackupRecord | None = None  # replaces status.lastBackup when set
     last_snapshot: BackupRecord | None = None  # replaces status.lastSnapshot when set
-    archive: ArchiveStatus | None = None  # replaces status.archive when set (decide/archive.py)
+    archive: ArchiveStatus | None = None  # replaces status.archive when set (decide/backup/archive.py)
     replication: ReplicationRecord | None = None  # replaces status.primary/targetPrimary/instances when set
-    hibernated: Condition | None = None  # Hibernated=True: the instances are stopped (decide/hibernation.py)
+    hibernated: Condition | None = None  # Hibernated=True: the instances are stopped (decide/replicas/hibernation.py)
     roles: tuple[RoleStatus, ...] | None = None  # replaces status.roles when set (reconcilers/roles.py)
     roles_applied: str | None = None  # replaces status.rolesApplied when set
     databases: tuple[DatabaseStatus, ...] | None = None  # replaces status.databases when set (reconcilers/databases.py)
@@ -357,7 +357,8 @@ def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int 
 def with_reconcile_error(db: SampleDB, message: str, now: datetime, reason: str = "ReconcileError") -> SampleDBStatus:
     """The status after passes that keep failing before they could compute it: the last status with
     Degraded=True and Progressing=False, reason `reason` (ReconcileError, or the API server's refusal named:
-    decide/stuck.refusal_reason), and phase Degraded. The next pass that gets through computes the whole status
+    decide/lifecycle/stuck.refusal_reason), and phase Degraded. The next pass that gets through computes the whole
+    status
     again, which clears them."""
     gen = db.metadata.generation
     conds = set_condition(db.status.conditions, _cond(ConditionType.DEGRADED, True, reason, message, gen), now)

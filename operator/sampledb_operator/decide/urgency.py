@@ -22,7 +22,7 @@ burst of progress.
 
 from __future__ import annotations
 
-from sampledb_operator.decide.binding import BOUND
+from sampledb_operator.decide.children.binding import BOUND
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATA_COMPONENT
 from sampledb_operator.decide.status import job_state, statefulset_ready
 from sampledb_operator.model.objects import Obj
@@ -42,7 +42,7 @@ def urgent(kind: str, event_type: str, obj: Obj) -> bool:
         meta = obj.get("metadata") or {}
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         return meta.get("deletionTimestamp") is not None or phase != "Pending"
-    if kind == "PersistentVolumeClaim":  # a new StatefulSet waits for it (decide/binding.py)
+    if kind == "PersistentVolumeClaim":  # a new StatefulSet waits for it (decide/children/binding.py)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return (event_type == "MODIFIED" and labels.get(COMPONENT_LABEL) == DATA_COMPONENT
                 and (obj.get("status") or {}).get("phase") == BOUND)

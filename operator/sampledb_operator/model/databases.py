@@ -5,7 +5,7 @@ limit kept as written; `ensure: absent` drops it (the server refuses while clien
 says so). A database removed from the list is never dropped: the status keeps it as Retained, with its data.
 Names follow the role names' rule (plain lower-case identifiers), never the server's own (postgres, template0,
 template1) nor the application's database (app): the CRD refuses anything else at admission, and
-decide/databases.py again for objects stored before a rule existed.
+decide/sql/databases.py again for objects stored before a rule existed.
 """
 
 from __future__ import annotations

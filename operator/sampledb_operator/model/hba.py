@@ -2,8 +2,8 @@
 
 Pure data, no I/O. Each rule is one line of pg_hba.conf, written field by field (never as text the user wrote),
 between the operator's own lines (the pod's socket, the standbys' replication, the operator's user) and the default
-password rule, in the order given: the first line that matches a connection decides (decide/pgconfig.py renders
-them). A change is applied by a reload, without a restart (decide/reload.py).
+password rule, in the order given: the first line that matches a connection decides (decide/children/pgconfig.py renders
+them). A change is applied by a reload, without a restart (decide/upgrades/reload.py).
 
 Invariants: every token is a plain word from a closed set or a lower-case identifier, an address is a CIDR or one
 of PostgreSQL's address keywords, so no rule can add a line, include a file (`@file`) or reach another field. No

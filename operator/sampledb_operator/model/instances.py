@@ -1,6 +1,6 @@
 """What a PostgreSQL instance says about itself (read by the operator over SQL), as a plain value.
 
-Shared by the SQL client (pg/, which fills it) and the decisions (decide/replication.py, which read it).
+Shared by the SQL client (pg/, which fills it) and the decisions (decide/replicas/replication.py, which read it).
 LSNs are byte positions in the WAL (pg_lsn as an integer), so they compare and subtract directly.
 """
 

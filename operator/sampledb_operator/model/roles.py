@@ -5,7 +5,7 @@ password (from a Secret) and certificate login (membership in CERTIFICATE_GROUP)
 drops it. A role removed from the list is never dropped: the status keeps it as Retained (the data it owns stays
 reachable). Names are plain lower-case identifiers, never the operator's own (the application's user, `postgres`,
 CERTIFICATE_GROUP) nor PostgreSQL's reserved `pg_` ones: the CRD refuses anything else at admission (and
-decide/roles.py again for objects stored before a rule existed).
+decide/sql/roles.py again for objects stored before a rule existed).
 """
 
 from __future__ import annotations

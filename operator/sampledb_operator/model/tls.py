@@ -1,7 +1,8 @@
 """TLS for client and replication connections (spec.tls).
 
 Pure data, no I/O. By default the operator runs a certificate authority per database and issues the server's
-certificate from it (decide/tls.py says when; reconcilers/tls.py does it); `secretName` brings a certificate from a
+certificate from it (decide/children/tls.py says when; reconcilers/tls.py does it); `secretName` brings a certificate
+from a
 Secret of type kubernetes.io/tls with `ca.crt` (cert-manager's Certificate writes one), which the operator then only
 reads. `required` refuses every connection over TCP that is not encrypted.
 """

@@ -1,4 +1,5 @@
-"""The server's databases: read them, and run decide/databases.py's statements, on one short connection to the primary.
+"""The server's databases: read them, and run decide/sql/databases.py's statements, on one short connection to the
+primary.
 
 Identifiers and values are composed by psycopg.sql (never by string formatting). Each statement runs on its own
 (autocommit: CREATE and DROP DATABASE cannot run in a transaction): a refused one (a drop while clients are

@@ -1,4 +1,4 @@
-"""The exporters' role on the primary (what decide/exporter.py's container connects as).
+"""The exporters' role on the primary (what decide/children/exporter.py's container connects as).
 
 MONITOR_ROLE: LOGIN without a password (only the pod's socket admits it; every TCP line of pg_hba asks for a
 password it does not have), not a superuser, member of pg_monitor (every statistics view and function, no table

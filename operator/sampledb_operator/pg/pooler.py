@@ -1,4 +1,4 @@
-"""The pooler's role and lookup function on the primary (what decide/pooler.py's pgbouncer.ini asks for).
+"""The pooler's role and lookup function on the primary (what decide/children/pooler.py's pgbouncer.ini asks for).
 
 In the database `postgres` (PgBouncer's auth_dbname): the role POOLER_ROLE (LOGIN, its password as a SCRAM
 verifier, never in clear text), the schema LOOKUP_SCHEMA and LOOKUP_FUNCTION, a SECURITY DEFINER function owned by

@@ -1,4 +1,4 @@
-"""PgBouncer's admin console: PAUSE and RESUME on one pooler pod (decide/pooler_pause.py says when).
+"""PgBouncer's admin console: PAUSE and RESUME on one pooler pod (decide/replicas/pooler_pause.py says when).
 
 The operator logs in to the pod's PgBouncer (port 5432, the virtual database `pgbouncer`) as the pooler's role,
 PgBouncer's admin user, with its password from the pooler's Secret (pg/client.connect: libpq's sslmode prefer, so

@@ -1,4 +1,4 @@
-"""The server's roles: read them, and run decide/roles.py's statements, on one short connection to the primary.
+"""The server's roles: read them, and run decide/sql/roles.py's statements, on one short connection to the primary.
 
 Identifiers and values are composed by psycopg.sql (never by string formatting). A password is sent as its
 SCRAM-SHA-256 verifier, computed here (`scram_verifier`): the server stores the same thing, and the password

@@ -22,7 +22,7 @@ from typing import TextIO
 
 import yaml
 
-from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION
+from sampledb_operator.decide.replicas.replication import SWITCHOVER_ANNOTATION
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
 from sampledb_operator.model.names import client_service_name, secret_name

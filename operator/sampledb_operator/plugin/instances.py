@@ -12,7 +12,7 @@ Invariants:
   operator could not read comes after every standby with a known lag, and ties go to the lowest name,
   so the same status always gives the same choice;
 - the switchover patch sets only the annotation sampledb.io/switchover (what the operator honours,
-  decide/replication.py), guarded by the resourceVersion the choice was made on when one is given;
+  decide/replicas/replication.py), guarded by the resourceVersion the choice was made on when one is given;
 - `logs` reads the primary (status.primary, instance 0 before one is elected) unless an instance is
   named, and a named instance must be one of the database's.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampledb_operator.decide.labels import REPLICA_ROLE
-from sampledb_operator.decide.replication import SWITCHOVER_ANNOTATION, index_of
+from sampledb_operator.decide.replicas.replication import SWITCHOVER_ANNOTATION, index_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.actions import ActionError

@@ -2,7 +2,8 @@
 reloaded, every instance stopped with its volumes kept, and started again.
 
 restart, hibernate and wake ask the operator through annotations on the SampleDB (decide/labels.RESTART_ANNOTATION:
-a new value rolls every instance's pod; decide/hibernation.HIBERNATION_ANNOTATION: on / removed) and, with --wait,
+a new value rolls every instance's pod; decide/replicas/hibernation.HIBERNATION_ANNOTATION: on / removed) and, with
+--wait,
 follow the status until it is done. reload needs no operator: `kubectl exec` into each running instance's container
 runs psql over the server's unix socket as the database's user (as `pgbench` does: no password leaves the
 cluster) with SELECT pg_reload_conf(), and says which settings still wait for a restart.
@@ -24,13 +25,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TextIO
 
-from sampledb_operator.decide.hibernation import HIBERNATION_ANNOTATION, ON
 from sampledb_operator.decide.labels import (
     COMPONENT_LABEL,
     DATABASE_LABEL,
     RESTART_ANNOTATION,
     RESTARTED_FOR_ANNOTATION,
 )
+from sampledb_operator.decide.replicas.hibernation import HIBERNATION_ANNOTATION, ON
 from sampledb_operator.kube.resources import POD, SAMPLEDB, SECRET
 from sampledb_operator.model.names import secret_name
 from sampledb_operator.model.objects import Obj, condition_true

@@ -4,7 +4,7 @@ Role: the I/O of `logs` and of the instance logs in `report`; which pod to read 
 (plugin/instances.py).
 
 Invariants:
-- only the PostgreSQL container (`postgres`, decide/desired_statefulset.py) is read;
+- only the PostgreSQL container (`postgres`, decide/children/desired_statefulset.py) is read;
 - a read (not followed) has a total timeout and is bounded in lines and bytes when asked;
 - a followed log has a connect timeout but no read timeout (aiohttp's sock_read 0: a quiet server may
   write nothing for hours); it ends when the API server ends it (the container stopped, the pod went

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sampledb_operator.decide.desired_config import SECRET_PASSWORD_KEY, SECRET_USERNAME_KEY
+from sampledb_operator.decide.children.desired_config import SECRET_PASSWORD_KEY, SECRET_USERNAME_KEY
 from sampledb_operator.model.names import POSTGRES_PORT
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.plugin.actions import ActionError

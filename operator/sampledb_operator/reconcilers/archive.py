@@ -1,4 +1,4 @@
-"""The archive step of a SampleDB: read the facts, plan the pass (decide/archive.py), apply the plan.
+"""The archive step of a SampleDB: read the facts, plan the pass (decide/backup/archive.py), apply the plan.
 
 Reads: the primary's archiver with one SQL call (only while the database is ready: pg/client.archiver_state),
 this database's base backup and recovery verification Jobs from the cache, and the result lines of the finished
@@ -9,8 +9,8 @@ writes the whole status.
 
 from __future__ import annotations
 
-from sampledb_operator.decide import archive as arc
-from sampledb_operator.decide import archive_verify as verify
+from sampledb_operator.decide.backup import archive as arc
+from sampledb_operator.decide.backup import archive_verify as verify
 from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj

@@ -9,7 +9,7 @@ Every backup, finished or not, gets the label sampledb.io/database=<spec.databas
 
 This module only reads (the caches; live, the backup volume when it is not cached and the finished
 Job's result line, each only when the plan depends on it) and applies: every decision is in
-decide/backup_run.py. A plan that patches the backup's metadata is followed, in the same pass, by a
+decide/backup/backup_run.py. A plan that patches the backup's metadata is followed, in the same pass, by a
 plan made from the patched backup (its later writes need the resourceVersion that patch answers).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from sampledb_operator.decide import backup_run as bp
+from sampledb_operator.decide.backup import backup_run as bp
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.model.backup import SampleDBBackup
 from sampledb_operator.model.objects import Obj
@@ -39,7 +39,7 @@ FINAL = bp.FINAL
 
 class BackupReconciler:
     """Drives one SampleDBBackup; `await reconciler(ref)` is one pass: read the facts, plan
-    (decide/backup_run.py), apply. Nothing is decided here."""
+    (decide/backup/backup_run.py), apply. Nothing is decided here."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

@@ -6,15 +6,15 @@ after the prune). Nothing blocks a deletion for good: with no files (the backup
 never finished), no volume, a terminating namespace, or a failed prune Job (Warning event naming
 the files left), the finalizer is removed at once.
 
-The finalizer itself is added by the backup's own plan (decide/backup_run.py) before its Job is
-created. This module only reads and applies: the deletion's decisions are decide/backup_files.plan_release.
+The finalizer itself is added by the backup's own plan (decide/backup/backup_run.py) before its Job is
+created. This module only reads and applies: the deletion's decisions are decide/backup/backup_files.plan_release.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import backup_files as bf
+from sampledb_operator.decide.backup import backup_files as bf
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names

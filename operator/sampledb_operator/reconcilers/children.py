@@ -4,7 +4,7 @@ writes decide/plan.py asks for.
 The long-lived children (StatefulSets, volumes, Secret, ConfigMaps, Services) carry no ownerReference,
 only the database label, so the garbage collector never deletes them: only the deletion steps do
 (reconcilers/deletion.py). The scripts ConfigMap is the namespace's, shared by its databases
-(decide/desired.scripts_configmap): every pass keeps it as desired, the deletion of the namespace's last
+(decide/children/desired.scripts_configmap): every pass keeps it as desired, the deletion of the namespace's last
 database removes it, and a database's own scripts ConfigMap of earlier versions is deleted once nothing
 of it mounts it. The Secret is created once and never overwritten, and its value never
 reaches a log, an event or the status. The PodDisruptionBudget of a database of more than one instance is
@@ -21,12 +21,15 @@ import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sampledb_operator.decide import autogrow, binding, plan, rollout, stuck
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import events as ev
-from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide import plan
+from sampledb_operator.decide.children import binding
+from sampledb_operator.decide.children import desired as d
+from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.labels import DATABASE_LABEL
+from sampledb_operator.decide.lifecycle import autogrow, stuck
+from sampledb_operator.decide.replicas import rollout
 from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
@@ -52,7 +55,8 @@ class Applied:
 
     live_volumes: frozenset[str]
     problems: tuple[Problem, ...] = ()
-    # while a StatefulSet's creation waits for its claim's binding (decide/binding.py): when to look again should
+    # while a StatefulSet's creation waits for its claim's binding (decide/children/binding.py): when to look again
+    # should
     # no binding event come; None when nothing waits
     recheck_after: float | None = None
     condition: Condition | None = None  # OperatorUpdate (reconcilers/rollout.py)
@@ -107,7 +111,8 @@ def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
 def owned_children(db: SampleDB) -> list[tuple[str, str]]:
     """The database's long-lived children (kind, name) owned by the SampleDB: its PodDisruptionBudget (no
     deletion step needs it, so the garbage collector removes it with the database; disown leaves it)."""
-    poolers = (names.pooler_name(db.metadata.name), names.read_only_pooler_name(db.metadata.name))  # decide/pooler
+    # decide/children/pooler
+    poolers = (names.pooler_name(db.metadata.name), names.read_only_pooler_name(db.metadata.name))
     return [("PodDisruptionBudget", names.disruption_budget_name(db.metadata.name)),
             *((kind, pooler) for pooler in poolers
               for kind in ("Deployment", "Service", "ConfigMap", "PodDisruptionBudget"))]
@@ -164,7 +169,7 @@ async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, 
 
 APPLY_CONCURRENCY = 8  # children applied at once within a pass
 # A StatefulSet waiting for its claim is woken by the claim's binding (decide/urgency.py); the look again without
-# it (decide/binding.recheck_after: as long as the claim has waited, within these bounds) is for a class's
+# it (decide/children/binding.recheck_after: as long as the claim has waited, within these bounds) is for a class's
 # remembered mode gone out of date, so never sooner than that memory's TTL.
 BINDING_RECHECK_SECONDS = TTL_SECONDS
 BINDING_RECHECK_MAX_SECONDS = 3600.0
@@ -186,7 +191,7 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
                          *, created_before: tuple[str, ...] = (), instances: rolling.View | None = None) -> Applied:
     """Apply what the plan asks for (the desired children of `inputs`): the configuration, volumes,
     Services first, concurrently (at most APPLY_CONCURRENCY at once), then the StatefulSets that use
-    them, a new one only once its claim is bound when its class binds immediately (decide/binding.py). One
+    them, a new one only once its claim is bound when its class binds immediately (decide/children/binding.py). One
     Event names every child created in the pass (`created_before`: those the pass made before, the Secret) and
     the StatefulSets waiting for their claims, except a provisioning pass that made only those
     (events.created_children_event); an update has an Event of its own (its reason). Then the children the plan
@@ -256,7 +261,8 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
 
 async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> tuple[dict[str, str], float | None]:
     """The StatefulSets of `creates` (about to be created) that wait for their claim to be bound, by name, with
-    the claim (decide/binding.py), and when to look again if any waits; the claims as the caches show them after
+    the claim (decide/children/binding.py), and when to look again if any waits; the claims as the caches show them
+    after
     the pass's own writes."""
     if not creates:
         return {}, None

@@ -1,4 +1,4 @@
-"""The databases step: spec.databases applied to the primary (decide/databases.py decides, pg/databases.py talks to
+"""The databases step: spec.databases applied to the primary (decide/sql/databases.py decides, pg/databases.py talks to
 the server).
 
 Runs only for a database with declared databases (or ones it declared before: their status turns Retained), once
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampledb_operator.decide import databases as decide_databases
+from sampledb_operator.decide.sql import databases as decide_databases
 from sampledb_operator.model import names
 from sampledb_operator.model.databases import DatabaseState, DatabaseStatus
 from sampledb_operator.model.objects import Obj

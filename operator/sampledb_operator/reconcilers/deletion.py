@@ -1,6 +1,6 @@
-"""Deleting a SampleDB: read the facts, plan the pass (decide/deletion.py), apply the plan.
+"""Deleting a SampleDB: read the facts, plan the pass (decide/lifecycle/deletion.py), apply the plan.
 
-One call does the one step decide/lifecycle.py names and returns; the events of the objects it
+One call does the one step decide/lifecycle/lifecycle.py names and returns; the events of the objects it
 creates or deletes bring the next call. Nothing is deleted before the policy's work is done: with
 Snapshot, the StatefulSet and the data volume go only after the snapshot's SampleDBBackup
 Succeeded; a failed snapshot blocks the deletion (condition DeletionBlocked) and is retried with
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import deletion as decide_deletion
-from sampledb_operator.decide import hibernation as hib
-from sampledb_operator.decide.lifecycle import Attempt, Step
+from sampledb_operator.decide.lifecycle import deletion as decide_deletion
+from sampledb_operator.decide.lifecycle.lifecycle import Attempt, Step
+from sampledb_operator.decide.replicas import hibernation as hib
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from sampledb_operator.decide import status as st
-from sampledb_operator.decide import stuck
+from sampledb_operator.decide.lifecycle import stuck
 from sampledb_operator.kube.errors import ApiError, Conflict, KubeError, NotFound
 from sampledb_operator.model.conditions import get_condition
 from sampledb_operator.model.refs import ObjectRef

@@ -1,4 +1,4 @@
-"""The hibernation step: the I/O around decide/hibernation.py.
+"""The hibernation step: the I/O around decide/replicas/hibernation.py.
 
 `asked` reads the annotation and what a hibernation asked for must wait for (the database's unfinished
 Jobs from the cache, and its status); `stop` sets every instance StatefulSet of the database to 0 replicas (a merge
@@ -10,8 +10,8 @@ desired StatefulSets (1 replica each) start the instances again.
 
 from __future__ import annotations
 
-from sampledb_operator.decide import hibernation
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide.replicas import hibernation
 from sampledb_operator.decide.status import job_state
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model.sampledb import Problem, SampleDB

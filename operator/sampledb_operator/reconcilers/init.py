@@ -1,4 +1,4 @@
-"""The init step of a SampleDB: read the facts, plan the pass (decide/init_plan.py), apply the plan.
+"""The init step of a SampleDB: read the facts, plan the pass (decide/lifecycle/init_plan.py), apply the plan.
 
 One Job per database: the init Job that runs spec.init's SQL, or the restore Job of spec.restore,
 created once the database is ready and its source exists; never run again once Initialized says it
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import init_plan as ip
-from sampledb_operator.decide.init_plan import InitOutcome
+from sampledb_operator.decide.lifecycle import init_plan as ip
+from sampledb_operator.decide.lifecycle.init_plan import InitOutcome
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

@@ -1,5 +1,5 @@
 """Schema migrations of a SampleDB (spec.migrations): read the facts, plan the pass
-(decide/migration_step.py), apply the plan.
+(decide/upgrades/migration_step.py), apply the plan.
 
 Reads the caches (the database's migrate Jobs and snapshot ConfigMaps; the pending files' Job,
 pre-migration backup and snapshot), the user's ConfigMap live (it is not the operator's, so not
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import migration_step as step
-from sampledb_operator.decide import migrations as mig
-from sampledb_operator.decide.migration_step import MigrationOutcome
+from sampledb_operator.decide.upgrades import migration_step as step
+from sampledb_operator.decide.upgrades import migrations as mig
+from sampledb_operator.decide.upgrades.migration_step import MigrationOutcome
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.observability.logging import get_logger

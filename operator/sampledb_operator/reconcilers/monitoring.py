@@ -6,7 +6,7 @@ Degraded (MonitoringSetupFailed, the server's words) and retried after RETRY_SEC
 answer (not listening yet, or none at all, as on fake nodes) is asked again after a growing delay
 (reconcilers/unanswered.py, as the TLS question), so it costs a connection attempt every few minutes at most.
 Until the role exists the exporters answer with pg_up 0. The exporter containers are the children step's
-(decide/exporter.py).
+(decide/children/exporter.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ primary once it is ready; their hash (the SQL's version and the Secret's uid and
 status.poolerApplied, and a pass whose hash is the recorded one sends no SQL. A refusal is Degraded
 (PoolerSetupFailed, the server's words) and retried after RETRY_SECONDS, as is a server that does not answer.
 The password is never logged, put in an Event or in the status. The Deployment, its ConfigMap and Service are the
-children step's (decide/pooler.py).
+children step's (decide/children/pooler.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import base64
 import secrets
 from dataclasses import dataclass, replace
 
-from sampledb_operator.decide import pooler as dp
+from sampledb_operator.decide.children import pooler as dp
 from sampledb_operator.decide.labels import meta
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names

@@ -1,4 +1,5 @@
-"""The pooler's pools paused around a switchover: decide/pooler_pause.py's decision sent to each ready pod of the
+"""The pooler's pools paused around a switchover: decide/replicas/pooler_pause.py's decision sent to each ready pod of
+the
 read-write pooler's Deployment (pg/pooler_admin.py; its pods listed live), in the replication step, before the
 children step stops the old primary. A RESUME that some ready pod did not take keeps the record, so the next pass
 sends it again; a PAUSE that did not get through lets the switchover go on (the clients of that pod see what they
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sampledb_operator.decide import pooler_pause as pp
-from sampledb_operator.decide.pooler import selector
+from sampledb_operator.decide.children.pooler import selector
+from sampledb_operator.decide.replicas import pooler_pause as pp
 from sampledb_operator.kube.errors import ApiError
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import condition_true
@@ -40,7 +41,7 @@ async def _ready_ips(ctx: Context, db: SampleDB) -> list[str]:
 
 
 async def reconcile_pause(ctx: Context, db: SampleDB, *, switchover_to: str | None) -> PoolerPause | None:
-    """One pass: send what decide/pooler_pause.py says; the record to write. `switchover_to`: the target of the
+    """One pass: send what decide/replicas/pooler_pause.py says; the record to write. `switchover_to`: the target of the
     switchover running (None: none, or a failover)."""
     record = db.status.pooler_pause
     decision = pp.decide(pooler=db.spec.pooler is not None, switchover_to=switchover_to, record=record,

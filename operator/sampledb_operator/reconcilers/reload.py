@@ -1,4 +1,4 @@
-"""Applying spec.parameters edits by a reload: read the facts, plan the pass (decide/reload.py), apply it.
+"""Applying spec.parameters edits by a reload: read the facts, plan the pass (decide/upgrades/reload.py), apply it.
 
 One pass reads the reload Job of the wanted parameters from the cache (and, live, its result line
 once it has finished), and applies the plan: the Job with its Event, or the ParametersReloaded
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import reload as rl
 from sampledb_operator.decide.labels import COMPONENT_LABEL
-from sampledb_operator.decide.reload import ReloadOutcome
 from sampledb_operator.decide.status import job_state
+from sampledb_operator.decide.upgrades import reload as rl
+from sampledb_operator.decide.upgrades.reload import ReloadOutcome
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.effects import apply_plan, subject_of

@@ -1,8 +1,8 @@
-"""Replicas and the primary: the I/O around decide/replication.py, once per SampleDB pass.
+"""Replicas and the primary: the I/O around decide/replicas/replication.py, once per SampleDB pass.
 
 Reads the instances (their StatefulSets and pods from the caches), asks each server over SQL where it
 stands (only when the database has, or had, more than one instance), reads live whether a fenced
-primary is really gone, asks decide/replication.py for the plan, and carries out its immediate steps:
+primary is really gone, asks decide/replicas/replication.py for the plan, and carries out its immediate steps:
 events, deleting fenced pods, pg_promote(), role labels on pods (the Services select by them),
 replication slots on the primary, removing scaled-down instances. The StatefulSets themselves
 (replicas 0 for a fenced instance) are applied with the other children, from `instances`.
@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import pooler_pause
-from sampledb_operator.decide import replication as rep
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide.replicas import pooler_pause
+from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.instances import ServerState, format_lsn
@@ -121,7 +121,8 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
 
 def _skip_volumes(ctx: Context, db: SampleDB, keep: set[int]) -> frozenset[int]:
     """The primary (or the instance being promoted), when it is not instance 0, never gets a new empty
-    volume: if its volume is gone, so is its data (instance 0's volume has its own guard, decide/volumes.py)."""
+    volume: if its volume is gone, so is its data (instance 0's volume has its own guard,
+    decide/children/volumes.py)."""
     out = set()
     for index in keep - {0}:
         pvc = names.instance_data_pvc_name(db.metadata.name, index)

@@ -1,4 +1,4 @@
-"""The roles step: spec.roles applied to the primary (decide/roles.py decides, pg/roles.py talks to the server).
+"""The roles step: spec.roles applied to the primary (decide/sql/roles.py decides, pg/roles.py talks to the server).
 
 Runs only for a database with declared roles (or roles it declared before: their status turns Retained), once the
 database is ready. The password Secrets are read live (they are the user's: outside the label-selected cache) and
@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-from sampledb_operator.decide import roles as decide_roles
+from sampledb_operator.decide.sql import roles as decide_roles
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj

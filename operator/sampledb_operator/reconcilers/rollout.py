@@ -1,9 +1,9 @@
-"""Rolling restarts: the I/O around decide/rollout.py, inside the children step.
+"""Rolling restarts: the I/O around decide/replicas/rollout.py, inside the children step.
 
 `view` takes what the decision needs from the replication step's outcome (each instance's StatefulSet and pod as
 that step read them, the primary, the replicas each instance keeps, whether a failover or switchover runs);
 `gate` holds back the StatefulSet updates that would restart an instance out of turn: an operator-made pod
-template change (decide/operator_rollout.py) until its database holds one of the operator's rollout slots
+template change (decide/replicas/operator_rollout.py) until its database holds one of the operator's rollout slots
 (runtime/rollout_slots.py, --operator-rollouts), and with standbys every instance but the one whose turn it
 is; it asks for the switchover that lets the primary restart last (the switchover annotation, which the
 replication step carries out and removes), says each step in an Event, and gives the OperatorUpdate condition.
@@ -15,9 +15,10 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import operator_rollout, plan, rollout
-from sampledb_operator.decide import replication as rep
+from sampledb_operator.decide import plan
 from sampledb_operator.decide import status as st
+from sampledb_operator.decide.replicas import operator_rollout, rollout
+from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
@@ -33,7 +34,7 @@ log = get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """The instances as this pass found them: what decide/rollout.py reads besides the planned writes."""
+    """The instances as this pass found them: what decide/replicas/rollout.py reads besides the planned writes."""
 
     primary: int
     members: dict[int, rollout.Member]
@@ -89,7 +90,8 @@ def _all_settled(db: SampleDB, observed: dict[plan.Key, Obj]) -> bool:
 async def gate(ctx: Context, db: SampleDB, actions: list[plan.Action], observed: dict[plan.Key, Obj],
                seen: View | None) -> Gated:
     """`actions` with the restarts out of turn held back: an operator-made template change until its database's
-    turn (ctx.rollout_slots), and with standbys every instance but the one whose turn it is (decide/rollout.py)."""
+    turn (ctx.rollout_slots), and with standbys every instance but the one whose turn it is
+    (decide/replicas/rollout.py)."""
     name, ns = db.metadata.name, db.metadata.namespace or ""
     key = f"{ns}/{name}"
     pending = rollout.restarts(name, actions, observed)

@@ -1,7 +1,7 @@
 """Scheduled backups of a SampleDB (spec.backup.schedule and retention), status.lastBackup, BackupHealthy.
 
 One pass reads the SampleDBBackups of the database's namespace from the cache, asks
-decide/schedule_plan.py for the pass's plan (the due slot's SampleDBBackup, which the
+decide/backup/schedule_plan.py for the pass's plan (the due slot's SampleDBBackup, which the
 BackupReconciler runs; what retention prunes; the Event of a BackupHealthy transition) and applies
 it. A scheduled backup's name is derived from its slot, so a restart never takes a second one for
 the same slot. Only backups of this incarnation count (the database-uid label, or created after the
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampledb_operator.decide import schedule as sch
-from sampledb_operator.decide import schedule_plan
+from sampledb_operator.decide.backup import schedule as sch
+from sampledb_operator.decide.backup import schedule_plan
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
@@ -53,7 +53,7 @@ def read_inputs(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
 async def reconcile_schedule(ctx: Context, db: SampleDB, *, db_ready: bool, busy: bool,
                              verification: Condition | None = None) -> ScheduleOutcome:
     """One pass of the scheduled-backup step; `busy` is True while an upgrade or migration runs;
-    `verification` is BackupHealthy as the verification step sees it (decide/verify.merge_health)."""
+    `verification` is BackupHealthy as the verification step sees it (decide/backup/verify.merge_health)."""
     planned = schedule_plan.plan_schedule(read_inputs(ctx, db, db_ready=db_ready, busy=busy,
                                                       verification=verification))
     applied = await apply_plan(ctx, subject_of(db), planned.plan)

@@ -1,12 +1,12 @@
-"""The StorageClasses' binding modes, read on demand and remembered for a while (decide/binding.py's input).
+"""The StorageClasses' binding modes, read on demand and remembered for a while (decide/children/binding.py's input).
 
 StorageClasses are not watched (a handful of cluster-scoped objects the operator reads for two decisions);
 a class's volumeBindingMode cannot change once it is made (the API server refuses the edit), so a mode read
 once holds until the class is deleted and made again: each answer is kept for TTL_SECONDS, so creating
 databases by the thousand reads each class once a period, not once a database. A class that cannot be read
-(missing, forbidden, an error) has mode None: decide/binding.py then holds nothing, as before the binding
+(missing, forbidden, an error) has mode None: decide/children/binding.py then holds nothing, as before the binding
 wait existed; an absent class's answer is kept MISSING_TTL_SECONDS, so it is not asked for on every pass and
-its creation is seen soon (decide/stuck.py's StorageClassNotFound clears). expansion_problem reads a volume's
+its creation is seen soon (decide/lifecycle/stuck.py's StorageClassNotFound clears). expansion_problem reads a volume's
 class live before the children step asks it to grow.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sampledb_operator.decide import volumes as vol
-from sampledb_operator.decide.binding import binding_mode
+from sampledb_operator.decide.children import volumes as vol
+from sampledb_operator.decide.children.binding import binding_mode
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.errors import ApiError, NotFound
 from sampledb_operator.model.objects import Obj

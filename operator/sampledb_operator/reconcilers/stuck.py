@@ -1,4 +1,4 @@
-"""Why a database's instances do not progress: the facts decide/stuck.py reads, gathered for one pass.
+"""Why a database's instances do not progress: the facts decide/lifecycle/stuck.py reads, gathered for one pass.
 
 Reads the instance pods and data claims from the caches, the claims' StorageClasses through the context's
 BindingModes (remembered for a while; an absent class is asked for again within seconds), and whether there is
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import stuck, stuck_claims
-from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
+from sampledb_operator.decide.lifecycle import stuck, stuck_claims
 from sampledb_operator.kube.errors import ApiError, KubeError, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.objects import Obj
@@ -39,7 +39,7 @@ class Stuck:
 
 
 async def stuck_problems(ctx: Context, db: SampleDB) -> Stuck:
-    """The instances' problems (see decide/stuck.py)."""
+    """The instances' problems (see decide/lifecycle/stuck.py)."""
     ns, name = db.metadata.namespace or "", db.metadata.name
     pods = sorted(ctx.caches.pods.list(ns, {DATABASE_LABEL: name, COMPONENT_LABEL: "database"}),
                   key=lambda p: str(p["metadata"].get("name")))
@@ -100,7 +100,8 @@ async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now
 
 
 async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> str:
-    """Why a crash-looping container stopped, from its last run's log (decide/stuck.log_reason); "" when it cannot
+    """Why a crash-looping container stopped, from its last run's log (decide/lifecycle/stuck.log_reason); "" when it
+    cannot
     be read (the pods/log grant missing, the pod gone)."""
     try:
         text = await ctx.apis["Pod"].log(pod, namespace, container=container, previous=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import condition_true

@@ -1,7 +1,8 @@
-"""The TLS step: the database's certificate authority, server and client certificates, their reload (decide/tls.py).
+"""The TLS step: the database's certificate authority, server and client certificates, their reload
+(decide/children/tls.py).
 
 With spec.tls on and no secretName: makes the Secret <name>-ca once (a new CA; Event CertificateAuthorityCreated),
-keeps the Secret <name>-tls issued from it (created or replaced when decide/tls.renewal says why; Event
+keeps the Secret <name>-tls issued from it (created or replaced when decide/children/tls.renewal says why; Event
 CertificateIssued with that reason and the new end of validity, never a key), and the client certificates of the
 roles that log in with one (Secrets <name>-client.<role>). With secretName: reads that Secret live every
 PROVIDED_RECHECK (it is the user's, outside the label-selected cache) and says what is wrong with it (Degraded
@@ -10,7 +11,7 @@ instances reload as after the operator's own renewal. Either way it returns the 
 for a while after a new certificate (RELOAD_WINDOW), has every ready instance reload once the kubelet has refreshed
 its mounted files (pg.reload_if_newer: the file newer than the server's last load), so a certificate changes without
 a restart and without dropping a connection. The condition Encrypted says whether the primary serves TLS (asked over
-SQL once per server start: decide/tls.ssl_check_needed; a primary that does not answer is asked again after a
+SQL once per server start: decide/children/tls.ssl_check_needed; a primary that does not answer is asked again after a
 growing delay, UnansweredChecks, not on every pass); a server whose build lacks SSL starts without it
 (dataplane/instance.sh) and is Encrypted=False/ImageWithoutSSL. The credentials Secret's uri follows that condition
 (`sync_connection_uri`: sslmode=require while the server serves TLS, none while it does not, so a client of the uri
@@ -27,9 +28,10 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
-from sampledb_operator.decide import desired_config, roles, tls
-from sampledb_operator.decide import pooler as dp
+from sampledb_operator.decide.children import desired_config, tls
+from sampledb_operator.decide.children import pooler as dp
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL, meta
+from sampledb_operator.decide.sql import roles
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.model import names, timestamps
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition
@@ -190,7 +192,8 @@ async def _issue(ctx: Context, db: SampleDB, server: Obj | None, ca: certs.Pair,
 
 async def _client_certificates(ctx: Context, db: SampleDB, ca: certs.Pair, now: datetime) -> None:
     """The client certificates of the roles that log in by certificate (Secrets <name>-client.<role>, owned by the
-    SampleDB): issued, renewed (decide/tls.client_renewal), and deleted once their role no longer asks for one."""
+    SampleDB): issued, renewed (decide/children/tls.client_renewal), and deleted once their role no longer asks for
+    one."""
     ns, name = db.metadata.namespace or "", db.metadata.name
     wanted = {names.client_secret_name(name, role): role for role in roles.certificate_roles(db.spec.roles or [])}
     for secret_name, role in wanted.items():

@@ -1,6 +1,7 @@
 """The primaries that did not answer a question over SQL (the TLS question, reconcilers/tls.py; the monitoring
 role's statements, reconcilers/monitoring.py), kept so that one that never answers (its server not listening yet,
-or no server at all, as on fake nodes) is asked again after a growing delay (decide/tls.ssl_retry_delay) instead of
+or no server at all, as on fake nodes) is asked again after a growing delay (decide/children/tls.ssl_retry_delay)
+instead of
 on every pass of its database.
 """
 
@@ -8,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sampledb_operator.decide.tls import ssl_retry_delay
+from sampledb_operator.decide.children.tls import ssl_retry_delay
 
 
 @dataclass
 class UnansweredChecks:
     """The primaries that did not answer the TLS question: per database uid, how many times in a row and when to
-    ask again (decide/tls.ssl_retry_delay). In memory only (a restarted operator asks once more); an answer
+    ask again (decide/children/tls.ssl_retry_delay). In memory only (a restarted operator asks once more); an answer
     forgets the database; at most MAX_TRACKED are kept (the oldest go first: they are asked again sooner)."""
 
     MAX_TRACKED = 10000

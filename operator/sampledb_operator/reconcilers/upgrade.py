@@ -1,4 +1,4 @@
-"""Version upgrades of a SampleDB: read the facts, plan the pass (decide/upgrade_step.py), apply the plan.
+"""Version upgrades of a SampleDB: read the facts, plan the pass (decide/upgrades/upgrade_step.py), apply the plan.
 
 Reads where the upgrade stands from the caches (the StatefulSet, the data volume, the database's
 upgrade, thaw and migrate Jobs, the attempt's pre-upgrade SampleDBBackup, upgrade, link and thaw
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sampledb_operator.decide import migrations as mig
-from sampledb_operator.decide import upgrade_step as step
-from sampledb_operator.decide.desired_inputs import Instance
-from sampledb_operator.decide.upgrade_step import UpgradeOutcome, current_data_dir, sts_version
+from sampledb_operator.decide.children.desired_inputs import Instance
+from sampledb_operator.decide.upgrades import migrations as mig
+from sampledb_operator.decide.upgrades import upgrade_step as step
+from sampledb_operator.decide.upgrades.upgrade_step import UpgradeOutcome, current_data_dir, sts_version
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

@@ -1,4 +1,4 @@
-"""Backup verification of one SampleDB's backups: read -> decide/verify_plan.py -> apply.
+"""Backup verification of one SampleDB's backups: read -> decide/backup/verify_plan.py -> apply.
 
 A step of the SampleDB pass (so verifications of one database are serialised by its work queue
 key, and BackupHealthy is computed in one place). It reads the database's SampleDBBackups and their
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sampledb_operator.decide import verify_plan
+from sampledb_operator.decide.backup import verify_plan
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB

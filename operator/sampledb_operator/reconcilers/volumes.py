@@ -1,8 +1,8 @@
-"""The I/O around decide/volumes.py: what the caches say of the data and backups volumes, and the
+"""The I/O around decide/children/volumes.py: what the caches say of the data and backups volumes, and the
 accept-empty-volume annotation's consumption.
 
 A volume's verdict is read from the caches only (the PVCs, the SampleDB's status, its
-SampleDBBackups); the one write is decide/volumes.plan_release's: the merge patch that drops a role
+SampleDBBackups); the one write is decide/children/volumes.plan_release's: the merge patch that drops a role
 from the annotation once its volume exists again (with the resourceVersion of the pass's status
 write: a stale pass gets Conflict and writes nothing). Nothing is decided here.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.decide.plan import Key
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import job_ttl, pgconfig
-from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide import job_ttl
+from sampledb_operator.decide.children import desired as d
+from sampledb_operator.decide.children import pgconfig
+from sampledb_operator.decide.upgrades import reload as rl
 from sampledb_operator.model import hba
 from sampledb_operator.model.sampledb import SampleDB
 

@@ -1,4 +1,5 @@
-"""decide/archive.py and decide/archive_config.py: continuous archiving and base backups as a plan, without a server."""
+"""decide/backup/archive.py and decide/backup/archive_config.py: continuous archiving and base backups as a plan,
+without a server."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import archive as arc
-from sampledb_operator.decide import archive_config as cfg
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import status as st
+from sampledb_operator.decide.backup import archive as arc
+from sampledb_operator.decide.backup import archive_config as cfg
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.archive import ArchiverState

@@ -1,4 +1,5 @@
-"""decide/archive_verify.py: verifications that the object store restores a database, as a plan, without a server."""
+"""decide/backup/archive_verify.py: verifications that the object store restores a database, as a plan, without a
+server."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 import pytest
 from test_archive import NOW, STORE, database, facts
 
-from sampledb_operator.decide import archive as arc
-from sampledb_operator.decide import archive_verify as av
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import job_ttl
+from sampledb_operator.decide.backup import archive as arc
+from sampledb_operator.decide.backup import archive_verify as av
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.events import transition_events
 from sampledb_operator.decide.labels import COMPONENT_LABEL

@@ -1,10 +1,10 @@
-"""decide/autogrow.py: when the data volumes grow, to what, and when they cannot, without a server."""
+"""decide/lifecycle/autogrow.py: when the data volumes grow, to what, and when they cannot, without a server."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide import autogrow
+from sampledb_operator.decide.lifecycle import autogrow
 from sampledb_operator.model.autogrow import AutoGrowSpec
 
 MI = 1024 * 1024

@@ -1,5 +1,5 @@
 """Logical backups in the object store: the backup Job's copy settings (decide/jobs.backup_job with
-archive_config.backup_copy), the restore Job from a copy (decide/restore, init_plan) and the checks of the
+archive_config.backup_copy), the restore Job from a copy (decide/backup/restore, init_plan) and the checks of the
 restore store's credentials, without any server."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import archive_config as cfg
-from sampledb_operator.decide import init_plan as ip
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.backup_files import FILES_FINALIZER
-from sampledb_operator.decide.backup_run import BackupFacts, plan_backup
+from sampledb_operator.decide.backup import archive_config as cfg
+from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
+from sampledb_operator.decide.backup.backup_run import BackupFacts, plan_backup
 from sampledb_operator.decide.effects import Create, Patch
 from sampledb_operator.decide.labels import bucket_label
+from sampledb_operator.decide.lifecycle import init_plan as ip
 from sampledb_operator.decide.status import JobState
 from sampledb_operator.model.archive import CREDENTIALS_OPT_IN_LABEL
 from sampledb_operator.model.backup import SampleDBBackup

@@ -1,8 +1,8 @@
-"""decide/backup_files.py: the prune Job that deletes a backup's files with its SampleDBBackup."""
+"""decide/backup/backup_files.py: the prune Job that deletes a backup's files with its SampleDBBackup."""
 
 from __future__ import annotations
 
-from sampledb_operator.decide.backup_files import prune_job
+from sampledb_operator.decide.backup.backup_files import prune_job
 from sampledb_operator.model.backup import SampleDBBackup
 
 

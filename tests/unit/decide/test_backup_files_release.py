@@ -1,11 +1,11 @@
-"""decide/backup_files.plan_release: one pass of deleting a backup's files as a plan, without any server."""
+"""decide/backup/backup_files.plan_release: one pass of deleting a backup's files as a plan, without any server."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from sampledb_operator.decide.backup_files import (
+from sampledb_operator.decide.backup.backup_files import (
     FILES_FINALIZER,
     FilesFacts,
     database_read_needed,

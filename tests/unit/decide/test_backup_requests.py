@@ -1,10 +1,10 @@
-"""decide/backups.py: every SampleDBBackup the operator asks for carries the same labels and spec."""
+"""decide/backup/backups.py: every SampleDBBackup the operator asks for carries the same labels and spec."""
 
 from __future__ import annotations
 
 import pytest
 
-from sampledb_operator.decide import backups as bk
+from sampledb_operator.decide.backup import backups as bk
 from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from sampledb_operator.decide.sharding import BUCKET_LABEL, bucket_of
 from sampledb_operator.model import names

@@ -1,12 +1,12 @@
-"""decide/backup_run.py: one pass of a SampleDBBackup as a plan, without any server."""
+"""decide/backup/backup_run.py: one pass of a SampleDBBackup as a plan, without any server."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sampledb_operator.decide.backup_files import FILES_FINALIZER
-from sampledb_operator.decide.backup_run import (
+from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
+from sampledb_operator.decide.backup.backup_run import (
     BackupFacts,
     plan_backup,
     result_read_needed,

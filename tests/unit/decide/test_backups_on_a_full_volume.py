@@ -1,4 +1,4 @@
-"""decide/backup_run.py and decide/schedule_plan.py while a database's data volume is full (its SampleDB's
+"""decide/backup/backup_run.py and decide/backup/schedule_plan.py while a database's data volume is full (its SampleDB's
 Degraded=True/VolumeFull): a running backup is stopped, one not started waits saying why, and the scheduled
 backup of a due slot is postponed (BackupHealthy False/BackupsPostponed) until the database is Ready again."""
 
@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import stuck
-from sampledb_operator.decide.backup_files import FILES_FINALIZER
-from sampledb_operator.decide.backup_run import (
+from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
+from sampledb_operator.decide.backup.backup_run import (
     BackupFacts,
     plan_backup,
     result_read_needed,
     volume_read_needed,
 )
+from sampledb_operator.decide.backup.schedule import slot_text
+from sampledb_operator.decide.backup.schedule_plan import POSTPONED, ScheduleInputs, SchedulePlan, plan_schedule
 from sampledb_operator.decide.effects import Create, Delete, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import bucket_label
-from sampledb_operator.decide.schedule import slot_text
-from sampledb_operator.decide.schedule_plan import POSTPONED, ScheduleInputs, SchedulePlan, plan_schedule
+from sampledb_operator.decide.lifecycle import stuck
+from sampledb_operator.decide.lifecycle.volume_full import volume_full
 from sampledb_operator.decide.status import JobState
-from sampledb_operator.decide.volume_full import volume_full
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import SampleDBBackup
 from sampledb_operator.model.conditions import Condition
@@ -34,7 +34,7 @@ SAID = '2026-11-30 08:59:01 UTC [41] PANIC:  could not write to file "pg_wal/xlo
 
 
 def full_message(said: str = SAID, pod: str = "orders-0") -> str:
-    """The Degraded message decide/stuck.py gives a pod that stops on a full volume."""
+    """The Degraded message decide/lifecycle/stuck.py gives a pod that stops on a full volume."""
     cs = {"name": "postgres", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
           "lastState": {"terminated": {"exitCode": 1, "message": said}}}
     [problem] = stuck.pod_problems([{"metadata": {"name": pod}, "status": {"containerStatuses": [cs]}}])

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as hs
 
 from sampledb_operator.decide import cache, plan
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import COMPONENT_LABEL
 from sampledb_operator.model.sampledb import SampleDB
 

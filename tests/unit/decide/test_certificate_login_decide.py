@@ -1,7 +1,8 @@
 """Roles that log in with a client certificate (spec.roles[].certificate): the certificate the operator issues
-(pki/certs.issue_client), when it is issued again (decide/tls.client_renewal), the membership that admits the role
-(decide/roles), and the pg_hba.conf line and ssl_ca_file that make the server ask for it (decide/pgconfig,
-decide/desired_config)."""
+(pki/certs.issue_client), when it is issued again (decide/children/tls.client_renewal), the membership that admits the
+role
+(decide/sql/roles), and the pg_hba.conf line and ssl_ca_file that make the server ask for it (decide/children/pgconfig,
+decide/children/desired_config)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from tests.support.fake_cluster import sampledb
 
-from sampledb_operator.decide import desired_config, pgconfig, tls
-from sampledb_operator.decide import roles as r
+from sampledb_operator.decide.children import desired_config, pgconfig, tls
+from sampledb_operator.decide.sql import roles as r
 from sampledb_operator.model import names
 from sampledb_operator.model.roles import CERTIFICATE_GROUP, ObservedRole, RoleSpec, RoleState, RoleStatus
 from sampledb_operator.model.sampledb import SampleDB

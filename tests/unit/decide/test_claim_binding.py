@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sampledb_operator.decide import binding
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import binding
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB
@@ -50,7 +50,7 @@ def test_a_class_that_does_not_say_binds_immediately_as_the_api_defaults_it() ->
     (claim("unreadable"), False),  # its class could not be read: as before, the scheduler waits
     (claim("unknown"), False),  # not asked about
     (claim(None), False),  # no class name
-    (claim(deleting=True), False),  # being deleted: decide/volumes.py reports it
+    (claim(deleting=True), False),  # being deleted: decide/children/volumes.py reports it
     (None, False),  # no claim: a lost volume, reported elsewhere
 ])
 def test_which_claims_a_new_statefulset_waits_for(pvc: Obj | None, waits: bool) -> None:

@@ -1,4 +1,4 @@
-"""decide/databases.py: the statements that make the server's databases what spec.databases says, their order, and
+"""decide/sql/databases.py: the statements that make the server's databases what spec.databases says, their order, and
 the status; pg/databases.py's SQL (identifiers quoted); names the CRD refuses."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from psycopg import sql
 from pydantic import ValidationError
 
-from sampledb_operator.decide import databases as d
+from sampledb_operator.decide.sql import databases as d
 from sampledb_operator.model.databases import (
     DatabaseOp,
     DatabaseSpec,

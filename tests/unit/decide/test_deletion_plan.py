@@ -1,4 +1,4 @@
-"""decide/deletion.py: one pass of a SampleDB's deletion as a plan, without any server.
+"""decide/lifecycle/deletion.py: one pass of a SampleDB's deletion as a plan, without any server.
 
 The effects come in the order they are applied: the snapshot's backup before the status, the
 retained objects' labels before the deletes, the deletes before their Event, the finalizer last.
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import deletion as dd
-from sampledb_operator.decide import lifecycle
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
-from sampledb_operator.decide.lifecycle import Attempt, Step
+from sampledb_operator.decide.lifecycle import deletion as dd
+from sampledb_operator.decide.lifecycle import lifecycle
+from sampledb_operator.decide.lifecycle.lifecycle import Attempt, Step
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB

@@ -1,4 +1,4 @@
-"""decide/desired.py and decide/plan.py: the children a SampleDB should have, and the writes to get there."""
+"""decide/children/desired.py and decide/plan.py: the children a SampleDB should have, and the writes to get there."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, plan
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import DATA_DIR_ANNOTATION, DATABASE_LABEL, INIT_SOURCE_ANNOTATION, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
@@ -269,7 +269,7 @@ def test_a_plan_applied_to_its_own_result_is_empty(version: str, size: str, para
 
 
 def test_the_connection_uri_is_percent_encoded_and_asks_for_tls_when_served() -> None:
-    from sampledb_operator.decide import desired_config as dc
+    from sampledb_operator.decide.children import desired_config as dc
 
     uri = dc.connection_uri("app", "p@ss/w:rd", "orders.shop.svc", "5432", "app", encrypted=True)
     assert uri == "postgresql://app:p%40ss%2Fw%3Ard@orders.shop.svc:5432/app?sslmode=require"

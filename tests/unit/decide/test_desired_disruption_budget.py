@@ -1,4 +1,4 @@
-"""decide/desired.disruption_budget and decide/plan.removals: a database of more than one instance has a
+"""decide/children/desired.disruption_budget and decide/plan.removals: a database of more than one instance has a
 PodDisruptionBudget over every instance's pod (at most one of them evicted at a time: all but one kept available),
 owned by its SampleDB; a single instance has none, and a budget left from more instances is planned for
 deletion."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import jobs, plan
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, owner_reference
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB

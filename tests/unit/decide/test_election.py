@@ -1,4 +1,4 @@
-"""decide/replication.py: the election, as examples and as properties over generated inputs.
+"""decide/replicas/replication.py: the election, as examples and as properties over generated inputs.
 
 The properties are the module's promises (its docstring): a standby is promoted only once the old
 primary is fenced; any other writable instance is fenced; the primary, the instance being promoted
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
-from sampledb_operator.decide.replication import (
+from sampledb_operator.decide.replicas.replication import (
     FAILOVER_POLL,
     FENCED,
     SWITCHOVER_ANNOTATION,
@@ -480,7 +480,7 @@ def test_decide_is_deterministic(i: ReplicationInput) -> None:
     assert decide(i) == decide(replace(i, instances=dict(reversed(list(i.instances.items())))))
 
 
-# -- regressions found by these properties (fixed in decide/replication.py) ------------------------
+# -- regressions found by these properties (fixed in decide/replicas/replication.py) ------------------------
 
 
 def test_sync_failover_waits_for_a_more_advanced_standby_whose_pod_is_unready() -> None:

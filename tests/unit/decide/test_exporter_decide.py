@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide import exporter, pgconfig
-from sampledb_operator.decide.desired_statefulset import DEFAULT_CONTAINER_ANNOTATION, statefulset
+from sampledb_operator.decide.children import exporter, pgconfig
+from sampledb_operator.decide.children.desired_statefulset import DEFAULT_CONTAINER_ANNOTATION, statefulset
 from sampledb_operator.model.monitoring import DEFAULT_EXPORTER_IMAGE, EXPORTER_PORT, MONITOR_ROLE
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import SampleDB

@@ -1,8 +1,8 @@
-"""decide/hibernation.py: the annotation's values, what a hibernation waits for, and the condition's course."""
+"""decide/replicas/hibernation.py: the annotation's values, what a hibernation waits for, and the condition's course."""
 
 from __future__ import annotations
 
-from sampledb_operator.decide import hibernation as h
+from sampledb_operator.decide.replicas import hibernation as h
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.sampledb import Problem
 from sampledb_operator.model.sampledb_status import SampleDBStatus

@@ -1,4 +1,4 @@
-"""decide/init_plan.py: one pass of the init step (the init or restore Job) as a plan, without any server."""
+"""decide/lifecycle/init_plan.py: one pass of the init step (the init or restore Job) as a plan, without any server."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import init_plan as ip
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.jobs import INIT_SQL_OPT_IN_LABEL
 from sampledb_operator.decide.labels import INIT_SOURCE_ANNOTATION
+from sampledb_operator.decide.lifecycle import init_plan as ip
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB

@@ -1,4 +1,4 @@
-"""decide/lifecycle.py: the deletion policies as pure steps."""
+"""decide/lifecycle/lifecycle.py: the deletion policies as pure steps."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sampledb_operator.decide.lifecycle import (
+from sampledb_operator.decide.lifecycle.lifecycle import (
     Attempt,
     DeletionInput,
     Step,

@@ -1,4 +1,4 @@
-"""decide/migrations.py: which migration files are pending, in what order, and what stops them."""
+"""decide/upgrades/migrations.py: which migration files are pending, in what order, and what stops them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as stb
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide import migrations as mig
+from sampledb_operator.decide.upgrades import migrations as mig
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.model.sampledb_status import AppliedMigration
 

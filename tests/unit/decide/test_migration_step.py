@@ -1,4 +1,4 @@
-"""decide/migration_step.py: one pass of the migration step as a plan, without any server.
+"""decide/upgrades/migration_step.py: one pass of the migration step as a plan, without any server.
 
 Pending files -> the pre-migration backup (BackupRequested) -> once it Succeeded, the snapshot
 ConfigMap and the Job (MigrationStarted) -> the records (MigrationsApplied) or the failure's
@@ -11,9 +11,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sampledb_operator.decide import migration_step as ms
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.upgrades import migration_step as ms
 from sampledb_operator.model.result import Result
 from sampledb_operator.model.sampledb import SampleDB
 

@@ -1,4 +1,5 @@
-"""decide/operator_rollout.py: a template change at the generation the StatefulSet records, no restart asked, is the
+"""decide/replicas/operator_rollout.py: a template change at the generation the StatefulSet records, no restart asked,
+is the
 operator's; a newer generation, a restart asked, or no record make it the user's; the record follows the template,
 stays while the upgrade step holds the version back, and a write of the record alone makes no Event; the
 OperatorUpdate condition's states. runtime/rollout_slots.py: first asked, first admitted, up to the limit; a holder
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide import operator_rollout as op
 from sampledb_operator.decide import plan
 from sampledb_operator.decide.labels import RESTARTED_FOR_ANNOTATION, TEMPLATE_GENERATION_ANNOTATION, VERSION_ANNOTATION
+from sampledb_operator.decide.replicas import operator_rollout as op
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.runtime.rollout_slots import HOLD_LIMIT, RolloutSlots

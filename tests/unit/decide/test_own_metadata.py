@@ -1,4 +1,5 @@
-"""decide/lifecycle.own_metadata: what a live SampleDB's metadata lacks of the operator's own (the finalizer, not
+"""decide/lifecycle/lifecycle.own_metadata: what a live SampleDB's metadata lacks of the operator's own (the finalizer,
+not
 on a paused database, and for sharded replicas its bucket label, put right when wrong); and decide/sharding's
 bucket values and selectors for SampleDBs (is_bucket, unbucketed_selector, bucket_selector without a base)."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sampledb_operator.decide.lifecycle import FINALIZER, own_metadata
+from sampledb_operator.decide.lifecycle.lifecycle import FINALIZER, own_metadata
 from sampledb_operator.decide.sharding import (
     BUCKET_LABEL,
     BUCKETS,

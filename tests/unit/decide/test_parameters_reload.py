@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import job_ttl, pgconfig
-from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide import job_ttl
+from sampledb_operator.decide.children import desired as d
+from sampledb_operator.decide.children import pgconfig
 from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.upgrades import reload as rl
 from sampledb_operator.model import names
 from sampledb_operator.model.pg_settings import POSTMASTER_PARAMETERS, needs_restart
 from sampledb_operator.model.sampledb import SampleDB

@@ -5,10 +5,10 @@ from __future__ import annotations
 import configparser
 from typing import Any
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import plan
-from sampledb_operator.decide import pooler as dp
-from sampledb_operator.decide.desired_inputs import Inputs
+from sampledb_operator.decide.children import desired as d
+from sampledb_operator.decide.children import pooler as dp
+from sampledb_operator.decide.children.desired_inputs import Inputs
 from sampledb_operator.model import names
 from sampledb_operator.model.pooler import DEFAULT_IMAGE, POOLER_ROLE
 from sampledb_operator.model.sampledb import SampleDB
@@ -136,7 +136,7 @@ def test_with_tls_the_pooler_serves_the_servers_certificate_and_requires_it_when
 
 
 def test_the_certificate_names_the_poolers_service_only_with_a_pooler() -> None:
-    from sampledb_operator.decide import tls
+    from sampledb_operator.decide.children import tls
 
     assert "orders-pooler.shop.svc" in tls.dns_names("orders", "shop", pooler=True)
     assert not any("pooler" in n for n in tls.dns_names("orders", "shop"))
@@ -152,7 +152,7 @@ def test_a_new_certificate_rolls_the_pooler_pods() -> None:
 
 
 def test_the_pooler_pods_run_its_exporter_with_the_roles_password_from_the_secret_not_in_arguments() -> None:
-    from sampledb_operator.decide import exporter
+    from sampledb_operator.decide.children import exporter
     from sampledb_operator.model.monitoring import DEFAULT_POOLER_EXPORTER_IMAGE, POOLER_EXPORTER_PORT
 
     for tls_on, sslmode in ((True, "require"), (False, "disable")):
@@ -165,7 +165,7 @@ def test_the_pooler_pods_run_its_exporter_with_the_roles_password_from_the_secre
         assert url == (f"postgres://{POOLER_ROLE}@127.0.0.1:5432/pgbouncer?sslmode={sslmode}&connect_timeout=5")
         assert sidecar["env"] == [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {
             "name": names.pooler_name("orders"), "key": dp.PASSWORD_KEY}}}]
-        assert f"admin_users = {POOLER_ROLE}\n" in dp.ini(db, ca=tls_on)  # PAUSE/RESUME (decide/pooler_pause)
+        assert f"admin_users = {POOLER_ROLE}\n" in dp.ini(db, ca=tls_on)  # PAUSE/RESUME (decide/replicas/pooler_pause)
         assert f"stats_users = {POOLER_ROLE}\n" in dp.ini(db, ca=tls_on)
     off = dp.deployment(make_db({}, monitoring={"enabled": False, "poolerImage": "example.org/e:1"}), ca=True)
     assert [c["name"] for c in off["spec"]["template"]["spec"]["containers"]] == ["pgbouncer"]
@@ -217,7 +217,7 @@ def test_pooler_ready_waits_for_both_poolers() -> None:
 
 
 def test_the_certificate_names_the_read_only_poolers_service_only_when_it_runs() -> None:
-    from sampledb_operator.decide import tls
+    from sampledb_operator.decide.children import tls
 
     assert "orders-pooler-ro.shop.svc" not in tls.dns_names("orders", "shop", pooler=True)
     assert "orders-pooler-ro.shop.svc" in tls.dns_names("orders", "shop", pooler=True, read_only_pooler=True)

@@ -1,11 +1,11 @@
-"""decide/pooler_pause.py: a switchover's pause recorded before it is sent, sent before the old primary stops,
+"""decide/replicas/pooler_pause.py: a switchover's pause recorded before it is sent, sent before the old primary stops,
 resumed once the switchover ends or takes too long; never for a failover; a pause always gets its resume."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sampledb_operator.decide import pooler_pause as pp
+from sampledb_operator.decide.replicas import pooler_pause as pp
 from sampledb_operator.model.sampledb_status import PoolerPause
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

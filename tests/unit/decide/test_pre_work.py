@@ -1,11 +1,11 @@
-"""decide/pre_work.py: the backup before a piece of work is requested only while none of its name is cached,
+"""decide/lifecycle/pre_work.py: the backup before a piece of work is requested only while none of its name is cached,
 announced BackupRequested, and then only looked at (its phase and message)."""
 
 from __future__ import annotations
 
-from sampledb_operator.decide import pre_work
-from sampledb_operator.decide.backups import pre_work_backup_name
+from sampledb_operator.decide.backup.backups import pre_work_backup_name
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.lifecycle import pre_work
 from sampledb_operator.model.sampledb import SampleDB
 
 DB = SampleDB.model_validate({

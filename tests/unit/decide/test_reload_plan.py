@@ -1,4 +1,4 @@
-"""decide/reload.plan_reload: one pass of the reload step as a plan and the outcome for the status."""
+"""decide/upgrades/reload.plan_reload: one pass of the reload step as a plan and the outcome for the status."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import pgconfig
-from sampledb_operator.decide import reload as rl
+from sampledb_operator.decide.children import pgconfig
 from sampledb_operator.decide.effects import Create, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.upgrades import reload as rl
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 

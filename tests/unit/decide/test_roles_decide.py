@@ -1,4 +1,4 @@
-"""decide/roles.py: the statements that make the server's roles what spec.roles says, their order, and the status;
+"""decide/sql/roles.py: the statements that make the server's roles what spec.roles says, their order, and the status;
 pg/roles.py's SQL (identifiers quoted, passwords sent as SCRAM verifiers only)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hmac
 
 from psycopg import sql
 
-from sampledb_operator.decide import roles as r
+from sampledb_operator.decide.sql import roles as r
 from sampledb_operator.model.roles import ObservedRole, Op, Password, RoleSpec, RoleState, RoleStatus
 from sampledb_operator.pg.roles import scram_verifier, statement
 

@@ -1,4 +1,5 @@
-"""decide/rollout.py: the standbys first and one at a time, the primary last by a switchover, nothing out of turn;
+"""decide/replicas/rollout.py: the standbys first and one at a time, the primary last by a switchover, nothing out of
+turn;
 an instance without a pod, a standby that is down, one instance, and a change of major never held; convergence
 of a simulated roll (Hypothesis) with at most one running instance restarting at a time."""
 
@@ -7,9 +8,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sampledb_operator.decide import plan, rollout
+from sampledb_operator.decide import plan
 from sampledb_operator.decide.labels import VERSION_ANNOTATION
-from sampledb_operator.decide.rollout import PATIENCE, Member, RolloutInput, decide
+from sampledb_operator.decide.replicas import rollout
+from sampledb_operator.decide.replicas.rollout import PATIENCE, Member, RolloutInput, decide
 from sampledb_operator.model import names
 
 DB = "orders"

@@ -1,4 +1,4 @@
-"""decide/schedule.py and decide/schedule_plan.py: due slots, no backfill or burst, next-slot delay,
+"""decide/backup/schedule.py and decide/backup/schedule_plan.py: due slots, no backfill or burst, next-slot delay,
 retention, BackupHealthy; the cached backups as facts; one pass of the schedule step as a plan."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sampledb_operator.decide.effects import Create, Delete, Emit
-from sampledb_operator.decide.events import EventSpec
-from sampledb_operator.decide.schedule import (
+from sampledb_operator.decide.backup.schedule import (
     FAILED_HISTORY,
     MAX_REQUEUE,
     MIN_REQUEUE,
@@ -30,7 +28,9 @@ from sampledb_operator.decide.schedule import (
     slot_text,
     to_prune,
 )
-from sampledb_operator.decide.schedule_plan import ScheduleInputs, SchedulePlan, health_event, plan_schedule
+from sampledb_operator.decide.backup.schedule_plan import ScheduleInputs, SchedulePlan, health_event, plan_schedule
+from sampledb_operator.decide.effects import Create, Delete, Emit
+from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.result import Result

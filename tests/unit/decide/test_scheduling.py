@@ -1,12 +1,14 @@
-"""decide/scheduling.py: spec.scheduling in the instances' pod templates, and the spread of the instances over
+"""decide/children/scheduling.py: spec.scheduling in the instances' pod templates, and the spread of the instances over
 nodes, without any server."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sampledb_operator.decide import desired_statefulset as sts_builder
-from sampledb_operator.decide import jobs, pgconfig, scheduling, upgrade
+from sampledb_operator.decide import jobs
+from sampledb_operator.decide.children import desired_statefulset as sts_builder
+from sampledb_operator.decide.children import pgconfig, scheduling
+from sampledb_operator.decide.upgrades import upgrade
 from sampledb_operator.model.sampledb import SampleDB
 
 TERM = {"labelSelector": {"matchLabels": {"sampledb.io/database": "orders", "app.kubernetes.io/component": "database"}},

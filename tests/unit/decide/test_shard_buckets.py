@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as hs
 from tests.unit.decide.test_desired_and_plan import make_db
 
-from sampledb_operator.decide import desired as d
 from sampledb_operator.decide import plan
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import bucket_of_child
 from sampledb_operator.decide.sharding import (
     BUCKET_LABEL,

@@ -1,12 +1,12 @@
-"""decide/stuck.py: why instances do not progress, in Kubernetes' words, without a server."""
+"""decide/lifecycle/stuck.py: why instances do not progress, in Kubernetes' words, without a server."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import stuck
-from sampledb_operator.decide import stuck_claims as sc
+from sampledb_operator.decide.lifecycle import stuck
+from sampledb_operator.decide.lifecycle import stuck_claims as sc
 from sampledb_operator.decide.status import REVISION_LABEL
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

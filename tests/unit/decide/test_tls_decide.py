@@ -1,4 +1,5 @@
-"""decide/tls: when the server certificate is issued again (each reason `renewal` gives, and none when it serves),
+"""decide/children/tls: when the server certificate is issued again (each reason `renewal` gives, and none when it
+serves),
 what is wrong with a provided Secret, a Secret's data as text, the names a certificate is for, the served Secret's
 volume and mount, and the Secrets the operator writes."""
 
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sampledb_operator.decide import tls
+from sampledb_operator.decide.children import tls
 from sampledb_operator.model import names
 from sampledb_operator.pki import certs
 

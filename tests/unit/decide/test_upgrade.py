@@ -1,4 +1,4 @@
-"""decide/upgrade.py: what the StatefulSet runs while a version changes."""
+"""decide/upgrades/upgrade.py: what the StatefulSet runs while a version changes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from sampledb_operator.decide.upgrade import Kind, UpgradeInput, data_dir_for, decide, kind_of, work_token
+from sampledb_operator.decide.upgrades.upgrade import Kind, UpgradeInput, data_dir_for, decide, kind_of, work_token
 
 MINOR = UpgradeInput(wanted="16.6", current="16.4", data_dir="pgdata", backup_required=True, backup_phase=None)
 MAJOR = replace(MINOR, wanted="17.2")

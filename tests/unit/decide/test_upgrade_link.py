@@ -1,4 +1,4 @@
-"""decide/upgrade.py, the Link method: stop, pg_upgrade --link, switch, analyze; a refused check falls back
+"""decide/upgrades/upgrade.py, the Link method: stop, pg_upgrade --link, switch, analyze; a refused check falls back
 to Dump; a failure after the point of no return keeps the instance stopped and never falls back."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sampledb_operator.decide import upgrade_step as us
-from sampledb_operator.decide.upgrade import UpgradeInput, decide
+from sampledb_operator.decide.upgrades import upgrade_step as us
+from sampledb_operator.decide.upgrades.upgrade import UpgradeInput, decide
 from sampledb_operator.model.sampledb import SampleDB, UpgradeMethod
 
 LINK = UpgradeInput(wanted="18.1", current="15.8", data_dir="pgdata", backup_required=True, backup_phase="Succeeded",

@@ -1,4 +1,4 @@
-"""decide/upgrade_step.py: one pass of the upgrade step as a plan, without any server.
+"""decide/upgrades/upgrade_step.py: one pass of the upgrade step as a plan, without any server.
 
 The effects come in the order they are applied (the pre-upgrade backup, the upgrade Job, the thaw
 Job), each Create announced by its Event; the outcome says what the StatefulSet runs and the
@@ -11,10 +11,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sampledb_operator.decide import upgrade as up
-from sampledb_operator.decide import upgrade_step as us
 from sampledb_operator.decide.effects import Create, Effect
 from sampledb_operator.decide.events import EventSpec
+from sampledb_operator.decide.upgrades import upgrade as up
+from sampledb_operator.decide.upgrades import upgrade_step as us
 from sampledb_operator.model.sampledb import SampleDB
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

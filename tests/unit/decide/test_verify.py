@@ -1,5 +1,5 @@
-"""decide/verify.py: which backup is verified next, the verify Job, outcomes, statuses and BackupHealthy;
-decide/verify_plan.py: one pass of the verification step as a plan."""
+"""decide/backup/verify.py: which backup is verified next, the verify Job, outcomes, statuses and BackupHealthy;
+decide/backup/verify_plan.py: one pass of the verification step as a plan."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sampledb_operator.decide import verify, verify_plan
+from sampledb_operator.decide.backup import verify, verify_plan
 from sampledb_operator.decide.effects import Create, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.status import JobState
@@ -317,7 +317,7 @@ def test_verify_job_reads_the_file_name_from_the_location() -> None:
     assert body["spec"]["template"]["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"] == "elsewhere"
 
 
-# ---------------------------------------------------------------- one pass as a plan (decide/verify_plan.py)
+# ---------------------------------------------------------------- one pass as a plan (decide/backup/verify_plan.py)
 
 
 def labelled(name: str, *, completed: str, uid: str = "u-db", rv: str = "7", **status: Any) -> Obj:

@@ -1,4 +1,5 @@
-"""decide/volumes.py: the volumes as observed, and the plan that consumes the accept-empty-volume annotation."""
+"""decide/children/volumes.py: the volumes as observed, and the plan that consumes the accept-empty-volume
+annotation."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.decide.effects import Patch, Plan
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB

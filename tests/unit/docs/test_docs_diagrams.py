@@ -25,14 +25,16 @@ from typing import Any
 import pytest
 from tests.unit.docs.markdown import DOCS, README, REPO, CodeBlock, code_blocks, tables
 
-from sampledb_operator.decide import backups as bk
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import jobs, lifecycle, migrations, reload, upgrade_step
-from sampledb_operator.decide import replication as rep
-from sampledb_operator.decide import upgrade as up
-from sampledb_operator.decide.migration_step import BACKUP_REASON as PRE_MIGRATION
-from sampledb_operator.decide.migration_step import MIGRATED
-from sampledb_operator.decide.schedule_plan import SCHEDULED
+from sampledb_operator.decide import jobs
+from sampledb_operator.decide.backup import backups as bk
+from sampledb_operator.decide.backup.schedule_plan import SCHEDULED
+from sampledb_operator.decide.children import desired as d
+from sampledb_operator.decide.lifecycle import lifecycle
+from sampledb_operator.decide.replicas import replication as rep
+from sampledb_operator.decide.upgrades import migrations, reload, upgrade_step
+from sampledb_operator.decide.upgrades import upgrade as up
+from sampledb_operator.decide.upgrades.migration_step import BACKUP_REASON as PRE_MIGRATION
+from sampledb_operator.decide.upgrades.migration_step import MIGRATED
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import ConditionType
 from sampledb_operator.model.sampledb import ReplicationSpec, SampleDB
@@ -164,7 +166,7 @@ def _condition_table() -> list[str]:
 
 
 def test_the_conditions_table_lists_each_condition_type_the_operator_sets_once() -> None:
-    """ConditionType's values, and Migrated (decide/migration_step.py sets it; it is no ConditionType)."""
+    """ConditionType's values, and Migrated (decide/upgrades/migration_step.py sets it; it is no ConditionType)."""
     listed = _condition_table()
     assert len(listed) == len(set(listed)), f"listed twice: {sorted({t for t in listed if listed.count(t) > 1})}"
     expected = {c.value for c in ConditionType} | {MIGRATED}
@@ -271,7 +273,7 @@ def _expected() -> dict[tuple[str, str], str | None]:
     db = DATABASE
     out: dict[tuple[str, str], str | None] = {("SampleDB", DB): None}
 
-    # The long-lived children, as decide/desired.children makes them for two instances.
+    # The long-lived children, as decide/children/desired.children makes them for two instances.
     deleted = {*ch.deletable_children(db),
                ("StatefulSet", names.instance_statefulset_name(DB, 1)),  # ch.instance_children, from the caches
                ("PersistentVolumeClaim", names.instance_data_pvc_name(DB, 1))}

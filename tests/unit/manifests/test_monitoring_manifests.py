@@ -216,9 +216,9 @@ POOLER_JOB = "sampledb-pooler"
 
 
 def test_the_pod_monitors_select_the_database_and_pooler_pods_on_their_exporters_port() -> None:
-    from sampledb_operator.decide import exporter
-    from sampledb_operator.decide import pooler as dp
-    from sampledb_operator.decide.desired_statefulset import statefulset
+    from sampledb_operator.decide.children import exporter
+    from sampledb_operator.decide.children import pooler as dp
+    from sampledb_operator.decide.children.desired_statefulset import statefulset
     from sampledb_operator.model.sampledb import SampleDB
 
     monitors = {m["metadata"]["name"]: m for m in yaml.safe_load_all((MONITORING / "podmonitor.yaml").read_text())}

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster, condition, sampledb
 
-from sampledb_operator.decide import autogrow
+from sampledb_operator.decide.lifecycle import autogrow
 from sampledb_operator.model import names
 
 FULL = ("2026-12-05 20:54:19 UTC [41] PANIC:  could not write to file \"pg_wal/xlogtemp.41\":"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tests.support.fake_cluster import NS, FakeCluster, running_database
 
-from sampledb_operator.decide.backup_files import FILES_FINALIZER
+from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.result import Result

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 from tests.support.fake_cluster import FakeCluster, running_database
 
-from sampledb_operator.decide.backup_files import FILES_FINALIZER
-from sampledb_operator.decide.backups import pre_work_backup_name
+from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
+from sampledb_operator.decide.backup.backups import pre_work_backup_name
 from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound

@@ -1,5 +1,5 @@
 """A new database's StatefulSet is created once its data volume's claim is bound, when the claim's class binds
-immediately (decide/binding.py): its pod is then never refused by the scheduler for an unbound claim. Under
+immediately (decide/children/binding.py): its pod is then never refused by the scheduler for an unbound claim. Under
 WaitForFirstConsumer, or when the class cannot be read, the StatefulSet is created at once, as before. The
 classes' modes are read once for many databases (reconcilers/storage_classes.py)."""
 

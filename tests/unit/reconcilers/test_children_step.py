@@ -8,7 +8,7 @@ from __future__ import annotations
 from tests.support.fake_cluster import NS, FakeCluster, sampledb
 
 from sampledb_operator import dataplane
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import labels
 from sampledb_operator.kube.errors import Forbidden
 from sampledb_operator.model import names

@@ -1,4 +1,4 @@
-"""Deleting a SampleDB on the fake cluster (reconcilers/deletion.py applying decide/deletion.py's plan).
+"""Deleting a SampleDB on the fake cluster (reconcilers/deletion.py applying decide/lifecycle/deletion.py's plan).
 
 The user's delete only sets the deletionTimestamp (the operator's finalizer holds the object); each
 cluster.reconcile is one pass of the deletion step. The backup reconciler does not run here: a test
@@ -11,9 +11,9 @@ from typing import Any
 
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database, sampledb
 
-from sampledb_operator.decide import lifecycle
-from sampledb_operator.decide.desired_config import SCRIPTS_CONFIGMAP
+from sampledb_operator.decide.children.desired_config import SCRIPTS_CONFIGMAP
 from sampledb_operator.decide.labels import DATABASE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from sampledb_operator.decide.lifecycle import lifecycle
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.result import Result

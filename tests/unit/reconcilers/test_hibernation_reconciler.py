@@ -19,7 +19,7 @@ from tests.unit.reconcilers.test_replication_reconciler import (
     three_instances,
 )
 
-from sampledb_operator.decide import hibernation
+from sampledb_operator.decide.replicas import hibernation
 
 STS = "StatefulSet"
 

@@ -2,7 +2,7 @@
 whether spec.init changed, the blockers, the problems) instead of appending to a list it was given.
 
 On the fake cluster, through the step: which Job is created (once; announced once when the database has
-run before), and that the init SQL's source is read live only when the Job could start (decide/init_plan.py
+run before), and that the init SQL's source is read live only when the Job could start (decide/lifecycle/init_plan.py
 plans; these check the I/O).
 """
 

@@ -7,7 +7,7 @@ import json
 
 from tests.support.fake_cluster import FakeCluster, condition, running_database
 
-from sampledb_operator.decide import pgconfig
+from sampledb_operator.decide.children import pgconfig
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.reload import ReloadOutcome, reconcile_reload

@@ -1,7 +1,7 @@
 """reconcilers/replication.py on the fake cluster, with the SQL layer (pg/client.py) replaced by a script.
 
 Each pod's server answers what `FakeServers` says for its pod IP; pg_promote() flips a standby to a
-primary. What is checked is the I/O around decide/replication.py: the instances' StatefulSets and
+primary. What is checked is the I/O around decide/replicas/replication.py: the instances' StatefulSets and
 volumes, the Services' role selectors, role labels on pods, the fence (StatefulSet at 0, pod deleted)
 before a promotion, the status record, the live-read guard against a stale cache, scale-down, and a
 major upgrade with standbys (started; held while the primary is not the first instance).
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from tests.support.fake_cluster import FakeCluster, Obj, condition, sampledb
 
-from sampledb_operator.decide import replication as rep
 from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
+from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.model import names
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.pg import client as pg

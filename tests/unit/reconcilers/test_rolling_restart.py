@@ -24,10 +24,10 @@ from tests.unit.reconcilers.test_replication_reconciler import (
     three_instances,
 )
 
-from sampledb_operator.decide import operator_rollout as op
-from sampledb_operator.decide import pgconfig
-from sampledb_operator.decide import replication as rep
+from sampledb_operator.decide.children import pgconfig
 from sampledb_operator.decide.labels import RESTART_ANNOTATION, RESTARTED_FOR_ANNOTATION
+from sampledb_operator.decide.replicas import operator_rollout as op
+from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.model import names
 from sampledb_operator.runtime.rollout_slots import RolloutSlots
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.support.fake_cluster import NS, FakeCluster, sampledb
 
-from sampledb_operator.decide.lifecycle import FINALIZER
+from sampledb_operator.decide.lifecycle.lifecycle import FINALIZER
 from sampledb_operator.decide.sharding import BUCKET_LABEL, BUCKETS, bucket_of
 
 DB = "orders"

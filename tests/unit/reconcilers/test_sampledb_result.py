@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sampledb_operator.decide import lifecycle
+from sampledb_operator.decide.lifecycle import lifecycle
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.events import EventRecorder

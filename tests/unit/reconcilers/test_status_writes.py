@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tests.support.fake_cluster import NS, FakeCluster, condition, running_database, sampledb
 
-from sampledb_operator.decide.lifecycle import FINALIZER
+from sampledb_operator.decide.lifecycle.lifecycle import FINALIZER
 from sampledb_operator.kube.errors import Conflict
 from sampledb_operator.model import names
 from sampledb_operator.model.refs import ObjectRef

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from sampledb_operator import dataplane
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.errors import NamespaceTerminating
 from sampledb_operator.kube.events import EventRecorder

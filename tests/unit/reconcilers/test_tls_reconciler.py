@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.support.fake_cluster import NS, FakeCluster, condition, sampledb
 
-from sampledb_operator.decide import tls
+from sampledb_operator.decide.children import tls
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.pki import certs

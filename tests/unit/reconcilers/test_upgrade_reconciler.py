@@ -10,9 +10,9 @@ import json
 
 from tests.support.fake_cluster import FakeCluster, condition, running_database
 
-from sampledb_operator.decide import desired as d
-from sampledb_operator.decide import upgrade as up
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import VERSION_ANNOTATION
+from sampledb_operator.decide.upgrades import upgrade as up
 from sampledb_operator.model import names
 from sampledb_operator.observability.metrics import REGISTRY
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tests.support.fake_cluster import FakeCluster, condition, running_database
 
-from sampledb_operator.decide import volumes as vol
+from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.reconcilers.volumes import release_acceptance

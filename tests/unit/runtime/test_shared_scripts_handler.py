@@ -7,7 +7,7 @@ from tests.support.fake_cluster import NS, FakeCluster, sampledb
 
 from sampledb_operator import dataplane
 from sampledb_operator.app import _sharing
-from sampledb_operator.decide import desired as d
+from sampledb_operator.decide.children import desired as d
 from sampledb_operator.model.sampledb import SampleDB
 from sampledb_operator.runtime.store import ObjectRef
 
