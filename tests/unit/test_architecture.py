@@ -1,4 +1,5 @@
-"""The import direction of docs/architecture.md, checked on the source; and decide/ without module-level state.
+"""The import direction of docs/architecture.md, checked on the source (the top-level modules and decide/'s
+concerns included); decide/ without module-level state.
 
 cli/app -> reconcilers -> runtime -> kube -> model; reconcilers -> decide -> model;
 plugin (kubectl sampledb) -> kube, decide, model; observability is a leaf every layer may use.
@@ -10,6 +11,7 @@ decide/ and the planning modules of chaos/ do no I/O (no asyncio, aiohttp or kub
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,62 @@ def test_no_module_of_the_package_is_over_400_lines(path: Path) -> None:
     """Small modules: one role each, read in one sitting; a larger one is split by concern."""
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_MODULE_LINES, f"{path.relative_to(PKG)} has {lines} lines: split it by concern"
+
+
+# the top-level modules: what each may import of the package (app and sharded wire the operator together)
+TOP_LEVEL: dict[str, set[str]] = {
+    "__init__.py": set(),
+    "__main__.py": {"cli"},
+    "config.py": set(),  # the settings: a leaf, read by the commands
+    "cli.py": {"config", "app", "chaos", "model", "observability"},  # app, chaos and model on first use
+    "app.py": {"config", "sharded", "reconcilers", "runtime", "kube", "decide", "model", "observability"},
+    "sharded.py": {"config", "reconcilers", "runtime", "kube", "decide", "model", "observability"},
+}
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The package's modules or layers `path` imports ("sampledb_operator" itself for its version)."""
+    out = set()
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "sampledb_operator":
+            out.add(parts[1].removesuffix(".py") if len(parts) > 1 else "sampledb_operator")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(TOP_LEVEL))
+def test_top_level_modules_import_only_what_they_wire(name: str) -> None:
+    text = (PKG / name).read_text()
+    lazy = {m.split(".")[1] for m in re.findall(r'import_module\("(sampledb_operator\.[\w.]+)"\)', text)}
+    found = (_package_imports(PKG / name) | lazy) - {"sampledb_operator"}
+    assert found <= TOP_LEVEL[name], sorted(found - TOP_LEVEL[name])
+
+
+def test_every_top_level_module_has_its_rule() -> None:
+    assert {p.name for p in PKG.glob("*.py")} == set(TOP_LEVEL)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_layer_imports_the_modules_that_wire_the_operator(path: Path) -> None:
+    """A layer may read the settings (config.py); the modules that wire the operator import the layers, never
+    the other way round."""
+    if _layer(path) is None:
+        return
+    assert not _package_imports(path) & {"app", "sharded", "cli", "__main__"}
+
+
+def test_decide_concerns_do_not_import_each_other_both_ways() -> None:
+    """decide/'s sub-packages (children, lifecycle, replicas, upgrades, backup, sql) are concerns: one may read
+    another, never both ways, so each can be read from the ones below it."""
+    decide = PKG / "decide"
+    concerns = {p.name for p in decide.iterdir() if (p / "__init__.py").is_file()}
+    edges = set()
+    for concern in concerns:
+        for path in (decide / concern).rglob("*.py"):
+            for name in _imports(path):
+                parts = name.split(".")
+                if parts[:2] == ["sampledb_operator", "decide"] and len(parts) > 2 and parts[2] in concerns \
+                        and parts[2] != concern:
+                    edges.add((concern, parts[2]))
+    assert concerns >= {"children", "lifecycle", "replicas", "upgrades", "backup", "sql"}
+    assert not {(a, b) for a, b in edges if (b, a) in edges}, sorted(edges)

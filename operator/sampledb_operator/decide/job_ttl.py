@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampledb_operator.decide.backup.archive_config import server_parameters
+from sampledb_operator.decide.children.archive_config import server_parameters
 from sampledb_operator.decide.children.desired_config import hba_rules, synchronous
 from sampledb_operator.decide.children.pgconfig import PARAMETERS_HASH_ANNOTATION, parameters_hash
 from sampledb_operator.decide.effects import Patch, Plan

@@ -8,8 +8,7 @@ result goes to the pod's termination message.
 
 from __future__ import annotations
 
-from sampledb_operator.decide.backup import archive_config
-from sampledb_operator.decide.children import scheduling
+from sampledb_operator.decide.children import archive_config, scheduling
 from sampledb_operator.decide.children.desired_config import (
     SCRIPTS_MOUNT,
     SECRET_PASSWORD_KEY,

@@ -42,9 +42,8 @@ INIT_SOURCE_ANNOTATION = "sampledb.io/init-source"
 VERSION_ANNOTATION = "sampledb.io/version"
 DATA_DIR_ANNOTATION = "sampledb.io/data-dir"
 # On the SampleDB: any new value restarts every instance (kubectl sampledb restart). It is copied onto the instances'
-# pod template as RESTARTED_FOR_ANNOTATION (decide/children/desired_statefulset.py), so the StatefulSets roll their
-# pods as
-# for a restart setting; without it the template has no such key.
+# pod template as RESTARTED_FOR_ANNOTATION (decide/children/desired_statefulset.py), so the StatefulSets roll their pods
+# as for a restart setting; without it the template has no such key.
 RESTART_ANNOTATION = "sampledb.io/restart"
 RESTARTED_FOR_ANNOTATION = "sampledb.io/restarted-for"
 # On each instance's StatefulSet: the SampleDB generation its pod template was last written for. A template

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sampledb_operator.decide.backup.archive_config import destination
+from sampledb_operator.decide.children.archive_config import destination
 from sampledb_operator.decide.replicas.rollout import rolled_out
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiveStatus
@@ -355,11 +355,10 @@ def _status(old: SampleDBStatus, conds: list[Condition], phase: Phase, gen: int 
 
 
 def with_reconcile_error(db: SampleDB, message: str, now: datetime, reason: str = "ReconcileError") -> SampleDBStatus:
-    """The status after passes that keep failing before they could compute it: the last status with
-    Degraded=True and Progressing=False, reason `reason` (ReconcileError, or the API server's refusal named:
+    """The status after passes that keep failing before they could compute it: the last status with Degraded=True and
+    Progressing=False, reason `reason` (ReconcileError, or the API server's refusal named:
     decide/lifecycle/stuck.refusal_reason), and phase Degraded. The next pass that gets through computes the whole
-    status
-    again, which clears them."""
+    status again, which clears them."""
     gen = db.metadata.generation
     conds = set_condition(db.status.conditions, _cond(ConditionType.DEGRADED, True, reason, message, gen), now)
     conds = set_condition(conds, _cond(ConditionType.PROGRESSING, False, reason, message, gen), now)

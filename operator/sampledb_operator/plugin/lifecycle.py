@@ -1,11 +1,10 @@
 """`kubectl sampledb restart | reload | hibernate | wake`: a database's instances restarted, its configuration
 reloaded, every instance stopped with its volumes kept, and started again.
 
-restart, hibernate and wake ask the operator through annotations on the SampleDB (decide/labels.RESTART_ANNOTATION:
-a new value rolls every instance's pod; decide/replicas/hibernation.HIBERNATION_ANNOTATION: on / removed) and, with
---wait,
-follow the status until it is done. reload needs no operator: `kubectl exec` into each running instance's container
-runs psql over the server's unix socket as the database's user (as `pgbench` does: no password leaves the
+restart, hibernate and wake ask the operator through annotations on the SampleDB (decide/labels.RESTART_ANNOTATION: a
+new value rolls every instance's pod; decide/replicas/hibernation.HIBERNATION_ANNOTATION: on / removed) and, with
+--wait, follow the status until it is done. reload needs no operator: `kubectl exec` into each running instance's
+container runs psql over the server's unix socket as the database's user (as `pgbench` does: no password leaves the
 cluster) with SELECT pg_reload_conf(), and says which settings still wait for a restart.
 
 The patches, the readiness checks and the reload commands are pure functions (tested without a cluster); the

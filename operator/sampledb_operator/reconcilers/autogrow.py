@@ -1,16 +1,13 @@
 """The autoGrow step: measure the primary's data file system, grow the data claims (decide/lifecycle/autogrow.py).
 
-Reads the instances' data claims from the caches; measures with SQL on the primary (pg.data_filesystem: `df` run by
-the server) when it is ready; writes one merge patch per data claim when a growth is decided (its size, and the full
-pods it is for: decide/lifecycle/autogrow.GROWN_FOR_ANNOTATION), with a Normal Event StorageAutoGrown on the SampleDB
-and the
+Reads the instances' data claims from the caches; measures with SQL on the primary (pg.data_filesystem: `df` run by the
+server) when it is ready; writes one merge patch per data claim when a growth is decided (its size, and the full pods it
+is for: decide/lifecycle/autogrow.GROWN_FOR_ANNOTATION), with a Normal Event StorageAutoGrown on the SampleDB and the
 counter sampledb_storage_autogrowths_total. Once the claims have grown, deletes the full pods the growth was for
 (decide/lifecycle/autogrow.restarts), with a Normal Event RestartedOnGrownVolume: they start again at once rather than
-after
-the kubelet's crash-loop back-off. The children step never
-shrinks a claim back (decide/plan.never_shrink), so spec.storage.size stays the smallest size. A refused patch (a
-class that cannot expand) is the Degraded reason StorageAutoGrowFailed and a Warning Event, tried again at the next
-measurement.
+after the kubelet's crash-loop back-off. The children step never shrinks a claim back (decide/plan.never_shrink), so
+spec.storage.size stays the smallest size. A refused patch (a class that cannot expand) is the Degraded reason
+StorageAutoGrowFailed and a Warning Event, tried again at the next measurement.
 """
 
 from __future__ import annotations

@@ -56,8 +56,7 @@ class Applied:
     live_volumes: frozenset[str]
     problems: tuple[Problem, ...] = ()
     # while a StatefulSet's creation waits for its claim's binding (decide/children/binding.py): when to look again
-    # should
-    # no binding event come; None when nothing waits
+    # should no binding event come; None when nothing waits
     recheck_after: float | None = None
     condition: Condition | None = None  # OperatorUpdate (reconcilers/rollout.py)
 
@@ -260,9 +259,8 @@ async def apply_children(ctx: Context, db: SampleDB, observed: Mapping[plan.Key,
 
 
 async def _waiting_for_binding(ctx: Context, db: SampleDB, creates: list[Obj]) -> tuple[dict[str, str], float | None]:
-    """The StatefulSets of `creates` (about to be created) that wait for their claim to be bound, by name, with
-    the claim (decide/children/binding.py), and when to look again if any waits; the claims as the caches show them
-    after
+    """The StatefulSets of `creates` (about to be created) that wait for their claim to be bound, by name, with the
+    claim (decide/children/binding.py), and when to look again if any waits; the claims as the caches show them after
     the pass's own writes."""
     if not creates:
         return {}, None

@@ -1,9 +1,8 @@
 """The pooler's pools paused around a switchover: decide/replicas/pooler_pause.py's decision sent to each ready pod of
-the
-read-write pooler's Deployment (pg/pooler_admin.py; its pods listed live), in the replication step, before the
-children step stops the old primary. A RESUME that some ready pod did not take keeps the record, so the next pass
-sends it again; a PAUSE that did not get through lets the switchover go on (the clients of that pod see what they
-would see without it).
+the read-write pooler's Deployment (pg/pooler_admin.py; its pods listed live), in the replication step, before the
+children step stops the old primary. A RESUME that some ready pod did not take keeps the record, so the next pass sends
+it again; a PAUSE that did not get through lets the switchover go on (the clients of that pod see what they would see
+without it).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from sampledb_operator import dataplane
 from sampledb_operator.decide import events
 from sampledb_operator.decide import status as st
-from sampledb_operator.decide.backup import archive_config
 from sampledb_operator.decide.cache import DigestedData
+from sampledb_operator.decide.children import archive_config
 from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.children import volumes as vol
 from sampledb_operator.decide.events import EventType
@@ -245,7 +245,7 @@ class SampleDBReconciler:
         return Result(requeue=True) if written.stale else None
 
     async def _credentials_problems(self, db: SampleDB) -> tuple[Problem, ...]:
-        """Why the object stores' access keys cannot be used (decide/backup/archive_config.credentials_problems), from
+        """Why the object stores' access keys cannot be used (decide/children/archive_config.credentials_problems), from
         their Secrets read live; () without spec.backup.objectStore, spec.recovery and (until the restore is done)
         spec.restore.objectStore."""
         restoring = not st.init_done(db.status)

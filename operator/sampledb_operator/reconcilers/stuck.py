@@ -101,8 +101,7 @@ async def _expansion_problems(ctx: Context, db: SampleDB, claims: list[Obj], now
 
 async def _crash_log(ctx: Context, namespace: str, pod: str, container: str) -> str:
     """Why a crash-looping container stopped, from its last run's log (decide/lifecycle/stuck.log_reason); "" when it
-    cannot
-    be read (the pods/log grant missing, the pod gone)."""
+    cannot be read (the pods/log grant missing, the pod gone)."""
     try:
         text = await ctx.apis["Pod"].log(pod, namespace, container=container, previous=True)
     except KubeError:

@@ -1,8 +1,7 @@
-"""The primaries that did not answer a question over SQL (the TLS question, reconcilers/tls.py; the monitoring
-role's statements, reconcilers/monitoring.py), kept so that one that never answers (its server not listening yet,
-or no server at all, as on fake nodes) is asked again after a growing delay (decide/children/tls.ssl_retry_delay)
-instead of
-on every pass of its database.
+"""The primaries that did not answer a question over SQL (the TLS question, reconcilers/tls.py; the monitoring role's
+statements, reconcilers/monitoring.py), kept so that one that never answers (its server not listening yet, or no server
+at all, as on fake nodes) is asked again after a growing delay (decide/children/tls.ssl_retry_delay) instead of on every
+pass of its database.
 """
 
 from __future__ import annotations

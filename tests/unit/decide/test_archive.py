@@ -1,4 +1,4 @@
-"""decide/backup/archive.py and decide/backup/archive_config.py: continuous archiving and base backups as a plan,
+"""decide/backup/archive.py and decide/children/archive_config.py: continuous archiving and base backups as a plan,
 without a server."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from sampledb_operator.decide import status as st
 from sampledb_operator.decide.backup import archive as arc
-from sampledb_operator.decide.backup import archive_config as cfg
+from sampledb_operator.decide.children import archive_config as cfg
 from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.labels import COMPONENT_LABEL

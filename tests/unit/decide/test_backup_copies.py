@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.backup import archive_config as cfg
 from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER
 from sampledb_operator.decide.backup.backup_run import BackupFacts, plan_backup
+from sampledb_operator.decide.children import archive_config as cfg
 from sampledb_operator.decide.effects import Create, Patch
 from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.decide.lifecycle import init_plan as ip

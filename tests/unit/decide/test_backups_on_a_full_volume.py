@@ -22,8 +22,8 @@ from sampledb_operator.decide.effects import Create, Delete, Emit, Patch
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import bucket_label
 from sampledb_operator.decide.lifecycle import stuck
-from sampledb_operator.decide.lifecycle.volume_full import volume_full
 from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.volume_full import volume_full
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import SampleDBBackup
 from sampledb_operator.model.conditions import Condition

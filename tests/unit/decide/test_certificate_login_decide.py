@@ -1,8 +1,7 @@
 """Roles that log in with a client certificate (spec.roles[].certificate): the certificate the operator issues
 (pki/certs.issue_client), when it is issued again (decide/children/tls.client_renewal), the membership that admits the
-role
-(decide/sql/roles), and the pg_hba.conf line and ssl_ca_file that make the server ask for it (decide/children/pgconfig,
-decide/children/desired_config)."""
+role (decide/sql/roles), and the pg_hba.conf line and ssl_ca_file that make the server ask for it
+(decide/children/pgconfig, decide/children/desired_config)."""
 
 from __future__ import annotations
 

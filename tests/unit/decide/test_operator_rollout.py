@@ -1,9 +1,8 @@
 """decide/replicas/operator_rollout.py: a template change at the generation the StatefulSet records, no restart asked,
-is the
-operator's; a newer generation, a restart asked, or no record make it the user's; the record follows the template,
-stays while the upgrade step holds the version back, and a write of the record alone makes no Event; the
-OperatorUpdate condition's states. runtime/rollout_slots.py: first asked, first admitted, up to the limit; a holder
-that is gone frees its slot, and one that holds it past HOLD_LIMIT rolls on without it; limit 0 admits none."""
+is the operator's; a newer generation, a restart asked, or no record make it the user's; the record follows the
+template, stays while the upgrade step holds the version back, and a write of the record alone makes no Event; the
+OperatorUpdate condition's states. runtime/rollout_slots.py: first asked, first admitted, up to the limit; a holder that
+is gone frees its slot, and one that holds it past HOLD_LIMIT rolls on without it; limit 0 admits none."""
 
 from __future__ import annotations
 

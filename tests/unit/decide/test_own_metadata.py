@@ -1,7 +1,6 @@
 """decide/lifecycle/lifecycle.own_metadata: what a live SampleDB's metadata lacks of the operator's own (the finalizer,
-not
-on a paused database, and for sharded replicas its bucket label, put right when wrong); and decide/sharding's
-bucket values and selectors for SampleDBs (is_bucket, unbucketed_selector, bucket_selector without a base)."""
+not on a paused database, and for sharded replicas its bucket label, put right when wrong); and decide/sharding's bucket
+values and selectors for SampleDBs (is_bucket, unbucketed_selector, bucket_selector without a base)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """decide/replicas/rollout.py: the standbys first and one at a time, the primary last by a switchover, nothing out of
-turn;
-an instance without a pod, a standby that is down, one instance, and a change of major never held; convergence
-of a simulated roll (Hypothesis) with at most one running instance restarting at a time."""
+turn; an instance without a pod, a standby that is down, one instance, and a change of major never held; convergence of
+a simulated roll (Hypothesis) with at most one running instance restarting at a time."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """decide/replicas/replication.slot_problems: an inactive slot holding a quarter of the data volume's size in WAL is a
-problem
-that names the slot, the WAL it holds and how to end it; less, or no inactive slot, is none; a standby's own slot
-says its standby does not stream."""
+problem that names the slot, the WAL it holds and how to end it; less, or no inactive slot, is none; a standby's own
+slot says its standby does not stream."""
 
 from __future__ import annotations
 

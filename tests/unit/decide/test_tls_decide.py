@@ -1,7 +1,6 @@
 """decide/children/tls: when the server certificate is issued again (each reason `renewal` gives, and none when it
-serves),
-what is wrong with a provided Secret, a Secret's data as text, the names a certificate is for, the served Secret's
-volume and mount, and the Secrets the operator writes."""
+serves), what is wrong with a provided Secret, a Secret's data as text, the names a certificate is for, the served
+Secret's volume and mount, and the Secrets the operator writes."""
 
 from __future__ import annotations
 

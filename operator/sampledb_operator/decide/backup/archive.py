@@ -33,9 +33,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.backup import archive_config, archive_verify, schedule
+from sampledb_operator.decide.backup import archive_verify, schedule
+from sampledb_operator.decide.children import archive_config, pgconfig, scheduling
 from sampledb_operator.decide.children import desired as d
-from sampledb_operator.decide.children import pgconfig, scheduling
 from sampledb_operator.decide.effects import Create, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import db_name, namespace_of, selector_labels

@@ -32,7 +32,8 @@ from types import MappingProxyType
 from typing import Any
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.backup import archive_config, schedule
+from sampledb_operator.decide.backup import schedule
+from sampledb_operator.decide.children import archive_config
 from sampledb_operator.decide.effects import Create
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import db_name, namespace_of

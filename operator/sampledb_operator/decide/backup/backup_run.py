@@ -49,8 +49,8 @@ from sampledb_operator.decide.backup.backup_files import FILES_FINALIZER, expect
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Patch, Plan
 from sampledb_operator.decide.events import EventSpec
 from sampledb_operator.decide.labels import DATABASE_LABEL, bucket_label
-from sampledb_operator.decide.lifecycle.volume_full import GROW_VOLUME, VOLUME_FULL, volume_full
 from sampledb_operator.decide.status import JobState
+from sampledb_operator.decide.volume_full import GROW_VOLUME, VOLUME_FULL, volume_full
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupPhase, SampleDBBackup
 from sampledb_operator.model.conditions import is_true

@@ -10,7 +10,7 @@ namespace (its volume mounted read-only), or with spec.restore.objectStore its c
 from __future__ import annotations
 
 from sampledb_operator.decide import jobs
-from sampledb_operator.decide.backup import archive_config
+from sampledb_operator.decide.children import archive_config
 from sampledb_operator.decide.labels import db_name, namespace_of
 from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj

@@ -31,7 +31,7 @@ from sampledb_operator.decide.backup.backups import SCHEDULED_FOR_ANNOTATION, ba
 from sampledb_operator.decide.backup.verify import merge_health
 from sampledb_operator.decide.effects import Create, Delete, Effect, Emit, Plan
 from sampledb_operator.decide.events import EventSpec
-from sampledb_operator.decide.lifecycle.volume_full import GROW_VOLUME, volume_full
+from sampledb_operator.decide.volume_full import GROW_VOLUME, volume_full
 from sampledb_operator.model import names
 from sampledb_operator.model.backup import BackupPhase, BackupReason
 from sampledb_operator.model.conditions import Condition, ConditionType, get_condition

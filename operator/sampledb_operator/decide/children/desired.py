@@ -11,12 +11,11 @@ a foreground deletion, so the deletion steps (reconcilers/deletion.py) remove th
 after the policy's work. Only Jobs, other transient objects and the PodDisruptionBudget (which no
 deletion step needs: the garbage collector may remove it first) are owned by the SampleDB.
 
-This module assembles the children (children()) and builds the volumes, Services and the PodDisruptionBudget
-itself; the bigger kinds have a module each: decide/children/desired_config.py the Secret and ConfigMaps,
+This module assembles the children (children()) and builds the volumes, Services and the PodDisruptionBudget itself; the
+bigger kinds have a module each: decide/children/desired_config.py the Secret and ConfigMaps,
 decide/children/desired_statefulset.py the instances' StatefulSets; decide/children/desired_inputs.py holds what they
-read
-besides the SampleDB. The builders and their inputs are re-exported here (__all__), so callers name every
-builder desired.X; the labels are not: they come from decide/labels.py.
+read besides the SampleDB. The builders and their inputs are re-exported here (__all__), so callers name every builder
+desired.X; the labels are not: they come from decide/labels.py.
 """
 
 from __future__ import annotations

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from sampledb_operator.decide.backup import archive_config
-from sampledb_operator.decide.children import pgconfig
+from sampledb_operator.decide.children import archive_config, pgconfig
 from sampledb_operator.decide.children.desired_inputs import Inputs
 from sampledb_operator.decide.labels import (
     BUCKET_LABEL,

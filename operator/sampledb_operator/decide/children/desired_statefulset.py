@@ -19,8 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-from sampledb_operator.decide.backup import archive_config
-from sampledb_operator.decide.children import exporter, pgconfig, scheduling, tls
+from sampledb_operator.decide.children import archive_config, exporter, pgconfig, scheduling, tls
 from sampledb_operator.decide.children.desired_config import (
     DATA_MOUNT,
     DEFAULT_DATABASE,

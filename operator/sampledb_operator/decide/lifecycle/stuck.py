@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sampledb_operator.decide.status import REVISION_LABEL
+from sampledb_operator.decide.volume_full import FULL_WORDS, VOLUME_FULL
 from sampledb_operator.model import timestamps
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem
@@ -309,8 +310,6 @@ def _container_problem(pod: str, cs: Obj, log: str | None = None) -> Problem | N
     return None
 
 
-VOLUME_FULL = "VolumeFull"  # the problem of a container that stops because a volume is full
-FULL_WORDS = "stops because a volume is full"  # VolumeFull's message, after "pod <pod>: container <c> "
 
 
 def _volume_problem(pod: str, container: object, said: str) -> Problem | None:

@@ -1,8 +1,7 @@
 """Why a database's data claims do not progress, in Kubernetes' own words: Problems for the Degraded condition.
 
 Pure: no I/O, no clock (the caller passes `now`). The claims' part of decide/lifecycle/stuck.py, which it shares the
-Events'
-reading with:
+Events' reading with:
 
 | reason | when | from |
 |---|---|---|

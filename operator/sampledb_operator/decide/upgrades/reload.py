@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sampledb_operator.decide.backup.archive_config import server_parameters
 from sampledb_operator.decide.children import pgconfig
+from sampledb_operator.decide.children.archive_config import server_parameters
 from sampledb_operator.decide.children.desired_config import hba_rules, synchronous
 from sampledb_operator.decide.effects import Create, Delete, Emit, Plan
 from sampledb_operator.decide.events import EventSpec

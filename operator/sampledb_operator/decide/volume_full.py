@@ -1,20 +1,19 @@
-"""Whether a database's data volume is full, as the backups' decisions read it (pure).
+"""A full data volume: the words decide/lifecycle/stuck.py says it with, and whether a database's is full, as the
+backups' decisions read it (pure). Here, at decide/'s top, because both concerns read it.
 
 A full data volume is the SampleDB's Degraded=True with reason VolumeFull (decide/lifecycle/stuck.py): its server has
-stopped. decide/backup/backup_run.py stops a running backup and holds one not started; decide/backup/schedule_plan.py
-says
-scheduled backups are postponed. Both quote `volume_full`'s words, which stay the same from one restart of
-the server to the next (so a message, and its Event, does not change at each).
+stopped. decide/backup/backup_run.py stops a running backup and holds one not started;
+decide/backup/schedule_plan.py says scheduled backups are postponed. Both quote `volume_full`'s words, which stay
+the same from one restart of the server to the next (so a message, and its Event, does not change at each).
 """
 
 from __future__ import annotations
 
-from sampledb_operator.decide.lifecycle.stuck import FULL_WORDS, VOLUME_FULL
 from sampledb_operator.model.conditions import ConditionType, get_condition
 from sampledb_operator.model.sampledb import SampleDB
 
-__all__ = ["GROW_VOLUME", "VOLUME_FULL", "volume_full"]
-
+VOLUME_FULL = "VolumeFull"  # the problem of a container that stops because a volume is full
+FULL_WORDS = "stops because a volume is full"  # VolumeFull's message, after "pod <pod>: container <c> "
 FULL_DETAIL_LIMIT = 300  # of the Degraded message quoted in a backup's message or BackupHealthy's
 GROW_VOLUME = "grow spec.storage.size or raise spec.storage.autoGrow.maximum"
 
