@@ -525,7 +525,9 @@ def test_archive_failure_is_reported_and_recovers(
     # the server refuses the signature; it may also close the connection before the upload's end
     assert any(word in reason for word in ("SignatureDoesNotMatch", "EOF occurred")), reason
     assert (src.server.datadir / "pg_wal" / "archive_status" / f"{wal}.ready").exists()
-    assert src.value("SELECT failed_count FROM pg_stat_archiver") > 0
+    # the command writes its error file before it exits; the archiver counts the failure once it has
+    wait_until(lambda: src.value("SELECT failed_count FROM pg_stat_archiver") > 0, ARCHIVE_TIMEOUT,
+               "pg_stat_archiver counting the failure")
     assert src.value("SELECT last_failed_wal FROM pg_stat_archiver") == wal
     assert "sampledb-archive-wal: error: archiving" in src.log_tail(200)
     assert_secrets_absent(store, line, src.log_tail(1000))

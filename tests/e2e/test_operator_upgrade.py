@@ -34,7 +34,7 @@ def version_b(tmp: Path) -> dict[str, str]:
     """The environment that runs version B: this package with one more pod template annotation."""
     package = tmp / "b" / "sampledb_operator"
     shutil.copytree(REPO / "operator" / "sampledb_operator", package, ignore=shutil.ignore_patterns("__pycache__"))
-    source = package / "decide" / "desired_statefulset.py"
+    source = package / "decide" / "children" / "desired_statefulset.py"
     text = source.read_text()
     anchor = "{pgconfig.RESTART_ANNOTATION: restart_hash,"
     assert text.count(anchor) == 1, "the template annotations moved: update this test's version B"
