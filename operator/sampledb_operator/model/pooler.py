@@ -1,11 +1,10 @@
 """A PgBouncer connection pooler in front of the database (spec.pooler).
 
-Pure data, no I/O. With spec.pooler set, the operator runs `instances` PgBouncer pods (a Deployment) behind the
-Service `<name>-pooler`, pooling client connections onto at most `defaultPoolSize` server connections per
-(database, user) pair. Clients log in with their own roles' passwords: PgBouncer asks the server for a role's SCRAM
-verifier through a function only the pooler's own role (POOLER_ROLE) may call (auth_query), so no file lists every
-user's password. decide/children/pooler.py makes the objects; reconcilers/pooler.py the role, its Secret and the
-function.
+Pure data, no I/O. With spec.pooler set, the operator runs `instances` PgBouncer pods (a Deployment) behind the Service
+`<name>-pooler`, pooling client connections onto at most `defaultPoolSize` server connections per (database, user) pair.
+Clients log in with their own roles' passwords: PgBouncer asks the server for a role's SCRAM verifier through a function
+only the pooler's own role (POOLER_ROLE) may call (auth_query), so no file lists every user's password.
+decide/children/pooler.py makes the objects; reconcilers/pooler.py the role, its Secret and the function.
 
 Invariants: the pgbouncer.ini the operator writes holds only settings it composes from closed sets (the mode),
 bounded integers and the allow-listed `parameters`, each a plain word; no parameter can point PgBouncer at a file,

@@ -23,10 +23,9 @@ for, and `plan_backup` returns the pass:
 | Job failed                                   | Failed with the Job's reason; Warning BackupFailed        |
 
 (*) not pre-delete. A full data volume is the SampleDB's Degraded=True with reason VolumeFull
-(decide/lifecycle/stuck.py):
-its server has stopped, so a backup that runs then is stopped (the Job goes: nothing the operator started
-keeps writing) and one not started waits, saying why and what to do. A pre-delete snapshot is left as it is
-then, as before: it does not wait for Ready, and its Job fails visibly if the server never answers.
+(decide/lifecycle/stuck.py): its server has stopped, so a backup that runs then is stopped (the Job goes: nothing the
+operator started keeps writing) and one not started waits, saying why and what to do. A pre-delete snapshot is left as
+it is then, as before: it does not wait for Ready, and its Job fails visibly if the server never answers.
 
 Invariants: the status is written only when it changes, with the resourceVersion it was computed from
 (a pass on a stale copy writes nothing, so it never rewrites startedAt nor records an end twice), and

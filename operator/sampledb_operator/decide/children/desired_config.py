@@ -45,8 +45,7 @@ DEFAULT_USER = "app"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
 # The mounted ca.crt (decide/children/tls.TLS_DIR; a literal: this module is the plugin's too, and decide/children/tls
-# brings pki and
-# the cryptography library): the CA client certificates are checked with.
+# brings pki and the cryptography library): the CA client certificates are checked with.
 CLIENT_CA_FILE = "/etc/sampledb-tls/ca.crt"
 URI_KEY = "uri"
 # The uri's sslmode while the server serves TLS: encrypted, with nothing but the Secret (no CA file to mount);

@@ -3,8 +3,7 @@ data-plane scripts.
 
 Pure: frozen values. The reconcilers gather them (decide/upgrades/upgrade_step.py says what runs during an upgrade,
 decide/replicas/replication.py which instances there are and which are fenced) and hand them to
-decide/children/desired.py's
-children().
+decide/children/desired.py's children().
 
 Invariants: the defaults are a database with no upgrade under way (spec.version with its image, the default
 data directory) and a single unfenced instance, 0.
