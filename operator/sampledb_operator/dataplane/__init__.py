@@ -3,7 +3,9 @@
 The scripts are package data (``*.sh`` next to this module). A Job mounts all of them, unchanged,
 from one ConfigMap at ``MOUNT_DIR`` (every script sources ``lib.sh`` from its own directory, backup.sh,
 restore.sh, archive-wal.sh and recover.sh also ``store-copy.sh``; both are libraries, not entry points) and
-runs ``bash MOUNT_DIR/<name>``. Exit codes are ``EXIT_CODES``; the last line of stdout, or the
+runs ``bash MOUNT_DIR/<name>``; the instances also mount ``app-role.sh`` where the image's entrypoint sources it
+after initdb (/docker-entrypoint-initdb.d: decide/children/desired_statefulset.py).
+Exit codes are ``EXIT_CODES``; the last line of stdout, or the
 file named by ``$RESULT_FILE``, is one JSON object with at least ``script``, ``ok``, ``code`` and
 ``message``.
 """
@@ -31,6 +33,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "base-backup.sh",
     "recover.sh",
     "verify-archive.sh",
+    "app-role.sh",
 )
 
 EXIT_CODES: Final = MappingProxyType(

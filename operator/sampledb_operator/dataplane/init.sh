@@ -5,6 +5,7 @@
 # (serialised by an advisory lock). Recorded with the same hash -> no-op success; recorded with a
 # different hash -> exit 3 without running anything. A failing file leaves no record and no effects.
 # The file must not contain COMMIT/ROLLBACK or statements that cannot run in a transaction.
+# With $SAMPLEDB_OWNER_ROLE (the application's role) it runs as that role (lib.sh SDB_GUARDED_INCLUDE).
 # It may hold secrets (from a Secret): a failure reports the server's SQLSTATE, first line and the
 # file's line number, never text of the SQL (quoted fragments withheld, no "LINE n:" context).
 set -Eeuo pipefail

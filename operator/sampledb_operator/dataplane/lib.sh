@@ -239,6 +239,9 @@ seconds_since() {
 run_guarded() {
     local control=$1 err_file=$2 out rc=0
     shift 2
+    if [[ -n ${SAMPLEDB_OWNER_ROLE:-} ]]; then
+        set -- "$@" -v sdb_owner="$SAMPLEDB_OWNER_ROLE"
+    fi
     out=$(sql -At "$@" -f - <<<"$control" 2>"$err_file") || rc=$?
     SDB_OUTCOME=failed
     SDB_DETAIL=
@@ -260,8 +263,14 @@ run_guarded() {
 # The SQL that runs a user file (psql variable sdb_file) inside the current transaction, discarding
 # its output, then sets psql variable sdb_intx to whether the transaction is still the one opened
 # by the control script (a COMMIT or ROLLBACK in the user file ends it and resets the guard).
+# With $SAMPLEDB_OWNER_ROLE (psql variable sdb_owner: run_guarded sets it), the file runs as that
+# role (SET ROLE), so what it creates is the application's; a file that needs the superuser says
+# RESET ROLE first. Either way the role is reset after it.
 # shellcheck disable=SC2016  # psql text, not shell
 SDB_GUARDED_INCLUDE='
+\if :{?sdb_owner}
+SET ROLE :"sdb_owner";
+\endif
 \o /dev/null
 \i :sdb_file
 \o

@@ -10,6 +10,7 @@
 # The table is the record of what ran: a file it already holds is never run again, whoever asks (an
 # operator whose own records are gone, e.g. for a database adopted from a retained volume); the
 # result lists those files' versions as "already", next to the "applied" ones of this run.
+# With $SAMPLEDB_OWNER_ROLE (the application's role) each file runs as that role (lib.sh SDB_GUARDED_INCLUDE).
 set -Eeuo pipefail
 SDB_SCRIPT=migrate
 # shellcheck source=lib.sh

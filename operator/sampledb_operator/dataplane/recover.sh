@@ -31,7 +31,9 @@
 # recovery_target_timeline=latest) on its command line only, never in a file a later start reads,
 # and recovery.signal; it is waited for until it has promoted (accepts connections and
 # pg_is_in_recovery() is false) or has exited. Then the password of $POSTGRES_USER is set (the role
-# is created as a superuser if the source had none of that name) over the socket, with statement
+# is created as a superuser if the source had none of that name), and that of the application's role
+# $SAMPLEDB_APP_USER to $SAMPLEDB_APP_PASSWORD when they are set (created with LOGIN only if the source
+# had none of that name; a source whose application role was its superuser keeps it so) over the socket, with statement
 # logging off and the password read by psql from the environment (\getenv); a clean stop
 # (pg_ctl stop -m fast); the marker is removed. The restore command fails hard (exit 126: the
 # server stops recovery with FATAL, naming the file) when barman-cloud-wal-restore fails other than
@@ -389,7 +391,11 @@ ident+=",\"replaySeconds\":$replay_s,\"timeline\":$timeline,\"lastTransactionTim
 
 # ---- the new database's password (the cluster holds the source's), never printed or logged
 # shellcheck disable=SC2016  # psql text, not shell
-if ! private_sql "$SQL_USER" -f - >/dev/null 2>"$SDB_TMP/password.err" <<'SQL'; then
+app_args=()
+if [[ -n ${SAMPLEDB_APP_USER:-} && $SAMPLEDB_APP_USER != "$POSTGRES_USER" && -n ${SAMPLEDB_APP_PASSWORD:-} ]]; then
+    app_args=(-v sdb_app="$SAMPLEDB_APP_USER")
+fi
+if ! private_sql "$SQL_USER" "${app_args[@]}" -f - >/dev/null 2>"$SDB_TMP/password.err" <<'SQL'; then
 SET log_statement = 'none';
 SET log_min_error_statement = 'panic';
 SET log_min_duration_statement = -1;
@@ -400,6 +406,15 @@ SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = :'sdb_user'
 CREATE ROLE :"sdb_user" SUPERUSER LOGIN PASSWORD :'sdb_password';
 \else
 ALTER ROLE :"sdb_user" LOGIN PASSWORD :'sdb_password';
+\endif
+\if :{?sdb_app}
+\getenv sdb_app_password SAMPLEDB_APP_PASSWORD
+SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = :'sdb_app') AS sdb_create_app \gset
+\if :sdb_create_app
+CREATE ROLE :"sdb_app" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD :'sdb_app_password';
+\else
+ALTER ROLE :"sdb_app" LOGIN PASSWORD :'sdb_app_password';
+\endif
 \endif
 SQL
     die "$SDB_EXIT_SQL" "cannot set the password of $POSTGRES_USER: $(sql_error_withheld "$SDB_TMP/password.err")" "$ident"

@@ -4,7 +4,8 @@
 # The dump's SHA-256 is checked against $BACKUP_NAME.json first (mismatch -> exit 4, nothing
 # touched); then pg_restore --clean --if-exists --no-owner --single-transaction --exit-on-error, so
 # the database is either fully restored or left as it was. Roles (the .globals.sql) are not applied.
-# RESTORE_NO_PRIVILEGES=1 adds --no-privileges (for targets that lack the backup's roles).
+# RESTORE_NO_PRIVILEGES=1 adds --no-privileges (for targets that lack the backup's roles);
+# SAMPLEDB_OWNER_ROLE restores as that role (pg_restore --role): the objects are the application's.
 # From the object store: with RESTORE_FROM_STORE=1 and the store settings of lib.sh naming the source
 # database as SAMPLEDB_S3_SERVER, the copy $BACKUP_NAME (store-copy.sh: any reason's folder) is first
 # downloaded into $BACKUP_DIR (scratch space), then checked and restored as above; a copy that is not
@@ -64,6 +65,9 @@ database=${PGDATABASE:-${PGUSER:-$(id -un)}}
 options=(--clean --if-exists --no-owner --single-transaction --exit-on-error)
 if [[ ${RESTORE_NO_PRIVILEGES:-0} == 1 ]]; then
     options+=(--no-privileges)
+fi
+if [[ -n ${SAMPLEDB_OWNER_ROLE:-} ]]; then
+    options+=("--role=$SAMPLEDB_OWNER_ROLE") # what is restored is that role's (the application's), not the superuser's
 fi
 log "restoring $BACKUP_NAME into $database"
 if ! pg_restore -w "${options[@]}" --dbname="$database" -- "$dump" 2>"$SDB_TMP/restore.err"; then

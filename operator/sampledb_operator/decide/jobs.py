@@ -51,9 +51,21 @@ def test_annotations(db: SampleDB) -> dict[str, str]:
     return {k: v for k, v in sorted(db.metadata.annotations.items()) if k.startswith(TEST_ANNOTATION_PREFIX)}
 
 
+OWNER_ROLE_ENV = "SAMPLEDB_OWNER_ROLE"  # init.sh, migrate.sh, restore.sh: the role the user's SQL and data belong to
+
+
+def owner_role_env(db: SampleDB) -> Obj:
+    """The application's role (from the credentials Secret) as OWNER_ROLE_ENV: init SQL and migrations run as it
+    (SET ROLE) and a restore restores as it (pg_restore --role), so what they create is the application's, not the
+    superuser's."""
+    return {"name": OWNER_ROLE_ENV, "valueFrom": {"secretKeyRef": {"name": names.secret_name(db_name(db)),
+                                                                   "key": SECRET_USERNAME_KEY}}}
+
+
 def connection_env(db: SampleDB) -> list[Obj]:
-    """libpq environment for Jobs: host/port/db/user from the ConfigMap, password from the Secret."""
-    cm, secret = names.configmap_name(db_name(db)), names.secret_name(db_name(db))
+    """libpq environment for Jobs: host/port/db from the ConfigMap, the superuser and its password from the superuser
+    Secret (the scripts that run the user's SQL as the application's role say so: OWNER_ROLE_ENV)."""
+    cm, secret = names.configmap_name(db_name(db)), names.superuser_secret_name(db_name(db))
 
     def from_cm(var: str, key: str) -> Obj:
         return {"name": var, "valueFrom": {"configMapKeyRef": {"name": cm, "key": key}}}
@@ -191,7 +203,8 @@ def init_job(db: SampleDB) -> Obj | None:
         name=name,
         component="init",
         script="init.sh",
-        env=[{"name": "INIT_SQL_FILE", "value": INIT_SQL_FILE}, {"name": "WAIT_TIMEOUT", "value": "300"}],
+        env=[{"name": "INIT_SQL_FILE", "value": INIT_SQL_FILE}, {"name": "WAIT_TIMEOUT", "value": "300"},
+             owner_role_env(db)],
         extra_volumes=[volume],
         extra_mounts=[{"name": "init-sql", "mountPath": INIT_SQL_DIR, "readOnly": True}],
         annotations={INIT_SOURCE_ANNOTATION: source},
@@ -242,7 +255,7 @@ def migration_job(db: SampleDB, *, name: str, snapshot_configmap: str, digest: s
         name=name,
         component="migrate",
         script="migrate.sh",
-        env=[{"name": "MIGRATIONS_DIR", "value": MIGRATIONS_DIR}],
+        env=[{"name": "MIGRATIONS_DIR", "value": MIGRATIONS_DIR}, owner_role_env(db)],
         extra_volumes=[{"name": "migrations", "configMap": {"name": snapshot_configmap}}],
         extra_mounts=[{"name": "migrations", "mountPath": MIGRATIONS_DIR, "readOnly": True}],
         annotations={MIGRATION_DIGEST_ANNOTATION: digest},

@@ -27,7 +27,9 @@ TYPES = ("host", "hostssl", "hostnossl")
 METHODS = ("scram-sha-256", "md5", "cert", "reject")
 MAX_RULES = 64
 MAX_TOKENS = 16
-OPERATOR_USER = "app"  # the database's superuser: the operator's connections and its Jobs use it
+# The database's superuser, whom the operator's connections, the standbys and the Jobs use: `postgres`, or `app` in a
+# database made before the superuser had a Secret of its own (decide/children/desired_config.SUPERUSER).
+OPERATOR_USERS = ("postgres", "app")
 DATABASE_TOKEN_RE = r"^(all|sameuser|samerole|[a-z_][a-z0-9_]{0,62})$"
 USER_TOKEN_RE = r"^(all|[+]?[a-z_][a-z0-9_]{0,62})$"
 ADDRESS_KEYWORDS = ("all", "samehost", "samenet")
@@ -41,8 +43,9 @@ METHOD_MESSAGE = ("method must be scram-sha-256, md5, cert or reject: trust woul
                   " does not manage")
 TYPE_MESSAGE = "type must be host, hostssl or hostnossl (the socket's local lines are the operator's)"
 REPLICATION_MESSAGE = "the replication keyword is refused: replication connections are the operator's (the standbys')"
-OPERATOR_USER_MESSAGE = (f"{OPERATOR_USER!r} is refused: it is also the operator's user, whose line comes first so"
-                         " that no rule can lock the operator out")
+OPERATOR_USER_MESSAGE = ("'postgres' and 'app' are refused: they are the operator's users (the superuser, and the"
+                         " application's role of a database made before the superuser had a Secret of its own), whose"
+                         " line comes first so that no rule can lock the operator out")
 CERT_MESSAGE = "method cert needs type hostssl (a client certificate is only presented over TLS)"
 ADDRESS_MESSAGE = "address must be a CIDR (10.0.0.0/8, fd00::/8) or all, samehost or samenet"
 TLS_REQUIRED_MESSAGE = ("with spec.tls.required every rule that admits a connection must be hostssl (host and"
@@ -61,7 +64,8 @@ class HbaRule(SpecModel):
         Rule(f"self.method in [{', '.join(repr(m) for m in METHODS)}]", METHOD_MESSAGE, field_path=".method"),
         Rule("!has(self.databases) || !('replication' in self.databases)", REPLICATION_MESSAGE,
              field_path=".databases"),
-        Rule(f"!has(self.users) || !self.users.exists(u, u == '{OPERATOR_USER}' || u == '+{OPERATOR_USER}')",
+        Rule("!has(self.users) || !self.users.exists(u, "
+             + " || ".join(f"u == '{user}' || u == '+{user}'" for user in OPERATOR_USERS) + ")",
              OPERATOR_USER_MESSAGE, field_path=".users"),
         Rule("self.method != 'cert' || self.type == 'hostssl'", CERT_MESSAGE, field_path=".method"),
     )
@@ -105,7 +109,7 @@ def rule_error(rule: HbaRule, *, tls_enabled: bool, tls_required: bool) -> str |
         return METHOD_MESSAGE
     if "replication" in rule.databases:
         return REPLICATION_MESSAGE
-    if OPERATOR_USER in rule.users or f"+{OPERATOR_USER}" in rule.users:
+    if any(user in rule.users or f"+{user}" in rule.users for user in OPERATOR_USERS):
         return OPERATOR_USER_MESSAGE
     if rule.method == "cert" and rule.type != "hostssl":
         return CERT_MESSAGE

@@ -117,8 +117,14 @@ def backup_pvc_name(db: str) -> str:
 
 
 def secret_name(db: str) -> str:
-    """The Secret holding the database's credentials and connection details."""
+    """The Secret holding the application's credentials and connection details."""
     return f"{db}-credentials"
+
+
+def superuser_secret_name(db: str) -> str:
+    """The Secret holding the database's superuser credentials: the operator's, its pods' and its Jobs'; never the
+    application's (docs/security.md "Roles inside PostgreSQL")."""
+    return fit(db, "-superuser")
 
 
 def configmap_name(db: str) -> str:

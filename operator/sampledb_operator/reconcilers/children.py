@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.labels import DATABASE_LABEL
 from sampledb_operator.decide.lifecycle import autogrow, stuck
 from sampledb_operator.decide.replicas import rollout
-from sampledb_operator.kube.errors import ApiError, Conflict, NamespaceTerminating, NotFound
+from sampledb_operator.kube.errors import ApiError, NamespaceTerminating, NotFound
 from sampledb_operator.model import names
 from sampledb_operator.model.conditions import Condition
 from sampledb_operator.model.objects import Obj
@@ -44,8 +43,6 @@ from sampledb_operator.reconcilers.context import Context
 from sampledb_operator.reconcilers.storage_classes import TTL_SECONDS, expansion_problem
 
 log = get_logger(__name__)
-
-PASSWORD_BYTES = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +76,7 @@ def unowned_children(db: SampleDB) -> list[tuple[str, str]]:
     name = db.metadata.name
     return [*data_children(db),
             ("Secret", names.secret_name(name)),
+            ("Secret", names.superuser_secret_name(name)),
             ("Secret", names.ca_secret_name(name)),  # TLS (reconcilers/tls.py)
             ("Secret", names.tls_secret_name(name)),
             ("ConfigMap", names.configmap_name(name)),
@@ -134,36 +132,6 @@ def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
     for child in ctx.caches.jobs.by_owner(db.metadata.uid or ""):
         out[plan.key_of(child)] = child
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class SecretOutcome:
-    """What the Secret step did: the Secret it created ("Secret <name>", announced with the other children
-    created in the pass), or why it cannot create one."""
-
-    created: str | None = None
-    problems: tuple[Problem, ...] = ()
-
-
-async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, Obj]) -> SecretOutcome:
-    """Create the credentials Secret when it is missing, unless the data volume exists (then it is a problem)."""
-    key = ("Secret", names.secret_name(db.metadata.name))
-    if key in observed:
-        return SecretOutcome()
-    if ("PersistentVolumeClaim", names.data_pvc_name(db.metadata.name)) in observed:
-        # The data was initialised with the old password; a new one would lock clients out.
-        return SecretOutcome(problems=(Problem(
-            "CredentialsMissing",
-            f"Secret {key[1]} was deleted after the database was created; restore it (the data"
-            " volume holds the old password), or delete the SampleDB",
-            "status.secretName",
-        ),))
-    body = d.secret(db, pysecrets.token_urlsafe(PASSWORD_BYTES))
-    try:
-        await ctx.apis["Secret"].create(body)
-    except Conflict:
-        return SecretOutcome()  # created by an earlier pass whose watch event has not arrived yet
-    return SecretOutcome(created=f"Secret {key[1]}")
 
 
 APPLY_CONCURRENCY = 8  # children applied at once within a pass

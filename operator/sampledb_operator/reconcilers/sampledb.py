@@ -55,6 +55,7 @@ from sampledb_operator.reconcilers import (
     autogrow,
     chaos,
     children,
+    credential_secrets,
     deletion,
     hibernation,
     init,
@@ -141,7 +142,7 @@ class SampleDBReconciler:
         ready = st.database_ready(sts, primary_pod)
         upgrading = await upgrade.reconcile_upgrade(self.ctx, db, sts, ready,
                                                     major_blocked=_major_blocked(db.metadata.name, instances))
-        secret = await children.ensure_secret(self.ctx, db, observed_children)
+        secret = await credential_secrets.ensure_secret(self.ctx, db, observed_children)
         served = await tls.reconcile_tls(self.ctx, db, db_ready=ready, primary_pod=primary_pod)  # before the pods
         await tls.sync_connection_uri(self.ctx, db, served.condition or get_condition(
             db.status.conditions, ConditionType.ENCRYPTED.value))
@@ -151,7 +152,7 @@ class SampleDBReconciler:
             skip_volumes=instances.skip_volumes,
             replica_service=children.replica_service_made(db, observed_children), ca_cert=served.ca_cert,
             served_certificate=served.served),
-            created_before=(secret.created,) if secret.created else (),
+            created_before=secret.created,
             instances=None if upgrading.stop else rolling.view(self.ctx, db, instances))
         # An accepted empty data volume is a new, empty database: its migrations are applied again.
         emptied = vol.DATA in vol.accepted(db.metadata.annotations) & applied.live_volumes

@@ -1,5 +1,5 @@
-"""The database superuser's credentials, read from the database's Secret in the cache, for the operator's SQL, and
-the ready instances to send it to.
+"""The database superuser's credentials, read from the database's superuser Secret in the cache, for the
+operator's SQL, and the ready instances to send it to.
 
 Never logged: the password goes to the driver only (pg/client.Target hides it from repr).
 """
@@ -18,8 +18,8 @@ from sampledb_operator.reconcilers.context import Context
 
 
 def credentials(ctx: Context, db: SampleDB) -> tuple[str, str] | None:
-    """(user, password) from the database's Secret, or None when the Secret or a key is missing."""
-    secret = ctx.cached("Secret", db.metadata.namespace, names.secret_name(db.metadata.name))
+    """(user, password) from the database's superuser Secret, or None when the Secret or a key is missing."""
+    secret = ctx.cached("Secret", db.metadata.namespace, names.superuser_secret_name(db.metadata.name))
     data = (secret or {}).get("data") or {}
     try:
         return (base64.b64decode(data[d.SECRET_USERNAME_KEY]).decode(),

@@ -49,7 +49,7 @@ def test_rules_come_after_the_operators_lines_and_before_the_default_in_their_or
         "local all all trust",
         "local replication all trust",
         "host replication all all scram-sha-256",
-        "host all app all scram-sha-256",  # the operator's user first: no rule locks it out
+        "host all postgres,app all scram-sha-256",  # the operator's users first: no rule locks them out
         "host all reporting 10.1.0.0/16 reject",
         "hostssl app,sameuser +readers,alice fd00::/8 md5",
         "host all all all scram-sha-256",
@@ -61,7 +61,7 @@ def test_with_required_tls_the_operators_lines_are_hostssl_and_certificate_roles
                            tls={"required": True}, roles=[{"name": "bob", "certificate": True}]))
     assert lines[2:] == [
         "hostssl replication all all scram-sha-256",
-        "hostssl all app all scram-sha-256",
+        "hostssl all postgres,app all scram-sha-256",
         "host all alice 10.0.0.0/8 reject",
         "hostssl all +sampledb_certificate all cert",
         "hostssl all all all scram-sha-256",

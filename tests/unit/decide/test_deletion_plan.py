@@ -25,7 +25,8 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 STS, PVC = "StatefulSet", "PersistentVolumeClaim"
 DATA = ((STS, "orders"), (PVC, names.data_pvc_name("orders")))
 STANDBY = ((STS, names.instance_statefulset_name("orders", 1)), (PVC, names.instance_data_pvc_name("orders", 1)))
-DELETABLE = (*DATA, ("Secret", names.secret_name("orders")), ("ConfigMap", names.configmap_name("orders")),
+DELETABLE = (*DATA, ("Secret", names.secret_name("orders")), ("Secret", names.superuser_secret_name("orders")),
+             ("ConfigMap", names.configmap_name("orders")),
              ("Service", names.client_service_name("orders")))
 RUNNING_STATUS: dict[str, Any] = {"phase": "Running", "currentVersion": "16.4"}
 
@@ -162,17 +163,19 @@ def test_the_skip_annotation_deletes_with_a_warning_first() -> None:
 
 def test_retain_labels_every_data_volume_and_the_secret_and_deletes_the_rest() -> None:
     planned = dd.plan_deletion(facts(database(policy="Retain"), standby=True))
-    data, secret = names.data_pvc_name("orders"), names.secret_name("orders")
+    data, secret, superuser = names.data_pvc_name("orders"), names.secret_name("orders"), names.superuser_secret_name(
+        "orders")
     standby_pvc = STANDBY[1][1]
     labels = [e for e in planned.plan.effects if isinstance(e, Patch) and e.kind != "SampleDB"]
-    assert [(p.kind, p.name) for p in labels] == [*((PVC, v) for v in sorted({data, standby_pvc})), ("Secret", secret)]
+    assert [(p.kind, p.name) for p in labels] == [*((PVC, v) for v in sorted({data, standby_pvc})), ("Secret", secret),
+                                                  ("Secret", superuser)]
     assert labels[0].patch == {"metadata": {"labels": {"sampledb.io/retained-from": "orders"},
                                             "annotations": {"sampledb.io/retained-from-uid": "uid-1"}}}
     deleted = {(e.kind, e.name) for e in planned.plan.effects if isinstance(e, Delete)}
-    assert deleted == {STANDBY[0], *(c for c in DELETABLE if c[1] not in (data, secret))}
+    assert deleted == {STANDBY[0], *(c for c in DELETABLE if c[1] not in (data, secret, superuser))}
     assert [e.reason for e in events(planned.plan.effects)] == ["DataRetained"]
     assert events(planned.plan.effects)[0].message == (
-        f"PVC {data} and Secret {secret} are kept, labelled sampledb.io/retained-from=orders;"
+        f"PVC {data} and Secrets {secret}, {superuser} are kept, labelled sampledb.io/retained-from=orders;"
         " a new SampleDB of this name adopts them")
     assert isinstance(planned.plan.effects[-1], Patch) and planned.plan.effects[-1].kind == "SampleDB"
 

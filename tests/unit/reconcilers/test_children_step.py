@@ -15,16 +15,15 @@ from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.reconcilers.children import (
     REFUSED_RECHECK_SECONDS,
-    SecretOutcome,
     apply_children,
     deletable_children,
     disown,
-    ensure_secret,
     observed_children,
     replica_service_made,
     retire_legacy_scripts,
     unowned_children,
 )
+from sampledb_operator.reconcilers.credential_secrets import SecretOutcome, ensure_secret
 
 SCRIPTS = dataplane.all_scripts()
 SECRET = names.secret_name("orders")
@@ -41,7 +40,7 @@ async def children_step(cluster: FakeCluster, db: SampleDB) -> None:
     secret = await ensure_secret(cluster.ctx, db, observed)
     inputs = d.Inputs(db=db, scripts=SCRIPTS, replica_service=replica_service_made(db, observed))
     applied = await apply_children(cluster.ctx, db, observed, inputs,
-                                   created_before=(secret.created,) if secret.created else ())
+                                   created_before=secret.created)
     assert applied.problems == () and secret.problems == ()
     await disown(cluster.ctx, db, observed)
 
@@ -61,15 +60,16 @@ def stored_children(cluster: FakeCluster, db: SampleDB) -> set[tuple[str, str]]:
             if cluster.get(kind, name) is not None}
 
 
-async def test_a_new_database_gets_its_eight_children_once_and_one_event_naming_them() -> None:
+async def test_a_new_database_gets_its_nine_children_once_and_one_event_naming_them() -> None:
     cluster = FakeCluster()
     db = new_database(cluster)
     await children_step(cluster, db)
     children = made_children(db)
-    assert len(children) == 8
+    assert len(children) == 9
     assert stored_children(cluster, db) == set(children)
-    assert len(cluster.written()) == 8
-    assert cluster.written("create") == [("create", "Secret", SECRET)]
+    assert len(cluster.written()) == 9
+    assert cluster.written("create") == [("create", "Secret", names.superuser_secret_name("orders")),
+                                         ("create", "Secret", SECRET)]
     [(kind, reason, message)] = cluster.recorder.events
     assert (kind, reason) == ("Normal", "CreatedChildren")
     assert all(f"{k} {n}" in message for k, n in children)
@@ -120,7 +120,7 @@ async def test_the_secret_is_created_once_and_never_overwritten() -> None:
     cluster = FakeCluster()
     db = new_database(cluster)
     first = await ensure_secret(cluster.ctx, db, {})
-    assert first.created == f"Secret {SECRET}"
+    assert first.created == (f"Secret {names.superuser_secret_name('orders')}", f"Secret {SECRET}")
     stored = cluster.get("Secret", SECRET)
     assert stored is not None
     password = stored["data"]["password"]
@@ -130,8 +130,9 @@ async def test_the_secret_is_created_once_and_never_overwritten() -> None:
     assert cluster.written() == []  # seen in the cache: not even tried
 
     stale = await ensure_secret(cluster.ctx, db, {})  # a cache that has not seen it yet
-    assert stale.created is None and stale.problems == ()
-    assert cluster.written() == [("create", "Secret", SECRET)]  # tried, refused: AlreadyExists
+    assert stale.created == () and stale.problems == ()
+    assert cluster.written() == [("create", "Secret", names.superuser_secret_name("orders")),
+                                 ("create", "Secret", SECRET)]  # tried, refused: AlreadyExists
     stored = cluster.get("Secret", SECRET)
     assert stored is not None and stored["data"]["password"] == password
 
@@ -143,7 +144,7 @@ async def test_a_deleted_secret_is_not_recreated_over_existing_data() -> None:
     await cluster.ctx.apis["Secret"].delete(SECRET, NS)
     cluster.writes.clear()
     outcome = await ensure_secret(cluster.ctx, db, observed_children(cluster.ctx, db))
-    assert outcome.created is None
+    assert outcome.created == ()
     [problem] = outcome.problems
     assert problem.reason == "CredentialsMissing"
     assert cluster.written() == []
@@ -178,7 +179,7 @@ async def test_a_second_database_of_the_namespace_shares_the_scripts_configmap_a
     cluster.writes.clear()
     await children_step(cluster, other)
     assert ("ConfigMap", d.SCRIPTS_CONFIGMAP) not in {(k, n) for _verb, k, n in cluster.written()}
-    assert len(cluster.written()) == 7  # its own seven children
+    assert len(cluster.written()) == 8  # its own eight children
     assert cluster.get("ConfigMap", d.legacy_scripts_configmap_name(other)) is None
 
 

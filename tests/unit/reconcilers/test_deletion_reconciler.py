@@ -152,8 +152,8 @@ async def test_retain_keeps_and_labels_every_data_volume_and_the_secret_and_dele
     standby_sts, standby_pvc = standby(cluster)
     await delete_db(cluster)
     await cluster.reconcile(DB)
-    data, secret = names.data_pvc_name(DB), names.secret_name(DB)
-    kept = {(PVC, data), (PVC, standby_pvc), ("Secret", secret)}
+    data, secret, superuser = names.data_pvc_name(DB), names.secret_name(DB), names.superuser_secret_name(DB)
+    kept = {(PVC, data), (PVC, standby_pvc), ("Secret", secret), ("Secret", superuser)}
     assert children(cluster) == GONE | kept
     for kind, name in kept:
         meta = cluster.get(kind, name)["metadata"]  # type: ignore[index]
@@ -162,7 +162,7 @@ async def test_retain_keeps_and_labels_every_data_volume_and_the_secret_and_dele
     assert (STS, standby_sts) in child_deletes(cluster)
     assert cluster.get("SampleDB", DB) is None and not cluster.of_kind(BACKUP)
     assert [m for _t, _r, m in events(cluster, "DataRetained")] == [
-        f"PVC {data} and Secret {secret} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}={DB};"
+        f"PVC {data} and Secrets {secret}, {superuser} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}={DB};"
         " a new SampleDB of this name adopts them"]
 
 

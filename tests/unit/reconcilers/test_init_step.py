@@ -157,22 +157,6 @@ async def test_a_restore_job_is_created_once_the_database_is_ready_and_announced
     assert again == InitOutcome(job=cluster.get("Job", name)) and len(init_jobs(cluster)) == 1
 
 
-async def test_the_secret_is_created_once_and_its_loss_after_the_data_volume_is_a_problem() -> None:
-    cluster = FakeCluster()
-    db = stored(cluster)
-    made = await children.ensure_secret(cluster.ctx, db, {})
-    assert made == children.SecretOutcome(created=f"Secret {names.secret_name('orders')}")
-    assert cluster.written("create", "Secret") == [("create", "Secret", names.secret_name("orders"))]
-    secret = cluster.get("Secret", names.secret_name("orders"))
-    again = await children.ensure_secret(cluster.ctx, db, {})  # a pass on a cache without it: AlreadyExists
-    assert again == children.SecretOutcome()
-    assert cluster.get("Secret", names.secret_name("orders")) == secret  # not overwritten
-    data = ("PersistentVolumeClaim", names.data_pvc_name("orders"))
-    [problem] = (await children.ensure_secret(cluster.ctx, db, {data: {}})).problems
-    assert problem.reason == "CredentialsMissing" and names.secret_name("orders") in problem.message
-    assert len(cluster.written("create", "Secret")) == 2
-
-
 def test_the_data_children_are_named_and_a_deletion_keeps_the_backups_volume() -> None:
     db = stored(FakeCluster())
     assert children.data_children(db) == [("StatefulSet", names.statefulset_name("orders")),

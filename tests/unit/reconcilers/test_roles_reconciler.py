@@ -48,9 +48,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
 
 
 def ready_db(cluster: FakeCluster, **spec: object) -> SampleDB:
-    cluster.put("Secret", {"metadata": {"name": "orders-credentials", "labels": {MANAGED_LABEL: "sampledb-operator",
-                                                                             "sampledb.io/database": "orders"}},
-                           "data": {"username": base64.b64encode(b"app").decode(),
+    cluster.put("Secret", {"metadata": {"name": "orders-superuser", "labels": {MANAGED_LABEL: "sampledb-operator",
+                                                                           "sampledb.io/database": "orders"}},
+                           "data": {"username": base64.b64encode(b"postgres").decode(),
                                     "password": base64.b64encode(b"x").decode()}})
     cluster.put("Secret", {"metadata": {"name": "reporting-pw"},
                            "data": {"password": base64.b64encode(PASSWORD.encode()).decode()}})

@@ -58,7 +58,7 @@ def restore_job(db: SampleDB, backup: Obj) -> Obj:
         component="restore",
         script="restore.sh",
         env=[{"name": "BACKUP_DIR", "value": RESTORE_MOUNT}, {"name": "BACKUP_NAME", "value": backup_name},
-             {"name": "WAIT_TIMEOUT", "value": "300"}],
+             {"name": "WAIT_TIMEOUT", "value": "300"}, jobs.owner_role_env(db)],
         extra_volumes=[{"name": "restore-source",
                         "persistentVolumeClaim": {"claimName": location["pvcName"], "readOnly": True}}],
         extra_mounts=[{"name": "restore-source", "mountPath": RESTORE_MOUNT, "readOnly": True}],
@@ -78,7 +78,7 @@ def store_restore_job(db: SampleDB) -> Obj:
         script="restore.sh",
         env=[{"name": "BACKUP_DIR", "value": RESTORE_MOUNT},
              {"name": "BACKUP_NAME", "value": db.spec.restore.backup_name},
-             {"name": "WAIT_TIMEOUT", "value": "300"}, *env],
+             {"name": "WAIT_TIMEOUT", "value": "300"}, jobs.owner_role_env(db), *env],
         extra_volumes=[{"name": "restore-source", "emptyDir": {}}, *volumes],
         extra_mounts=[{"name": "restore-source", "mountPath": RESTORE_MOUNT}, *mounts],
     )

@@ -37,6 +37,8 @@ from sampledb_operator.decide.children.desired_config import (
     scripts_configmap,
     scripts_configmap_name,
     secret,
+    separate_superuser,
+    superuser_secret,
     synchronous,
 )
 from sampledb_operator.decide.children.desired_inputs import Inputs, Instance, Running
@@ -64,8 +66,8 @@ __all__ = ["DATA_MOUNT", "DEFAULT_DATABASE", "DEFAULT_USER", "PODINFO_DIR", "POS
            "SCRIPTS_MOUNT", "SECRET_PASSWORD_KEY", "SECRET_USERNAME_KEY", "Inputs", "Instance", "Running",
            "backup_pvc", "children", "client_service", "configmap", "container_security", "data_pvc",
            "disruption_budget", "headless_service", "is_shared_scripts", "legacy_scripts_configmap_name",
-           "pod_security", "replica_service", "scripts_configmap", "scripts_configmap_name", "secret", "statefulset",
-           "synchronous"]
+           "pod_security", "replica_service", "scripts_configmap", "scripts_configmap_name", "secret",
+           "separate_superuser", "statefulset", "superuser_secret", "synchronous"]
 
 
 def _pvc(db: SampleDB, name: str, component: str, *, size: int | str, storage_class: str | None,

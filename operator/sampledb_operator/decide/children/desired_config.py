@@ -1,14 +1,20 @@
-"""The database's configuration children: the credentials Secret, the connection ConfigMap (with the server's
-postgresql.conf and pg_hba.conf) and the namespace's shared scripts ConfigMap.
+"""The database's configuration children: the credentials Secret (the application's), the superuser Secret (the
+operator's), the connection ConfigMap (with the server's postgresql.conf and pg_hba.conf) and the namespace's shared
+scripts ConfigMap.
 
 Pure: no I/O, no randomness (the generated password is an input). The pods and the Jobs read these objects
 by the names and keys defined here (SECRET_*_KEY, SCRIPTS_MOUNT, scripts_configmap_name), so
 decide/children/desired_statefulset.py and decide/jobs.py take them from this module.
 
 Invariants:
-- None of them is owned by the SampleDB (decide/children/desired.py's docstring says why); the Secret is created once
-  and never overwritten, except its `uri`, which follows whether the server serves TLS (`uri_update`), built
-  from the Secret's own other keys.
+- None of them is owned by the SampleDB (decide/children/desired.py's docstring says why); the Secrets are created
+  once and never overwritten, except the credentials' `uri`, which follows whether the server serves TLS
+  (`uri_update`), built from the Secret's own other keys.
+- The application's role (DEFAULT_USER) is not a superuser and owns its database; the superuser (SUPERUSER) is in a
+  Secret of its own (`superuser_secret`), which the pods, the Jobs and the operator's own connections use. A
+  database made before that split keeps the application's role as its superuser: its superuser Secret is a copy of
+  the credentials (`superuser_secret(..., application=True)`, marked APPLICATION_SUPERUSER_ANNOTATION), so every
+  consumer reads the one Secret name either way.
 - The connection ConfigMap carries no secret material.
 - The scripts ConfigMap is one per namespace, with no database label and no owner, the same body for every
   database in the namespace.
@@ -42,6 +48,12 @@ SCRIPTS_MOUNT = "/sampledb/scripts"
 DATA_MOUNT = "/var/lib/postgresql/data"  # the data volume's mount point: postgresql.conf's data directory is under it
 DEFAULT_DATABASE = "app"
 DEFAULT_USER = "app"
+SUPERUSER = "postgres"  # the bootstrap superuser of a database made with a superuser Secret of its own
+# On the credentials Secret: the database's superuser is in this Secret (absent: the application's role is the
+# superuser, the layout of earlier versions).
+SUPERUSER_SECRET_ANNOTATION = "sampledb.io/superuser-secret"
+# On the superuser Secret: it is a copy of the credentials, because the application's role is the superuser.
+APPLICATION_SUPERUSER_ANNOTATION = "sampledb.io/application-is-superuser"
 SECRET_USERNAME_KEY = "username"
 SECRET_PASSWORD_KEY = "password"  # a key name, not a secret
 # The mounted ca.crt (decide/children/tls.TLS_DIR; a literal: this module is the plugin's too, and decide/children/tls
@@ -77,16 +89,19 @@ def uri_update(data: Mapping[str, str], encrypted: bool | None) -> str | None:
 
 
 def secret(db: SampleDB, password: str) -> Obj:
-    """The credentials Secret. Created once with a generated password and never overwritten (but for its uri:
-    `uri_update`); its uri asks for TLS when spec.tls is on (the server is then expected to serve it)."""
+    """The credentials Secret (the application's). Created once with a generated password and never overwritten (but
+    for its uri: `uri_update`); its uri asks for TLS when spec.tls is on (the server is then expected to serve it).
+    It names the superuser Secret (SUPERUSER_SECRET_ANNOTATION): the application's role is not the superuser."""
     name, ns = db_name(db), namespace_of(db)
     host = names.service_host(name, ns)
     uri = connection_uri(DEFAULT_USER, password, host, str(names.POSTGRES_PORT), DEFAULT_DATABASE,
                          encrypted=db.spec.tls.enabled)
+    metadata = meta(db, names.secret_name(name), "credentials", owned=False)
+    metadata["annotations"] = {SUPERUSER_SECRET_ANNOTATION: names.superuser_secret_name(name)}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": meta(db, names.secret_name(name), "credentials", owned=False),
+        "metadata": metadata,
         "type": "Opaque",
         "stringData": {
             SECRET_USERNAME_KEY: DEFAULT_USER,
@@ -97,6 +112,27 @@ def secret(db: SampleDB, password: str) -> Obj:
             URI_KEY: uri,
         },
     }
+
+
+def superuser_secret(db: SampleDB, password: str, *, user: str = SUPERUSER, application: bool = False) -> Obj:
+    """The superuser Secret: `user` and `password`, for the pods (initdb, replication), the Jobs and the operator.
+    `application`: a copy of the credentials of a database whose application role is its superuser (made by an
+    earlier version), so that every consumer reads this one name."""
+    metadata = meta(db, names.superuser_secret_name(db_name(db)), "superuser", owned=False)
+    if application:
+        metadata["annotations"] = {APPLICATION_SUPERUSER_ANNOTATION: "true"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": {SECRET_USERNAME_KEY: user, SECRET_PASSWORD_KEY: password},
+    }
+
+
+def separate_superuser(credentials: Obj) -> bool:
+    """The credentials Secret (as read) is of a database whose superuser is not the application's role."""
+    return bool(((credentials.get("metadata") or {}).get("annotations") or {}).get(SUPERUSER_SECRET_ANNOTATION))
 
 
 def configmap(db: SampleDB, data_dir: str = "pgdata", ca_cert: str = "") -> Obj:

@@ -4,7 +4,8 @@ uses.
 
 Pure: no I/O. One StatefulSet per instance (decide/replicas/replication.py chooses the instances), each with one pod
 on its own data volume; the pod reads postgresql.conf and the scripts from the ConfigMaps and its credentials
-from the Secret of decide/children/desired_config.py.
+from the Secrets of decide/children/desired_config.py: the superuser's (initdb's bootstrap superuser, the standbys'
+replication) and the application's (its role, made at initdb by dataplane/app-role.sh).
 
 Invariants:
 - The selector (labels.instance_selector) is immutable once created: instance 0 keeps the database's
@@ -83,12 +84,21 @@ def container_security(*, read_only_root: bool = True) -> Obj:
             "readOnlyRootFilesystem": read_only_root}
 
 
+INITDB_DIR = "/docker-entrypoint-initdb.d"  # the image's entrypoint runs the *.sh here once, after initdb
+APP_ROLE_SCRIPT = "app-role.sh"  # dataplane/: the application's role, sourced by the entrypoint after initdb
+
+
 def _instance_env(db: SampleDB, index: int, run: Running) -> list[Obj]:
-    secret_name = names.secret_name(db_name(db))
+    superuser, app = names.superuser_secret_name(db_name(db)), names.secret_name(db_name(db))
+
+    def secret_env(var: str, secret: str, key: str) -> Obj:
+        return {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
     return [
-        {"name": "POSTGRES_USER", "valueFrom": {"secretKeyRef": {"name": secret_name, "key": SECRET_USERNAME_KEY}}},
-        {"name": "POSTGRES_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret_name,
-                                                                       "key": SECRET_PASSWORD_KEY}}},
+        secret_env("POSTGRES_USER", superuser, SECRET_USERNAME_KEY),
+        secret_env("POSTGRES_PASSWORD", superuser, SECRET_PASSWORD_KEY),
+        secret_env("SAMPLEDB_APP_USER", app, SECRET_USERNAME_KEY),
+        secret_env("SAMPLEDB_APP_PASSWORD", app, SECRET_PASSWORD_KEY),
         {"name": "POSTGRES_DB", "value": DEFAULT_DATABASE},
         {"name": "PGDATA", "value": f"{DATA_MOUNT}/{run.data_dir}"},
         {"name": "SAMPLEDB_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -127,6 +137,7 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                          {"name": "tmp", "mountPath": "/tmp"},
                          {"name": "config", "mountPath": pgconfig.CONFIG_DIR, "readOnly": True},
                          {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                         {"name": "initdb", "mountPath": INITDB_DIR, "readOnly": True},
                          {"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True}],
         "readinessProbe": {"exec": {"command": _pg_isready(3)}, "periodSeconds": 5, "timeoutSeconds": 5,
                            "failureThreshold": 3},
@@ -195,6 +206,9 @@ def statefulset(db: SampleDB, replicas: int = 1, running: Running | None = None,
                             "items": [{"key": pgconfig.CONFIG_KEY, "path": pgconfig.CONFIG_KEY},
                                       {"key": pgconfig.HBA_KEY, "path": pgconfig.HBA_KEY}]}},
                         {"name": "scripts", "configMap": {"name": scripts_configmap_name(db)}},
+                        {"name": "initdb", "configMap": {  # optional: only a new data directory reads it
+                            "name": scripts_configmap_name(db), "optional": True,
+                            "items": [{"key": APP_ROLE_SCRIPT, "path": f"sampledb-{APP_ROLE_SCRIPT}"}]}},
                         {"name": "podinfo", "downwardAPI": {"items": [
                             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
                         *ca_volumes,

@@ -20,7 +20,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from sampledb_operator.model.hba import OPERATOR_USER
+from sampledb_operator.model.hba import OPERATOR_USERS
 from sampledb_operator.model.pg_settings import needs_restart
 from sampledb_operator.model.roles import CERTIFICATE_GROUP
 
@@ -35,7 +35,7 @@ SYNCHRONOUS_STANDBYS = "ANY 1 (*)"
 WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can pg_rewind from it
 
 # Who may connect, and how: the image's rules (trust on the socket, scram-sha-256 over TCP) plus
-# streaming replication over TCP for the standbys (the superuser of the Secret, with its password). With
+# streaming replication over TCP for the standbys (the superuser of the superuser Secret, with its password). With
 # spec.tls.required, TCP admits only encrypted connections (hostssl): an unencrypted one finds no line. With
 # roles that log in by certificate (spec.roles[].certificate), the members of that group are admitted over TLS
 # by a client certificate whose common name is the role (`cert`), before the password lines.
@@ -55,7 +55,7 @@ def hba(*, tls_required: bool = False, certificates: bool = False, rules: Sequen
     everyone = f"{tcp:<8}all          all          all    scram-sha-256\n"
     if not rules:
         return head + (CERTIFICATE_LINE if certificates else "") + everyone + replication
-    return (head + replication + f"{tcp:<8}all          {OPERATOR_USER:<12} all    scram-sha-256\n"
+    return (head + replication + f"{tcp:<8}all          {','.join(OPERATOR_USERS):<12} all    scram-sha-256\n"
             + "# spec.pgHba\n" + "".join(f"{line}\n" for line in rules) + "# defaults\n"
             + (CERTIFICATE_LINE if certificates else "") + everyone)
 

@@ -154,14 +154,17 @@ def _retain(facts: DeletionFacts) -> tuple[Effect, ...]:
     """Label every instance's data volume and the Secret as retained, delete the rest, and say so."""
     db = facts.db
     data, secret = names.data_pvc_name(db.metadata.name), names.secret_name(db.metadata.name)
+    superuser = names.superuser_secret_name(db.metadata.name)
     standbys = {name for kind, name in facts.instance_children if kind == PVC}
     label = {"metadata": {"labels": {lifecycle.RETAINED_FROM_LABEL: db.metadata.name},
                           "annotations": {RETAINED_FROM_UID_ANNOTATION: db.metadata.uid or ""}}}
     labelled = [Patch(PVC, volume, label) for volume in sorted({data} | standbys)]
-    message = (f"PVC {data} and Secret {secret} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}="
+    secrets = [Patch("Secret", name, label) for name in (secret, superuser)]
+    message = (f"PVC {data} and Secrets {secret}, {superuser} are kept, labelled {lifecycle.RETAINED_FROM_LABEL}="
                f"{db.metadata.name}; a new SampleDB of this name adopts them")
-    return (*labelled, Patch("Secret", secret, label),
-            *_deletes(facts, keep=frozenset({data, secret} | standbys)), Emit(_normal("DataRetained", message)))
+    return (*labelled, *secrets,
+            *_deletes(facts, keep=frozenset({data, secret, superuser} | standbys)),
+            Emit(_normal("DataRetained", message)))
 
 
 def _remove_finalizer(db: SampleDB) -> Patch:

@@ -220,7 +220,7 @@ def link_job(db: SampleDB, *, name: str, old_image: str, old_data_dir: str, data
     """
     pvc = names.data_pvc_name(db.metadata.name)
     old_bin = f"{OLD_INSTALL_MOUNT}/bin"
-    user = {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": names.secret_name(db_name(db)),
+    user = {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": names.superuser_secret_name(db_name(db)),
                                                               "key": SECRET_USERNAME_KEY}}}
     body = jobs.job(
         db, name=name, component="upgrade", script="upgrade.sh", connect=False,
