@@ -60,7 +60,7 @@ def test_every_job_connects_as_the_superuser_and_the_users_sql_runs_as_the_appli
         "init": init,
         "migrate": jobs.migration_job(database, name="orders-migrate", snapshot_configmap="m", digest="x"),
         "backup": jobs.backup_job(database, backup_name="b", backup_uid="u", claim_name="orders-backups"),
-        "restore": restore.restore_job(database, {"metadata": {"name": "b"}, "status": {
+        "restore": restore.restore_job(db(restore={"backupName": "b"}), {"metadata": {"name": "b"}, "status": {
             "location": {"pvcName": "orders-backups", "path": "/sampledb/backups/b.dump"}}}),
     }
     for component, job in made.items():
