@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-port", type=int, help="local port of the forward (default: a free one)")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them"
                    " (the password as a placeholder)")
+    p.add_argument("--superuser", action="store_true", help="as the database's superuser (its Secret"
+                   " <db>-superuser) instead of the application's role")
     p.set_defaults(handler=_psql)
 
     p = sub.add_parser("pgbench", parents=[common], help="pgbench in the primary's container, as the database's"
@@ -269,7 +271,8 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 def _psql(args: argparse.Namespace, target: Target) -> int:
     kubectl = shlex.split(args.kubectl)
     plan, secret = asyncio.run(commands.psql_plan(target, args.db, kubectl=kubectl, psql_path=args.psql,
-                                                  local_port=args.local_port, extra=args.extra))
+                                                  local_port=args.local_port, extra=args.extra,
+                                                  superuser=args.superuser))
     if args.dry_run:
         sys.stdout.write(psql.describe(plan, secret))
         return 0

@@ -22,10 +22,11 @@ from typing import TextIO
 
 import yaml
 
+from sampledb_operator.decide.children.desired_config import DEFAULT_DATABASE
 from sampledb_operator.decide.replicas.replication import SWITCHOVER_ANNOTATION
 from sampledb_operator.kube.errors import Conflict, NotFound
 from sampledb_operator.kube.resources import SAMPLEDB, SAMPLEDBBACKUP, SECRET, SERVICE
-from sampledb_operator.model.names import client_service_name, secret_name
+from sampledb_operator.model.names import client_service_name, secret_name, superuser_secret_name
 from sampledb_operator.plugin import actions, instances, pgbench, podlog, psql, render, support
 from sampledb_operator.plugin.report import gather
 from sampledb_operator.plugin.session import Session, Target, open_session
@@ -230,17 +231,22 @@ async def set_paused(target: Target, db: str, paused: bool, *, out: TextIO = sys
 
 
 async def psql_plan(target: Target, db: str, *, kubectl: list[str], psql_path: str, local_port: int | None,
-                    extra: list[str]) -> tuple[psql.PsqlPlan, str]:
-    """The psql plan for `db` and the name of the Secret its password comes from."""
+                    extra: list[str], superuser: bool = False) -> tuple[psql.PsqlPlan, str]:
+    """The psql plan for `db` and the name of the Secret its password comes from: the application's credentials, or
+    with `superuser` the superuser's Secret (to its database `app`)."""
     async with open_session(target) as session:
         obj = await session.get(SAMPLEDB, db)
         secret = str((obj.get("status") or {}).get("secretName") or secret_name(db))
+        if superuser:
+            secret = superuser_secret_name(db)
         service = client_service_name(db)
         await session.get(SERVICE, service)
         try:
-            creds = psql.credentials_from_secret(await session.get(SECRET, secret))
+            creds = psql.credentials_from_secret(await session.get(SECRET, secret),
+                                                 database=DEFAULT_DATABASE if superuser else None)
         except NotFound:
-            raise actions.ActionError(f"Secret {secret} (the credentials of {db}) does not exist") from None
+            what = "the superuser" if superuser else "the credentials"
+            raise actions.ActionError(f"Secret {secret} ({what} of {db}) does not exist") from None
         namespace = session.namespace
     return psql.plan(kubectl, target, namespace, service, creds, local_port=local_port, psql=psql_path,
                      extra=extra), secret

@@ -46,12 +46,13 @@ class Credentials:
     password: str = field(repr=False)
 
 
-def credentials_from_secret(secret: Obj) -> Credentials:
-    """The database's credentials from its Secret's data (base64), or ActionError naming the missing key."""
+def credentials_from_secret(secret: Obj, *, database: str | None = None) -> Credentials:
+    """The database's credentials from its Secret's data (base64), or ActionError naming the missing key; `database`:
+    the database to connect to, for a Secret without one (the superuser's)."""
     data = secret.get("data") or {}
     name = (secret.get("metadata") or {}).get("name")
-    values: dict[str, str] = {}
-    for key in (SECRET_USERNAME_KEY, SECRET_PASSWORD_KEY, SECRET_DATABASE_KEY):
+    values: dict[str, str] = {} if database is None else {SECRET_DATABASE_KEY: database}
+    for key in (SECRET_USERNAME_KEY, SECRET_PASSWORD_KEY, *((SECRET_DATABASE_KEY,) if database is None else ())):
         if not data.get(key):
             raise ActionError(f"Secret {name} has no key {key!r}")
         try:

@@ -35,6 +35,13 @@ def test_a_secret_without_a_key_is_a_clear_error() -> None:
         credentials_from_secret({"metadata": {"name": "x"}, "data": {"username": b64("app"), "database": b64("a")}})
 
 
+def test_the_superusers_secret_has_no_database_and_is_given_one() -> None:
+    superuser = {"metadata": {"name": "orders-superuser"}, "data": {"username": b64("postgres"), "password": b64("s")}}
+    assert credentials_from_secret(superuser, database="app") == Credentials("postgres", "app", "s")
+    with pytest.raises(ActionError, match="no key 'database'"):
+        credentials_from_secret(superuser)
+
+
 def test_the_plan_forwards_the_client_service_and_runs_psql_through_it() -> None:
     p = plan(["kubectl"], Target(kubeconfig="/k", context="c"), "shop", "orders", credentials_from_secret(SECRET),
              extra=["-c", "select 1"])
