@@ -230,7 +230,8 @@ class World:
 
     def sql(self, db: Target, statement: str) -> str:
         return self._kubectl("exec", "-n", db.namespace, names.pod_name(db.name), "-c", "postgres", "--", "psql",
-                             "-X", "-v", "ON_ERROR_STOP=1", "-U", "app", "-d", "app", "-qAt", "-c", statement).strip()
+                             "-X", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-d", "app", "-qAt", "-c",
+                             statement).strip()
 
     def checksums(self, db: Target) -> dict[str, str]:
         """Every user table: row count and an order-independent md5 of its rows."""

@@ -84,9 +84,9 @@ def pod_of(name: str, ns: str = NS) -> str:
 
 
 def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60, ns: str = NS) -> str:
-    """Run SQL as the database's owner over the pod's local socket; stdout (unaligned, tuples only)."""
+    """Run SQL as the database's superuser over the pod's local socket; stdout (unaligned, tuples only)."""
     out = kubectl("exec", "-n", ns, pod_of(name, ns), "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
-                  "-U", "app", "-d", "app", "-qAt", "-c", statement, check=check, timeout=timeout)
+                  "-U", "postgres", "-d", "app", "-qAt", "-c", statement, check=check, timeout=timeout)
     return out.stdout.strip()
 
 

@@ -40,10 +40,11 @@ def instance_pods(ns: str) -> list[dict[str, Any]]:
 
 
 def primary_connection(ns: str) -> psycopg.Connection[Any]:
+    """The primary, as its superuser (the test makes a replication slot and switches WAL files)."""
     [pod] = [p for p in instance_pods(ns) if p["metadata"]["labels"].get("sampledb.io/role") == "primary"]
-    secret = kubectl_json("get", "secret", names.secret_name(NAME), "-n", ns)["data"]
-    password = base64.b64decode(secret["password"]).decode()
-    return psycopg.connect(host=pod["status"]["podIP"], port=5432, dbname="app", user="app", password=password,
+    secret = kubectl_json("get", "secret", names.superuser_secret_name(NAME), "-n", ns)["data"]
+    user, password = (base64.b64decode(secret[key]).decode() for key in ("username", "password"))
+    return psycopg.connect(host=pod["status"]["podIP"], port=5432, dbname="app", user=user, password=password,
                            connect_timeout=10, autocommit=True)
 
 

@@ -78,7 +78,8 @@ def test_switchover_logs_and_report_on_fake_nodes(kubeconfig: str, namespace: st
     assert files["status.txt"].startswith(f"SampleDB {ns}/ha\n")
     assert yaml.safe_load(files["sampledb.yaml"])["status"]["primary"] == "ha-0"
     secrets = {s["name"]: s for s in yaml.safe_load(files["secrets.yaml"])}
-    assert set(secrets) == {"ha-credentials", "ha-ca", "ha-tls"}  # the TLS Secrets too, by name and keys only
+    # the superuser's and the TLS Secrets too, by name and keys only
+    assert set(secrets) == {"ha-credentials", "ha-superuser", "ha-ca", "ha-tls"}
     assert "password" in secrets["ha-credentials"]["keys"] and "ca.key" in secrets["ha-ca"]["keys"]
     assert any(e["involvedObject"]["name"] == "ha" for e in yaml.safe_load(files["events.yaml"]))
     assert "cannot read the log of ha-0" in files["README.txt"]   # no kubelet serves kwok's pods

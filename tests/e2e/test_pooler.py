@@ -83,8 +83,8 @@ async def many_clients(ips: list[str], user: str, password: str, n: int) -> list
 
 
 def server_connections(ns: str) -> dict[str, int]:
-    """The server's client connections, by role."""
-    out = kubectl("exec", "-n", ns, names.pod_name(NAME), "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d",
+    """The server's client connections, by role (as the superuser: another role's backend_type is hidden from app)."""
+    out = kubectl("exec", "-n", ns, names.pod_name(NAME), "-c", "postgres", "--", "psql", "-X", "-U", "postgres", "-d",
                   "app", "-qAt", "-F", " ", "-c", "SELECT usename, count(*) FROM pg_stat_activity WHERE backend_type ="
                   " 'client backend' GROUP BY usename").stdout
     return {user: int(n) for user, n in (line.split() for line in out.splitlines() if line.strip())}
@@ -92,7 +92,7 @@ def server_connections(ns: str) -> dict[str, int]:
 
 def pgbench(ns: str, host: str, *args: str) -> dict[str, float]:
     """pgbench in the database pod, as app (its password from the container's environment, never in argv)."""
-    script = f'PGPASSWORD="$POSTGRES_PASSWORD" exec pgbench -h {host} -U app {" ".join(args)} app'
+    script = f'PGPASSWORD="$SAMPLEDB_APP_PASSWORD" exec pgbench -h {host} -U app {" ".join(args)} app'
     out = kubectl("exec", "-n", ns, names.pod_name(NAME), "-c", "postgres", "--", "sh", "-c", script,
                   timeout=300).stdout
     tps = re.search(r"tps = ([0-9.]+)", out)
@@ -167,7 +167,7 @@ def _the_pooler_exporters_feed_the_dashboard(ns: str) -> None:
 def _pgbench_side_by_side(ns: str) -> None:
     """pgbench select-only through the pooler and directly (the numbers go to docs/benchmarks.md)."""
     kubectl("exec", "-n", ns, names.pod_name(NAME), "-c", "postgres", "--", "sh", "-c",
-            'PGPASSWORD="$POSTGRES_PASSWORD" exec pgbench -h 127.0.0.1 -U app -i -s 2 -q app', timeout=300)
+            'PGPASSWORD="$SAMPLEDB_APP_PASSWORD" exec pgbench -h 127.0.0.1 -U app -i -s 2 -q app', timeout=300)
     runs = {"pooler_c10": pgbench(ns, f"{POOLER}.{ns}.svc", "-c", "10", "-j", "2", "-T", "20", "-S"),
             "direct_c10": pgbench(ns, "127.0.0.1", "-c", "10", "-j", "2", "-T", "20", "-S"),
             "pooler_c200": pgbench(ns, f"{POOLER}.{ns}.svc", "-c", "200", "-j", "2", "-T", "20", "-S")}

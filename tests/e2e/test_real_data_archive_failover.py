@@ -29,8 +29,8 @@ __all__ = ["namespaces", "operator_both", "store"]  # fixtures
 
 
 def pod_sql(ns: str, pod: str, statement: str) -> str:
-    out = kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1", "-U", "app",
-                  "-d", "app", "-qAt", "-c", statement)
+    out = kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
+                  "-U", "postgres", "-d", "app", "-qAt", "-c", statement)
     return str(out.stdout).strip()
 
 

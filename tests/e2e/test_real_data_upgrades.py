@@ -227,8 +227,8 @@ def test_a_major_upgrade_with_a_standby_ends_with_both_on_the_new_major_and_stre
     standby = names.instance_pod_name(name, 1)
 
     def on_standby(statement: str) -> str:
-        return str(kubectl("exec", "-n", NS, standby, "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app",
-                           "-qAt", "-c", statement, check=False).stdout).strip()
+        return str(kubectl("exec", "-n", NS, standby, "-c", "postgres", "--", "psql", "-X", "-U", "postgres",
+                           "-d", "app", "-qAt", "-c", statement, check=False).stdout).strip()
 
     assert on_standby("SHOW server_version").startswith("18.")
     assert on_standby("SELECT pg_is_in_recovery()") == "t"

@@ -38,9 +38,9 @@ def login(ns: str, user: str, password: str) -> psycopg.Connection[Any]:
                            user=user, password=password, connect_timeout=10, autocommit=True)
 
 
-def app_sql(ns: str, statement: str) -> str:
-    return str(kubectl("exec", "-n", ns, f"{NAME}-0", "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app",
-                       "-qAt", "-v", "ON_ERROR_STOP=1", "-c", statement).stdout).strip()
+def server_sql(ns: str, statement: str) -> str:
+    return str(kubectl("exec", "-n", ns, f"{NAME}-0", "-c", "postgres", "--", "psql", "-X", "-U", "postgres",
+                       "-d", "app", "-qAt", "-v", "ON_ERROR_STOP=1", "-c", statement).stdout).strip()
 
 
 def can_login(ns: str, user: str, password: str) -> bool:
@@ -63,14 +63,14 @@ def test_declared_roles_appear_change_rotate_and_go_only_when_asked(
     wait_ready(NAME, ns, timeout=300)
     wait_until(lambda: role_states(ns) == {"reporting": "Ready", "auditors": "Ready"}, timeout=120,
                what="both roles Ready")
-    app_sql(ns, "CREATE TABLE orders AS SELECT g AS id FROM generate_series(1, 10) g")
+    server_sql(ns, "CREATE TABLE orders AS SELECT g AS id FROM generate_series(1, 10) g")
     with login(ns, "reporting", "first 'pw\"; DROP ROLE app;--") as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (10,)  # pg_read_all_data
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO orders VALUES (11)")
-    assert app_sql(ns, "SELECT rolcanlogin, rolconnlimit FROM pg_roles WHERE rolname = 'reporting'") == "t|2"
-    assert app_sql(ns, "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'auditors'") == "f"
-    assert app_sql(ns, "SELECT rolpassword LIKE 'SCRAM-SHA-256$%' FROM pg_authid WHERE rolname = 'reporting'") == "t"
+    assert server_sql(ns, "SELECT rolcanlogin, rolconnlimit FROM pg_roles WHERE rolname = 'reporting'") == "t|2"
+    assert server_sql(ns, "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'auditors'") == "f"
+    assert server_sql(ns, "SELECT rolpassword LIKE 'SCRAM-SHA-256$%' FROM pg_authid WHERE rolname = 'reporting'") == "t"
 
     # rotation: a new password in the Secret is applied; the old one no longer logs in
     apply(secret(ns, "second pw"))
@@ -81,12 +81,12 @@ def test_declared_roles_appear_change_rotate_and_go_only_when_asked(
     apply(db(ns, [{**REPORTING, "connectionLimit": 5}]))
     wait_until(lambda: role_states(ns) == {"reporting": "Ready", "auditors": "Retained"}, timeout=120,
                what="auditors Retained")
-    assert app_sql(ns, "SELECT count(*) FROM pg_roles WHERE rolname = 'auditors'") == "1"
-    wait_until(lambda: app_sql(ns, "SELECT rolconnlimit FROM pg_roles WHERE rolname = 'reporting'") == "5",
+    assert server_sql(ns, "SELECT count(*) FROM pg_roles WHERE rolname = 'auditors'") == "1"
+    wait_until(lambda: server_sql(ns, "SELECT rolconnlimit FROM pg_roles WHERE rolname = 'reporting'") == "5",
                timeout=60, what="the new connection limit")
     apply(db(ns, [{**REPORTING, "ensure": "absent"}]))
     wait_until(lambda: role_states(ns).get("reporting") == "Dropped", timeout=120, what="reporting dropped")
-    assert app_sql(ns, "SELECT count(*) FROM pg_roles WHERE rolname = 'reporting'") == "0"
+    assert server_sql(ns, "SELECT count(*) FROM pg_roles WHERE rolname = 'reporting'") == "0"
 
     # hostile names: refused by the API server, the object unchanged
     for name, words in (("pg_evil", "reserved by PostgreSQL"), ("app", "reserved"),

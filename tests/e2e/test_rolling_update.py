@@ -126,6 +126,6 @@ def test_a_minor_upgrade_of_three_instances_rolls_them_with_one_switchover(insta
 
 
 def standby_sql(pod: str, statement: str) -> str:
-    """psql as the database's user in one instance's postgres container (over its socket)."""
-    return str(kubectl("exec", "-n", NS, pod, "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app", "-qAt",
-                       "-c", statement, check=False).stdout).strip()
+    """psql as the database's superuser in one instance's postgres container (over its socket)."""
+    return str(kubectl("exec", "-n", NS, pod, "-c", "postgres", "--", "psql", "-X", "-U", "postgres", "-d", "app",
+                       "-qAt", "-c", statement, check=False).stdout).strip()

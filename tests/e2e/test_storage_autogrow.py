@@ -65,7 +65,7 @@ def prometheus(cluster: Cluster, op: OperatorProcess) -> PrometheusServer:
 
 def psql(ns: str, statement: str) -> str:
     out = kubectl("exec", "-n", ns, "grow-0", "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
-                  "-U", "app", "-d", "app", "-qAt", "-c", statement)
+                  "-U", "postgres", "-d", "app", "-qAt", "-c", statement)
     return str(out.stdout).strip()
 
 

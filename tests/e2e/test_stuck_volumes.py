@@ -21,7 +21,7 @@ VERSION = "15.20"
 
 def psql(ns: str, name: str, statement: str) -> str:
     out = kubectl("exec", "-n", ns, f"{name}-0", "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
-                  "-U", "app", "-d", "app", "-qAt", "-c", statement)
+                  "-U", "postgres", "-d", "app", "-qAt", "-c", statement)
     return str(out.stdout).strip()
 
 
@@ -37,7 +37,7 @@ def volume_path(ns: str, name: str) -> Path:
 def write_wal(ns: str, name: str, segments: int = 12) -> None:
     """Make the server start `segments` new WAL segments (past those a checkpoint recycled): on a full volume the
     first one it must create fails, and PostgreSQL PANICs (its session ends with an error)."""
-    kubectl("exec", "-n", ns, f"{name}-0", "-c", "postgres", "--", "psql", "-X", "-U", "app", "-d", "app", "-qAt",
+    kubectl("exec", "-n", ns, f"{name}-0", "-c", "postgres", "--", "psql", "-X", "-U", "postgres", "-d", "app", "-qAt",
             "-c", f"DO $$ BEGIN FOR i IN 1..{segments} LOOP PERFORM pg_logical_emit_message(false, 'fill', 'x');"
             " PERFORM pg_switch_wal(); END LOOP; END $$", check=False)
 

@@ -50,9 +50,11 @@ def served_serial(ip: str) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
-def connect(ns: str, name: str, ip: str, **params: Any) -> psycopg.Connection[Any]:
-    return psycopg.connect(host=f"{name}.{ns}.svc", hostaddr=ip, port=5432, dbname="app", user="app",
-                           password=secret_value(ns, f"{name}-credentials", "password"), connect_timeout=10,
+def connect(ns: str, name: str, ip: str, *, secret: str = "credentials", **params: Any) -> psycopg.Connection[Any]:
+    """A connection to the instance at `ip` by the Service's name, with the Secret `<name>-<secret>`'s user."""
+    return psycopg.connect(host=f"{name}.{ns}.svc", hostaddr=ip, port=5432, dbname="app",
+                           user=secret_value(ns, f"{name}-{secret}", "username"),
+                           password=secret_value(ns, f"{name}-{secret}", "password"), connect_timeout=10,
                            autocommit=True, **params)
 
 
@@ -154,11 +156,12 @@ def test_tls_is_verified_required_used_by_replication_and_rotated_under_load(
     # verify-full from outside the pod network too; the wrong CA is refused; unencrypted is refused
     with connect(ns, name, ip, sslmode="verify-full", sslrootcert=str(ca)) as conn:
         assert conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone() == (True,)
-        # the standby streams over TLS
+        conn.execute("CREATE TABLE ticks (n int PRIMARY KEY)")
+    # the standby streams over TLS (another role's connections are the superuser's to see)
+    with connect(ns, name, ip, secret="superuser", sslmode="verify-full", sslrootcert=str(ca)) as conn:
         replicated = conn.execute("SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)"
                                   " WHERE s.ssl").fetchone()
         assert replicated == (1,)
-        conn.execute("CREATE TABLE ticks (n int PRIMARY KEY)")
     with pytest.raises(psycopg.OperationalError, match="no encryption"):
         connect(ns, name, ip, sslmode="disable").close()
     other = tmp_path / "other.crt"
