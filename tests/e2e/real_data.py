@@ -83,10 +83,13 @@ def pod_of(name: str, ns: str = NS) -> str:
     return f"{sts[0]['metadata']['name']}-0"
 
 
-def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60, ns: str = NS) -> str:
-    """Run SQL as the database's superuser over the pod's local socket; stdout (unaligned, tuples only)."""
+def sql(name: str, statement: str, *, check: bool = True, timeout: float = 60, ns: str = NS,
+        superuser: bool = False) -> str:
+    """Run SQL as the application's role `app` (what it makes, the application may use), or as the superuser
+    `postgres` for what only it may do, over the pod's local socket; stdout (unaligned, tuples only)."""
     out = kubectl("exec", "-n", ns, pod_of(name, ns), "-c", "postgres", "--", "psql", "-X", "-v", "ON_ERROR_STOP=1",
-                  "-U", "postgres", "-d", "app", "-qAt", "-c", statement, check=check, timeout=timeout)
+                  "-U", "postgres" if superuser else "app", "-d", "app", "-qAt", "-c", statement, check=check,
+                  timeout=timeout)
     return out.stdout.strip()
 
 
@@ -96,12 +99,13 @@ SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables ORDER BY 1
 
 
 def table_stats(name: str, ns: str = NS) -> dict[str, tuple[int, str]]:
-    """Every user table: (row count, checksum of its rows independent of their order)."""
-    tables = [t for t in sql(name, STATS_SQL, ns=ns).splitlines() if t]
+    """Every user table: (row count, checksum of its rows independent of their order), read by the superuser (the
+    operator's own tables, sampledb_meta, are not the application's to read)."""
+    tables = [t for t in sql(name, STATS_SQL, ns=ns, superuser=True).splitlines() if t]
     out: dict[str, tuple[int, str]] = {}
     for table in tables:
         line = sql(name, f"SELECT count(*) || '|' || coalesce(md5(string_agg(h, '' ORDER BY h)), '') "
-                         f"FROM (SELECT md5(t::text) AS h FROM {table} t) s", ns=ns)
+                         f"FROM (SELECT md5(t::text) AS h FROM {table} t) s", ns=ns, superuser=True)
         count, _, digest = line.partition("|")
         out[table] = (int(count), digest)
     return out

@@ -24,7 +24,7 @@ def pods(ns: str) -> list[dict[str, Any]]:
 
 def psql(ns: str, pod: str, statement: str) -> str:
     return str(kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", "-X", "-U", "postgres", "-d", "app",
-                       "-v", "ON_ERROR_STOP=1", "-c", statement).stdout).strip()
+                       "-qAt", "-v", "ON_ERROR_STOP=1", "-c", statement).stdout).strip()
 
 
 def both_ready(ns: str) -> bool:

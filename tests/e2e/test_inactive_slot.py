@@ -25,10 +25,10 @@ def test_an_inactive_slot_holding_wal_is_reported_before_it_fills_the_volume(ins
     wait_ready(name)
     wait_until(lambda: status(name).get("readyInstances") == "2/2", timeout=300, what="both instances ready")
     assert "inactiveSlot" not in primary_instance(name)  # the standby's slot is active
-    sql(name, "SELECT pg_create_physical_replication_slot('cdc_gone', true)")
+    sql(name, "SELECT pg_create_physical_replication_slot('cdc_gone', true)", superuser=True)
     sql(name, "CREATE TABLE writes (x text)")
     for _ in range(SWITCHES):
-        sql(name, "INSERT INTO writes VALUES (repeat('x', 100)); SELECT pg_switch_wal()")
+        sql(name, "INSERT INTO writes VALUES (repeat('x', 100)); SELECT pg_switch_wal()", superuser=True)
 
     def degraded() -> dict[str, object] | None:
         cond = condition(name, "Degraded")
@@ -39,7 +39,7 @@ def test_an_inactive_slot_holding_wal_is_reported_before_it_fills_the_volume(ins
     held = primary_instance(name)
     assert held.get("inactiveSlot") == "cdc_gone", held
     assert VOLUME // 4 <= int(str(held["inactiveSlotRetainedBytes"])) < VOLUME, held
-    sql(name, "SELECT pg_drop_replication_slot('cdc_gone')")
+    sql(name, "SELECT pg_drop_replication_slot('cdc_gone')", superuser=True)
     wait_until(lambda: condition(name, "Degraded").get("status") == "False", timeout=120,
                what="Degraded cleared once the slot is dropped")
     assert "inactiveSlot" not in primary_instance(name)

@@ -22,7 +22,8 @@ from sampledb_operator.model import names
 from sampledb_operator.model.sampledb import SampleDB
 
 pytestmark = pytest.mark.cluster
-NAME, EARLIER = "least", "earlier"
+NAME, EARLIER, MOVED = "least", "earlier", "moved"
+CHECKSUM = "SELECT count(*), md5(string_agg(id || ':' || amount, ',' ORDER BY id)) FROM ledger"
 
 
 def secret(ns: str, name: str) -> dict[str, str]:
@@ -87,7 +88,7 @@ def test_the_application_role_owns_its_data_and_nothing_of_the_server(
         refused(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres'")
 
 
-def test_a_database_made_before_the_split_keeps_its_application_role_as_superuser(
+def test_a_database_made_before_the_split_keeps_its_application_role_as_superuser_and_moves_by_a_restore(
         real_namespace: str, real_operator: OperatorProcess) -> None:
     ns = real_namespace
     body = sampledb(EARLIER, ns, version="15.20", storage={"size": "256Mi"})
@@ -101,3 +102,24 @@ def test_a_database_made_before_the_split_keeps_its_application_role_as_superuse
     with connect(ns, secret(ns, names.secret_name(EARLIER)), names.instance_pod_name(EARLIER, 0)) as conn:
         assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'").fetchone() == (True,)
         assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'postgres'").fetchone() == (0,)
+        conn.execute("CREATE TABLE ledger (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, amount numeric)")
+        conn.execute("INSERT INTO ledger (amount) SELECT g * 0.25 FROM generate_series(1, 500) g")
+        conn.execute("CREATE VIEW big_entries AS SELECT * FROM ledger WHERE amount > 100")
+        before = conn.execute(CHECKSUM).fetchone()
+
+    # the user guide's move: a logical backup, restored into a new SampleDB, whose app owns what it restored
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDBBackup",
+           "metadata": {"name": "move", "namespace": ns}, "spec": {"database": EARLIER, "reason": "manual"}})
+    wait_until(lambda: ((kubectl_json("get", "sampledbbackup", "move", "-n", ns).get("status") or {})
+                        .get("phase") == "Succeeded"), timeout=180, what="the backup Succeeded")
+    apply(sampledb(MOVED, ns, version="15.20", storage={"size": "256Mi"}, restore={"backupName": "move"}))
+    wait_until(lambda: any(c["type"] == "Initialized" and c.get("reason") == "Restored"
+                           for c in status(MOVED, ns).get("conditions", [])), timeout=300, what="the restore done")
+    with connect(ns, secret(ns, names.secret_name(MOVED)), names.instance_pod_name(MOVED, 0)) as conn:
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
+        assert conn.execute(CHECKSUM).fetchone() == before
+        owners = conn.execute("SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class c JOIN pg_namespace n"
+                              " ON n.oid = c.relnamespace WHERE n.nspname = 'public'").fetchall()
+        assert owners == [("app",)]  # the table, its identity sequence, its index and the view
+        conn.execute("INSERT INTO ledger (amount) VALUES (1)")  # and it writes, as its owner
+        refused(conn, "CREATE ROLE intruder")

@@ -117,7 +117,7 @@ def archived_through(name: str, ns: str, segment: str) -> bool:
 def switch_and_wait(name: str, ns: str) -> None:
     """Close the current WAL segment and wait until the store has it."""
     segment = sql(name, "SELECT pg_walfile_name(pg_current_wal_lsn())", ns=ns)
-    sql(name, "SELECT pg_switch_wal()", ns=ns)
+    sql(name, "SELECT pg_switch_wal()", ns=ns, superuser=True)
     wait_until(lambda: archived_through(name, ns, segment), timeout=120, what=f"{segment} archived")
 
 
@@ -152,7 +152,7 @@ def test_recovery_to_a_time_has_every_row_committed_before_it_and_none_after(
     assert table_stats(copy, src_ns) == before
     assert sql(copy, "SELECT count(*) FROM ledger WHERE batch = 'after'", ns=src_ns) == "0"
     # a new primary on a new timeline, reachable with its own credentials
-    assert int(sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns)) >= 2
+    assert int(sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns, superuser=True)) >= 2
     assert sql(copy, "SELECT pg_is_in_recovery()", ns=src_ns) == "f"
 
 
@@ -182,7 +182,7 @@ def test_while_the_store_is_down_wal_waits_and_says_so_and_catches_up_by_itself_
     try:
         for batch in range(3):  # three segments completed while the store is away
             ledger(name, src_ns, f"outage-{batch}", batch * 1000 + 1, batch * 1000 + 1000)
-            sql(name, "SELECT pg_switch_wal()", ns=src_ns)
+            sql(name, "SELECT pg_switch_wal()", ns=src_ns, superuser=True)
         failing = wait_condition(name, src_ns, "ContinuousArchiving", want="False", timeout=180)
         assert failing["reason"] == "ArchiveFailing", failing
         wait_until(lambda: (status(name, src_ns).get("archive") or {}).get("pendingSegments", 0) >= 3, timeout=120,

@@ -74,7 +74,7 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
                                                      " ORDER BY 1", ns=src_ns).splitlines())
     assert got == committed, {  # what the recovery says it did, and what the source's archive held
         "recovered": condition(copy, "Initialized", src_ns).get("message"),
-        "timeline": sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns),
+        "timeline": sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns, superuser=True),
         "segment": segment, "archive": status(name, src_ns).get("archive")}
 
 

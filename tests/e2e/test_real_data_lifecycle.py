@@ -104,8 +104,8 @@ def test_a_parameters_edit_is_visible_in_show(installed: str) -> None:
     wait_ready(name)
     assert sql(name, "SHOW work_mem") == "8MB"
     assert sql(name, "SHOW max_connections") == "50"
-    assert sql(name, "SHOW config_file") == "/etc/sampledb/postgresql.conf"
-    assert sql(name, "SHOW data_directory") == "/var/lib/postgresql/data/pgdata"
+    assert sql(name, "SHOW config_file", superuser=True) == "/etc/sampledb/postgresql.conf"
+    assert sql(name, "SHOW data_directory", superuser=True) == "/var/lib/postgresql/data/pgdata"
     wait_until(lambda: kubectl_json("get", "sampledb", name, "-n", NS).get("status", {}).get("appliedParameters"),
                timeout=180, what="status.appliedParameters")
     before = _pod_identity(name)

@@ -130,8 +130,8 @@ def test_migrations_apply_in_order_and_a_failing_one_names_its_file(installed: s
     assert "applied before the failure: 0001_table.sql, 0002_first.sql" in message
     # Each file commits on its own; the database's record holds the two (status records a run only
     # when it completes: the next run, after the ConfigMap is fixed, finds them there).
-    assert sql(name, "SELECT string_agg(version::text, ',' ORDER BY version) FROM sampledb_meta.schema_migrations"
-               ) == "1,2"
+    recorded = "SELECT string_agg(version::text, ',' ORDER BY version) FROM sampledb_meta.schema_migrations"
+    assert sql(name, recorded, superuser=True) == "1,2"
     assert sql(name, "SELECT array_agg(n ORDER BY n) FROM steps") == "{1}"
     sql(name, "INSERT INTO steps (n) VALUES (100)")  # the database stays usable
     assert condition(name, "Ready").get("status") == "True"
@@ -149,8 +149,9 @@ def load(name: str, megabytes: int) -> dict[str, tuple[int, str]]:
     rows = megabytes * 1024 * 1024 // ROW_BYTES
     sql(name, "CREATE TABLE big (id bigint PRIMARY KEY, payload text, amount numeric(14,2));"
               f" INSERT INTO big SELECT g, repeat(md5(g::text), 5), g * 1.25 FROM generate_series(1, {rows}) g;"
-              " CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp());"
-              " CHECKPOINT", timeout=900)
+              " CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp());",
+        timeout=900)
+    sql(name, "CHECKPOINT", superuser=True)
     stats = {t: v for t, v in table_stats(name).items() if t != HEARTBEAT}
     assert stats["public.big"][0] == rows
     return stats
@@ -194,7 +195,8 @@ def upgrade_with(method: str) -> None:
     kept = kubectl("exec", "-n", NS, pod_of(name), "-c", "postgres", "--", "ls", f"{DATA_MOUNT}/pgdata",
                    f"{DATA_MOUNT}/pgdata/global").stdout.split()
     assert "PG_VERSION" in kept and "base" in kept, kept
-    assert sql(name, "SELECT setting FROM pg_settings WHERE name = 'data_directory'") == f"{DATA_MOUNT}/pgdata-18"
+    assert sql(name, "SELECT setting FROM pg_settings WHERE name = 'data_directory'",
+               superuser=True) == f"{DATA_MOUNT}/pgdata-18"
     if method == "Link":
         assert "AnalyzeJobCreated" in reasons and "UpgradeFallbackToDump" not in reasons, sorted(reasons)
         assert "pg_control.old" in kept, kept  # pg_upgrade --link ran (Dump leaves pg_control)
@@ -232,7 +234,8 @@ def test_a_major_upgrade_with_a_standby_ends_with_both_on_the_new_major_and_stre
 
     assert on_standby("SHOW server_version").startswith("18.")
     assert on_standby("SELECT pg_is_in_recovery()") == "t"
-    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "1",
+    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                           superuser=True) == "1",
                timeout=120, what="the standby streaming from the new primary")
     sql(name, "CREATE TABLE after_upgrade AS SELECT g AS id FROM generate_series(1, 42) g")
     wait_until(lambda: on_standby("SELECT count(*) FROM after_upgrade") == "42", timeout=60,

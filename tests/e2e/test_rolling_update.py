@@ -100,7 +100,8 @@ def test_a_minor_upgrade_of_three_instances_rolls_them_with_one_switchover(insta
     assert seen.count("SwitchoverStarted") == 1 and seen.count("FailoverStarted") == 0, seen
     assert status(name)["primary"] != first_primary  # the old primary restarted last, as a standby
     assert {k: v for k, v in table_stats(name).items() if k in before} == before
-    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") == "2",
+    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                           superuser=True) == "2",
                timeout=120, what="both standbys streaming from the new primary")
     print(f"\nminor upgrade {PG15} -> {NEXT} of 3 instances: {took:.0f} s from the patch to all ready;"
           f" longest time without an accepted write: {downtime:.1f} s")
