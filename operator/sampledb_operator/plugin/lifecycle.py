@@ -31,8 +31,9 @@ from sampledb_operator.decide.labels import (
     RESTARTED_FOR_ANNOTATION,
 )
 from sampledb_operator.decide.replicas.hibernation import HIBERNATION_ANNOTATION, ON
+from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.kube.resources import POD, SAMPLEDB, SECRET
-from sampledb_operator.model.names import secret_name
+from sampledb_operator.model.names import secret_name, superuser_secret_name
 from sampledb_operator.model.objects import Obj, condition_true
 from sampledb_operator.plugin import pgbench, psql
 from sampledb_operator.plugin.actions import ActionError
@@ -186,7 +187,8 @@ async def hibernate(target: Target, db: str, on: bool, *, wait: bool = False, wa
 
 
 async def reload_plan_for(target: Target, db: str, *, kubectl: list[str]) -> ReloadPlan:
-    """The reload of every running instance of `db`, as its user (from its Secret), on its database."""
+    """The reload of every running instance of `db`, as its superuser (pg_reload_conf is the superuser's; the user of
+    the superuser Secret, else of the credentials Secret, as before that Secret existed), on its database."""
     async with open_session(target) as session:
         obj = await session.get(SAMPLEDB, db)
         running = [str(p["metadata"]["name"]) for p in await _pods(session, db) if _ready(p) and not _terminating(p)]
@@ -195,5 +197,10 @@ async def reload_plan_for(target: Target, db: str, *, kubectl: list[str]) -> Rel
             raise ActionError(f"{db} has no running instance to reload (phase {phase})")
         secret = str((obj.get("status") or {}).get("secretName") or secret_name(db))
         creds = psql.credentials_from_secret(await session.get(SECRET, secret))
-        return reload_plan(kubectl, target, session.namespace, running, user=creds.username,
+        try:
+            superuser = psql.credentials_from_secret(await session.get(SECRET, superuser_secret_name(db)),
+                                                     database=creds.database)
+        except NotFound:
+            superuser = creds
+        return reload_plan(kubectl, target, session.namespace, running, user=superuser.username,
                            database=creds.database)
