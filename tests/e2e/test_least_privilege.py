@@ -7,13 +7,14 @@ superuser Secret that copies it."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import errors
 from tests.e2e.conftest import apply, sampledb, status, wait_ready
-from tests.support.kube import kubectl_json, wait_until
+from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.operator import OperatorProcess
 
 from sampledb_operator.decide.children import desired as d
@@ -35,6 +36,14 @@ def connect(ns: str, creds: dict[str, str], pod: str, **extra: Any) -> psycopg.C
     ip = kubectl_json("get", "pod", pod, "-n", ns)["status"]["podIP"]
     return psycopg.connect(host=ip, port=5432, dbname="app", user=creds["username"], password=creds["password"],
                            connect_timeout=10, autocommit=True, **extra)
+
+
+def logs_in(ns: str, creds: dict[str, str], pod: str) -> bool:
+    try:
+        connect(ns, creds, pod).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 def refused(conn: psycopg.Connection[Any], statement: str) -> str:
@@ -86,6 +95,17 @@ def test_the_application_role_owns_its_data_and_nothing_of_the_server(
                    == [("postgres", "streaming")], timeout=120, what="the standby streams as postgres")
     with connect(ns, app, primary) as conn:  # nor may it stop the replication
         refused(conn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres'")
+
+    # a new password in the credentials Secret is the role's: the old one no longer logs in, the uri follows
+    kubectl("patch", "secret", names.secret_name(NAME), "-n", ns, "--type", "merge",
+            "-p", json.dumps({"stringData": {"password": "rotated-" + app["password"][:8]}}))
+    rotated = {**app, "password": "rotated-" + app["password"][:8]}
+    wait_until(lambda: logs_in(ns, rotated, primary), timeout=120, what="app logs in with the new password")
+    assert not logs_in(ns, app, primary)
+    wait_until(lambda: rotated["password"] in secret(ns, names.secret_name(NAME))["uri"], timeout=60,
+               what="the uri with the new password")
+    events = kubectl_json("get", "events", "-n", ns, "--field-selector", f"involvedObject.name={NAME}")["items"]
+    assert "ApplicationPasswordApplied" in {e["reason"] for e in events}
 
 
 def test_a_database_made_before_the_split_keeps_its_application_role_as_superuser_and_moves_by_a_restore(

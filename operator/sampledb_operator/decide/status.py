@@ -74,11 +74,12 @@ class Observed:
     databases_applied: str | None = None  # replaces status.databasesApplied when set
     pooler_applied: str | None = None  # replaces status.poolerApplied when set (reconcilers/pooler.py)
     monitoring_applied: str | None = None  # replaces status.monitoringApplied (reconcilers/monitoring.py)
+    app_role_applied: str | None = None  # replaces status.appRoleApplied (reconcilers/app_role.py)
 
 
 # The records other steps keep: Observed's field of each name replaces the status's when set.
 RECORDS = ("last_backup", "last_snapshot", "archive", "roles", "roles_applied", "databases", "databases_applied",
-           "pooler_applied", "monitoring_applied", "applied_migrations", "applied_parameters")
+           "pooler_applied", "monitoring_applied", "app_role_applied", "applied_migrations", "applied_parameters")
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,10 @@ class SampleDBStatus(StatusModel):
         description="With spec.pooler: hash of the pooler's role and lookup function (and its Secret's version) last"
         " made on the server.",
     )
+    app_role_applied: str | None = Field(
+        default=None, max_length=64,
+        description="Hash of the credentials Secret's version whose password the application's role was last given.",
+    )
     monitoring_applied: str | None = Field(
         default=None, max_length=64,
         description="With spec.monitoring.enabled: hash of the exporters' role last made on the server (and of the"

@@ -145,6 +145,7 @@ class Context:
     binding_modes: BindingModes = field(init=False)  # the StorageClasses' volumeBindingMode, read on demand
     unanswered_tls: UnansweredChecks = field(init=False)  # primaries that did not answer the TLS question
     unanswered_monitoring: UnansweredChecks = field(init=False)  # ... nor the monitoring role's statements
+    unanswered_app_role: UnansweredChecks = field(init=False)  # ... nor the application role's
     # spec.tls.secretName: the Secret's resourceVersion last seen per database uid, and when it changed
     tls_secret_versions: dict[str, tuple[str, float]] = field(init=False)
 
@@ -153,6 +154,7 @@ class Context:
         self.binding_modes = BindingModes(lambda: self.apis["StorageClass"], self.clock)
         self.unanswered_tls = UnansweredChecks()
         self.unanswered_monitoring = UnansweredChecks()
+        self.unanswered_app_role = UnansweredChecks()
         self.tls_secret_versions = {}
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:

@@ -193,6 +193,7 @@ class SampleDBReconciler:
             databases_applied=declared.databases.applied,
             pooler_applied=declared.pooler.applied,
             monitoring_applied=declared.monitoring.applied,
+            app_role_applied=declared.app_role.applied,
             last_backup=backups.last_backup,
             last_snapshot=backups.last_snapshot,
             applied_migrations=() if emptied else migration.applied,

@@ -9,6 +9,7 @@ import pytest
 from tests.support.fake_cluster import FakeCluster, running_database
 
 from sampledb_operator.model.sampledb import SampleDB
+from sampledb_operator.pg import app_role as pg_app_role
 from sampledb_operator.pg import monitoring as pg_monitoring
 from sampledb_operator.reconcilers import monitoring, sql_objects
 
@@ -89,7 +90,11 @@ async def test_a_refusal_is_a_problem_with_the_servers_words_and_no_answer_is_tr
     assert answered.applied == monitoring.applied_hash(POD) and len(sql.calls) == calls + 1
 
 
-async def test_the_declared_objects_step_carries_the_outcome_to_the_pass(sql: FakeSql) -> None:
+async def test_the_declared_objects_step_carries_the_outcome_to_the_pass(sql: FakeSql,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def app_role_set(*_args: Any, **_kwargs: Any) -> dict[str, str]:
+        return {}
+    monkeypatch.setattr(pg_app_role, "apply", app_role_set)
     cluster = FakeCluster()
     await running_database(cluster)
     sql.answer = {"role": "refused"}
