@@ -71,7 +71,7 @@ def test_after_a_failover_the_new_primary_archives_on_its_timeline_and_a_recover
     apply(database(copy, src_ns, PG15, recovery={"objectStore": spec, "database": name}))
     wait_ready(copy, timeout=600, ns=src_ns)
     got = dict(line.split("|") for line in sql(copy, "SELECT right(batch, 1), count(*) FROM ledger GROUP BY 1"
-                                                     " ORDER BY 1", ns=src_ns).splitlines())
+                                                     " ORDER BY 1", ns=src_ns, superuser=True).splitlines())
     assert got == committed, {  # what the recovery says it did, and what the source's archive held
         "recovered": condition(copy, "Initialized", src_ns).get("message"),
         "timeline": sql(copy, "SELECT timeline_id FROM pg_control_checkpoint()", ns=src_ns, superuser=True),
