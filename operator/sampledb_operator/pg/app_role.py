@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sampledb_operator.pg import client as pg
-from sampledb_operator.pg.roles import scram_verifier
+from sampledb_operator.pg.roles import create_if_missing, scram_verifier
 
 SQL_VERSION = "1"  # part of the applied hash: new statements are run again on every database
 
@@ -21,9 +21,7 @@ def statements(role: str, password: str) -> list[tuple[str, Any]]:
     verifier = scram_verifier(password)
 
     def create(sql: Any) -> Any:
-        return sql.SQL("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {name}) THEN"
-                       " CREATE ROLE {role} LOGIN; END IF; END$$").format(name=sql.Literal(role),
-                                                                          role=sql.Identifier(role))
+        return create_if_missing(sql, role)
 
     def login(sql: Any) -> Any:
         return sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(verifier))

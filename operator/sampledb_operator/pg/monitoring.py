@@ -11,6 +11,7 @@ from typing import Any
 
 from sampledb_operator.model.monitoring import MONITOR_ROLE, MONITOR_STATEMENT_TIMEOUT
 from sampledb_operator.pg import client as pg
+from sampledb_operator.pg.roles import create_if_missing
 
 SQL_VERSION = "1"  # part of the applied hash: new statements are run again on every database
 
@@ -20,9 +21,7 @@ def statements() -> list[tuple[str, Any]]:
     role = MONITOR_ROLE
 
     def create(sql: Any) -> Any:
-        return sql.SQL("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {name}) THEN"
-                       " CREATE ROLE {role} LOGIN; END IF; END$$").format(name=sql.Literal(role),
-                                                                          role=sql.Identifier(role))
+        return create_if_missing(sql, role)
 
     def attributes(sql: Any) -> Any:
         return sql.SQL("ALTER ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"

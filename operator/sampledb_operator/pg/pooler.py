@@ -12,7 +12,7 @@ from typing import Any
 
 from sampledb_operator.model.pooler import LOOKUP_FUNCTION, LOOKUP_SCHEMA, POOLER_ROLE
 from sampledb_operator.pg import client as pg
-from sampledb_operator.pg.roles import scram_verifier
+from sampledb_operator.pg.roles import create_if_missing, scram_verifier
 
 FUNCTION_BODY = "SELECT usename, passwd FROM pg_catalog.pg_shadow WHERE usename = i_username"
 SQL_VERSION = "1"  # part of the applied hash: a new function body is made again on every database
@@ -23,9 +23,7 @@ def statements(password: str) -> list[tuple[str, Any]]:
     verifier = scram_verifier(password)
 
     def role(sql: Any) -> Any:
-        return sql.SQL("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {name}) THEN"
-                       " CREATE ROLE {role} LOGIN; END IF; END$$").format(name=sql.Literal(POOLER_ROLE),
-                                                                          role=sql.Identifier(POOLER_ROLE))
+        return create_if_missing(sql, POOLER_ROLE)
 
     def password_(sql: Any) -> Any:
         return sql.SQL("ALTER ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(

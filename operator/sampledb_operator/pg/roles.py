@@ -40,6 +40,13 @@ def scram_verifier(password: str, *, salt: bytes | None = None, iterations: int 
     return f"SCRAM-SHA-256${iterations}:{_b64(salt)}${_b64(stored_key)}:{_b64(server_key)}"
 
 
+def create_if_missing(sql: Any, role: str) -> Any:
+    """A statement making `role` (LOGIN, nothing else) unless it exists: the operator's own roles (the exporters', the
+    pooler's, the application's), whose attributes the statements after it set."""
+    return sql.SQL("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {name}) THEN"
+                   " CREATE ROLE {role} LOGIN; END IF; END$$").format(name=sql.Literal(role), role=sql.Identifier(role))
+
+
 def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 

@@ -12,7 +12,6 @@ its password is the superuser's, which the instances hold.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 
 from sampledb_operator.decide.children import desired as d
@@ -23,7 +22,7 @@ from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.pg import app_role as pg_app_role
 from sampledb_operator.pg import client as pg
 from sampledb_operator.reconcilers.context import Context
-from sampledb_operator.reconcilers.superuser import credentials
+from sampledb_operator.reconcilers.superuser import credentials, decoded
 
 RETRY_SECONDS = 30.0
 
@@ -44,14 +43,6 @@ def applied_hash(secret: Obj) -> str:
                             length=16)
 
 
-def _password(secret: Obj) -> str | None:
-    raw = (secret.get("data") or {}).get(d.SECRET_PASSWORD_KEY)
-    try:
-        return base64.b64decode(raw).decode() if raw else None
-    except ValueError:
-        return None
-
-
 async def reconcile_app_role(ctx: Context, db: SampleDB, *, db_ready: bool, primary_pod: Obj | None) -> AppRoleOutcome:
     """One pass of the application role step (see the module's docstring)."""
     if not db_ready or primary_pod is None:
@@ -60,10 +51,12 @@ async def reconcile_app_role(ctx: Context, db: SampleDB, *, db_ready: bool, prim
     if secret is None or not d.separate_superuser(secret):
         return AppRoleOutcome()
     wanted = applied_hash(secret)
+    if wanted == db.status.app_role_applied:
+        return AppRoleOutcome()  # the common pass: recorded, nothing decoded
     ip = (primary_pod.get("status") or {}).get("podIP")
     creds = credentials(ctx, db)
-    password = _password(secret)
-    if not ip or creds is None or wanted == db.status.app_role_applied:
+    password = decoded(secret, d.SECRET_PASSWORD_KEY)
+    if not ip or creds is None:
         return AppRoleOutcome()
     if not password:
         return AppRoleOutcome(problems=(Problem(

@@ -1,15 +1,15 @@
 """The Secret step: the database's superuser Secret and credentials Secret made when they are missing, never
 overwritten, and never made anew over existing data (the data holds the passwords).
 
-A new database gets both (the superuser's first: its name is what tells a database made with the split from one made
-before it; decide/children/desired_config.py's docstring). A database made before the split gets a superuser Secret
-that copies its credentials, since its application role is the superuser. Passwords are generated here (the only
+A new database gets both, the superuser's first; its credentials Secret names the superuser Secret (the annotation
+that tells a database made with the split from one made before it: decide/children/desired_config.py's docstring).
+A database made before the split gets a superuser Secret that copies its credentials, since its application role is
+the superuser. Passwords are generated here (the only
 randomness) and never logged.
 """
 
 from __future__ import annotations
 
-import base64
 import secrets as pysecrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from sampledb_operator.model import names
 from sampledb_operator.model.objects import Obj
 from sampledb_operator.model.sampledb import Problem, SampleDB
 from sampledb_operator.reconcilers.context import Context
+from sampledb_operator.reconcilers.superuser import decoded
 
 PASSWORD_BYTES = 24
 
@@ -32,14 +33,6 @@ class SecretOutcome:
 
     created: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
-
-
-def _decoded(secret: Obj, key: str) -> str | None:
-    raw = (secret.get("data") or {}).get(key)
-    try:
-        return base64.b64decode(raw).decode() if raw is not None else None
-    except ValueError:
-        return None
 
 
 async def _create(ctx: Context, body: Obj) -> str | None:
@@ -79,7 +72,7 @@ async def ensure_secret(ctx: Context, db: SampleDB, observed: Mapping[plan.Key, 
             " superuser's password): the operator, the standbys and the Jobs connect with it",
             "status.secretName"))
     elif superuser is None and credentials is not None:
-        user, password = _decoded(credentials, d.SECRET_USERNAME_KEY), _decoded(credentials, d.SECRET_PASSWORD_KEY)
+        user, password = decoded(credentials, d.SECRET_USERNAME_KEY), decoded(credentials, d.SECRET_PASSWORD_KEY)
         if user and password:
             made = await _create(ctx, d.superuser_secret(db, password, user=user, application=True))
             created.extend([made] if made else [])
