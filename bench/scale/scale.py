@@ -444,7 +444,8 @@ async def floor_main(args: argparse.Namespace) -> int:
 def replica_selectors(shards: int, held: list[int]) -> list[tuple[Any, str | None]]:
     """What a sharded replica with filtered caches holding the shards `held` lists (app.build_caches): each
     filtered kind through its shards' selector and, for the kinds with objects that may lack a bucket
-    (app.STRAYS), through that second selector too; the other kinds whole."""
+    (app.STRAYS), through that second selector too; the other kinds whole. The cordoned nodes' watch (a field
+    selector, none or a few nodes) is left out."""
     from sampledb_operator.app import STRAYS
     from sampledb_operator.reconcilers.sampledb import watched_resources
     from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector

@@ -27,12 +27,13 @@ from typing import Any
 from sampledb_operator.config import Settings
 from sampledb_operator.decide import cache, urgency
 from sampledb_operator.decide.children.desired_config import is_shared_scripts
-from sampledb_operator.decide.labels import DATABASE_LABEL
+from sampledb_operator.decide.labels import DATABASE_LABEL, PRIMARY_ROLE
 from sampledb_operator.decide.sharding import unbucketed_selector
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
-from sampledb_operator.kube.resources import LEASE, Resource
+from sampledb_operator.kube.resources import LEASE, NODE, Resource
+from sampledb_operator.model.names import ROLE_LABEL
 from sampledb_operator.model.refs import ObjectRef
 from sampledb_operator.model.schema import API_VERSION
 from sampledb_operator.observability import database_metrics, metrics
@@ -79,6 +80,7 @@ EVENT_FLUSH_SECONDS = 5.0  # on shutdown, queued Events get this long to be post
 # once): their Lease requests never wait for a connection behind the reconcilers' writes (KubeClient.sibling).
 LOCK_CONNECTIONS = 4
 CHILD_EVENTS_COALESCE = 0.25  # seconds: a child's burst of events brings one pass of its database
+CORDONED_SELECTOR = "spec.unschedulable=true"  # the nodes' watch: cordoned ones only (a drain's first step)
 
 
 # The filtered kinds whose objects may lack a bucket: the selector of those (from the kind's own) and which of
@@ -127,7 +129,29 @@ def build_caches(client: KubeClient, settings: Settings,
         else:
             stores = watch(resource, base_selector, base_selector, False)
         sets[resource.kind] = StoreSet(stores)
+    # The cordoned nodes, cluster-wide, each as its name only (the primary leaves one: reconcilers/maintenance.py)
+    nodes = Store(NODE.plural, transform=_node_name_only)
+    watchers.append(Watched(NODE.kind, Watcher(ResourceApi(client, NODE), nodes, clock=clock, namespace=None,
+                                               field_selector=CORDONED_SELECTOR,
+                                               streaming=settings.streaming_lists), None))
+    sets[NODE.kind] = StoreSet({None: nodes})
     return sets, watchers
+
+
+def _node_name_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Node as the cordoned nodes' cache keeps it: its name and version (its status is tens of KiB)."""
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}}
+
+
+def _primaries_on(ctx: Context, node: dict[str, Any]) -> list[ObjectRef]:
+    """The databases whose primary's pod runs on `node` (a node just cordoned: it moves off)."""
+    name = (node.get("metadata") or {}).get("name")
+    return sorted({ObjectRef((p.get("metadata") or {}).get("namespace") or "", str(labels[DATABASE_LABEL]))
+                   for p in ctx.caches.pods.list(None, {ROLE_LABEL: PRIMARY_ROLE})
+                   if (p.get("spec") or {}).get("nodeName") == name
+                   and DATABASE_LABEL in (labels := (p.get("metadata") or {}).get("labels") or {})})
 
 
 def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
@@ -194,6 +218,8 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
                 enqueue_mapped(backups.enqueue, lambda o: backups_of(ctx, o))]
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
+    if kind == "Node":  # a cordoned node: the databases whose primary runs there switch over
+        return [enqueue_mapped(dbs.enqueue, lambda o: _primaries_on(ctx, o))]
     handlers = [unless_own_write(_child_changed(dbs, kind), own)]
     if kind == "ConfigMap":  # the namespace's shared scripts (no database label): every database there uses it
         handlers.append(unless_own_write(enqueue_mapped(_coalesced(dbs), lambda o: _sharing(ctx, o)), own))
@@ -249,7 +275,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
             sampledbs=sets["SampleDB"], backups=sets["SampleDBBackup"], statefulsets=sets["StatefulSet"],
             pvcs=sets["PersistentVolumeClaim"], jobs=sets["Job"], services=sets["Service"],
             configmaps=sets["ConfigMap"], secrets=sets["Secret"], pods=sets["Pod"],
-            pdbs=sets["PodDisruptionBudget"], deployments=sets["Deployment"],
+            pdbs=sets["PodDisruptionBudget"], deployments=sets["Deployment"], nodes=sets["Node"],
         )
         sharding = Sharding(settings.shards, caches) if settings.shards > 1 else None
         _set_metric_sources(caches, sharding)

@@ -236,6 +236,8 @@ def test_the_operator_runs_under_the_shipped_rbac(layout: str, test_namespaces: 
         assert not can_i("list", "storageclasses.storage.k8s.io", "", ns["operator"])
         assert not can_i("create", "leases.coordination.k8s.io", ns["watched"], ns["operator"])
         assert not can_i("delete", "nodes", "", ns["operator"])
+        assert can_i("watch", "nodes", "", ns["operator"])  # the cordoned nodes: node maintenance
+        assert not can_i("get", "nodes", "", ns["operator"])
         if layout == "overlays/namespaced":
             assert not can_i("get", "secrets", ns["other"], ns["operator"])
             assert not can_i("create", "statefulsets.apps", ns["other"], ns["operator"])

@@ -117,6 +117,8 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("sampledb.io", "sampledbbackups/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("storage.k8s.io", "storageclasses", "get"): "storage growth: can the class expand",
     ("", "namespaces", "get"): "deletion: is the namespace terminating (no snapshot Job possible)",
+    ("", "nodes", "list"): "node maintenance: the cordoned nodes (the watch's first list)",
+    ("", "nodes", "watch"): "node maintenance: the cordoned nodes",
     ("coordination.k8s.io", "leases", "get"): "leader election",
     ("coordination.k8s.io", "leases", "create"): "leader election (the first replica)",
     ("coordination.k8s.io", "leases", "update"): "leader election (renew, release)",

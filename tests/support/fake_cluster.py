@@ -14,7 +14,8 @@ What it keeps of the API server's behaviour (the parts a reconciler's correctnes
 
 The caches are fed like the watches feed them: the kinds the operator watches with its managed-by
 selector hold only labelled objects (the database Pods too); SampleDBs and SampleDBBackups are all
-cached; StorageClasses and Namespaces are not cached. By default every write reaches the caches at once (as
+cached; StorageClasses and Namespaces are not cached; Nodes are, the cordoned ones only (spec.unschedulable), as the
+operator's field-selected watch holds them. By default every write reaches the caches at once (as
 if the watch event arrived before the next pass); `freeze_cache()` stops that, so a test can run a
 pass on a stale cache, and `sync_cache()` delivers what the watches would have.
 """
@@ -45,8 +46,8 @@ Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (kind, namespace, name)
 NS = "shop"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
-CLUSTER_SCOPED = frozenset({"StorageClass", "Namespace"})
-CACHED = tuple(r.kind for r, _ in watched_resources())
+CLUSTER_SCOPED = frozenset({"StorageClass", "Namespace", "Node"})
+CACHED = (*(r.kind for r, _ in watched_resources()), "Node")  # the nodes' cache: cordoned ones only
 SELECTED = frozenset(r.kind for r, selector in watched_resources() if selector)
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -188,7 +189,8 @@ class FakeCluster:
                         configmaps=sets["ConfigMap"], secrets=sets["Secret"],
                         **({"pods": sets["Pod"]} if "Pod" in sets else {}),
                         **({"pdbs": sets["PodDisruptionBudget"]} if "PodDisruptionBudget" in sets else {}),
-                        **({"deployments": sets["Deployment"]} if "Deployment" in sets else {}))
+                        **({"deployments": sets["Deployment"]} if "Deployment" in sets else {}),
+                        nodes=sets["Node"])
         self.clock = FakeClock(wall_start=now)
         self.ctx = Context(client=cast(KubeClient, None), caches=caches,
                            recorder=cast(EventRecorder, self.recorder), clock=self.clock)
@@ -238,6 +240,9 @@ class FakeCluster:
 
     def _echo(self, kind: str, obj: Obj) -> None:
         if kind not in self.stores:
+            return
+        if kind == "Node" and not (obj.get("spec") or {}).get("unschedulable"):  # the watch's field selector
+            self.stores[kind].delete(ObjectRef("", obj["metadata"]["name"]))
             return
         labels = obj["metadata"].get("labels") or {}
         if kind in SELECTED and labels.get(MANAGED_LABEL) != MANAGED_BY:
@@ -289,7 +294,8 @@ class FakeCluster:
         for kind, store in self.stores.items():
             store.replace([o for (k, _ns, _n), o in self.objects.items() if k == kind
                            and (kind not in SELECTED
-                                or (o["metadata"].get("labels") or {}).get(MANAGED_LABEL) == MANAGED_BY)])
+                                or (o["metadata"].get("labels") or {}).get(MANAGED_LABEL) == MANAGED_BY)
+                           and (kind != "Node" or (o.get("spec") or {}).get("unschedulable"))])
 
     # ------------------------------------------------------------------ reading
 

@@ -67,5 +67,6 @@ EVENT = Resource("", "v1", "Event", "events")
 LEASE = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 NAMESPACE = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 STORAGECLASS = Resource("storage.k8s.io", "v1", "StorageClass", "storageclasses", namespaced=False)
+NODE = Resource("", "v1", "Node", "nodes", namespaced=False)
 CRD = Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
                namespaced=False)

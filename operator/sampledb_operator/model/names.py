@@ -153,8 +153,13 @@ def read_only_pooler_name(db: str) -> str:
 
 
 def disruption_budget_name(db: str) -> str:
-    """The PodDisruptionBudget over the instances' pods (a database of more than one instance)."""
+    """The PodDisruptionBudget over the standbys' pods (a database of more than one instance)."""
     return db
+
+
+def primary_disruption_budget_name(db: str) -> str:
+    """The PodDisruptionBudget over the primary's pod (a database of more than one instance)."""
+    return fit(db, "-primary")
 
 
 def service_host(db: str, namespace: str) -> str:

@@ -106,18 +106,19 @@ def instance_children(ctx: Context, db: SampleDB) -> list[tuple[str, str]]:
 
 
 def owned_children(db: SampleDB) -> list[tuple[str, str]]:
-    """The database's long-lived children (kind, name) owned by the SampleDB: its PodDisruptionBudget (no
-    deletion step needs it, so the garbage collector removes it with the database; disown leaves it)."""
+    """The database's long-lived children (kind, name) owned by the SampleDB: its PodDisruptionBudgets (no
+    deletion step needs them, so the garbage collector removes them with the database; disown leaves them)."""
     # decide/children/pooler
     poolers = (names.pooler_name(db.metadata.name), names.read_only_pooler_name(db.metadata.name))
     return [("PodDisruptionBudget", names.disruption_budget_name(db.metadata.name)),
+            ("PodDisruptionBudget", names.primary_disruption_budget_name(db.metadata.name)),
             *((kind, pooler) for pooler in poolers
               for kind in ("Deployment", "Service", "ConfigMap", "PodDisruptionBudget"))]
 
 
 def observed_children(ctx: Context, db: SampleDB) -> dict[plan.Key, Obj]:
     """This database's children in the caches: the long-lived ones by name and the database label (the
-    PodDisruptionBudget is owned, the others carry no ownerReference), its Jobs by owner."""
+    PodDisruptionBudgets are owned, the others carry no ownerReference), its Jobs by owner."""
     out: dict[plan.Key, Obj] = {}
     for kind, name in [*unowned_children(db), *owned_children(db)]:
         found = ctx.cached(kind, db.metadata.namespace, name)

@@ -69,6 +69,8 @@ class Caches:
     pdbs: StoreSet = field(default_factory=lambda: StoreSet({None: Store("poddisruptionbudgets")}))
     # the poolers' Deployments (spec.pooler)
     deployments: StoreSet = field(default_factory=lambda: StoreSet({None: Store("deployments")}))
+    # the cordoned nodes (spec.unschedulable), each as its name only (reconcilers/maintenance.py)
+    nodes: StoreSet = field(default_factory=lambda: StoreSet({None: Store("nodes")}))
 
     def cache_of(self, kind: str) -> StoreSet | None:
         """The cache of `kind`, None for a kind the operator does not cache (StorageClass, Namespace)."""
@@ -82,8 +84,12 @@ class Caches:
             "StatefulSet": self.statefulsets, "PersistentVolumeClaim": self.pvcs, "Job": self.jobs,
             "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
             "SampleDB": self.sampledbs, "SampleDBBackup": self.backups, "Pod": self.pods,
-            "PodDisruptionBudget": self.pdbs, "Deployment": self.deployments,
+            "PodDisruptionBudget": self.pdbs, "Deployment": self.deployments, "Node": self.nodes,
         }[kind]
+
+    def cordoned_nodes(self) -> frozenset[str]:
+        """The names of the nodes marked unschedulable (cordoned), as the nodes' watch last showed them."""
+        return frozenset(ref.name for ref in self.nodes.refs())
 
 
 class RememberingApi(ResourceApi):

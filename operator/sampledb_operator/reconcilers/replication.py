@@ -92,7 +92,7 @@ def _pod_view(pod: Obj) -> rep.PodView:
     if deleted is not None:  # asked to stop at deletionTimestamp - grace period
         since = deleted - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
     return rep.PodView(ready=ready, since=since, role=(meta.get("labels") or {}).get(names.ROLE_LABEL),
-                       terminating=deleted is not None)
+                       terminating=deleted is not None, node=(pod.get("spec") or {}).get("nodeName"))
 
 
 async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str, ServerState]:

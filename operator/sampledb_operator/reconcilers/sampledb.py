@@ -59,6 +59,7 @@ from sampledb_operator.reconcilers import (
     deletion,
     hibernation,
     init,
+    maintenance,
     migrations,
     reload,
     replication,
@@ -136,7 +137,8 @@ class SampleDBReconciler:
         await chaos.reconcile_chaos(self.ctx, db)  # a one-off fault the sampledb.io/chaos annotation asks for
 
         observed_children = children.observed_children(self.ctx, db)
-        instances = await replication.reconcile_replication(self.ctx, db, starting=hib.waking(db.status))
+        instances = await maintenance.reconcile_maintenance(  # and the primary off a cordoned node
+            self.ctx, db, await replication.reconcile_replication(self.ctx, db, starting=hib.waking(db.status)))
         sts = instances.primary_statefulset
         primary_index, primary_pod = self._primary(db, instances.primary)
         ready = st.database_ready(sts, primary_pod)

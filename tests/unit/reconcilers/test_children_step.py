@@ -107,10 +107,11 @@ async def test_the_read_only_service_is_made_with_standbys_and_kept_in_shape_aft
     cluster.patch("Service", ro, {"metadata": {"labels": {NAME_LABEL: "changed"}}})
     cluster.writes.clear()
     await children_step(cluster, db)
-    # still there, put back in shape, not deleted (the PodDisruptionBudget goes: one instance; the StatefulSet
+    # still there, put back in shape, not deleted (the PodDisruptionBudgets go: one instance; the StatefulSet
     # records the generation its template is for, without an Event)
     assert sorted(cluster.written()) == [("apply", "Service", ro), ("apply", "StatefulSet", "orders"),
-                                         ("delete", "PodDisruptionBudget", "orders")]
+                                         ("delete", "PodDisruptionBudget", "orders"),
+                                         ("delete", "PodDisruptionBudget", "orders-primary")]
     assert "UpdatedStatefulSet" not in cluster.recorder.reasons()
     service = cluster.get("Service", ro)
     assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
@@ -228,6 +229,7 @@ async def test_an_earlier_versions_own_scripts_configmap_goes_once_nothing_mount
 
 
 PDB = names.disruption_budget_name("orders")
+PRIMARY_PDB = names.primary_disruption_budget_name("orders")
 
 
 def scaled(cluster: FakeCluster, replicas: int) -> SampleDB:
@@ -235,9 +237,9 @@ def scaled(cluster: FakeCluster, replicas: int) -> SampleDB:
     return SampleDB.model_validate(cluster.put("SampleDB", sampledb(replicas=replicas)))
 
 
-async def test_the_disruption_budget_comes_with_a_third_instance_and_goes_at_one() -> None:
-    """1 -> 3 -> 1: no budget for one instance, one (owned, two of three kept available) for three, written once,
-    deleted on the scale-down with an Event saying why, and nothing written after either."""
+async def test_the_disruption_budgets_come_with_a_third_instance_and_go_at_one() -> None:
+    """1 -> 3 -> 1: no budget for one instance, two (owned: one of the two standbys kept available, and the primary)
+    for three, written once, deleted on the scale-down with an Event saying why, and nothing written after either."""
     cluster = FakeCluster()
     await children_step(cluster, new_database(cluster))
     assert cluster.get("PodDisruptionBudget", PDB) is None
@@ -246,15 +248,19 @@ async def test_the_disruption_budget_comes_with_a_third_instance_and_goes_at_one
     db = scaled(cluster, 3)
     cluster.writes.clear()
     await children_step(cluster, db)
-    assert cluster.written(kind="PodDisruptionBudget") == [("apply", "PodDisruptionBudget", PDB)]
+    assert sorted(cluster.written(kind="PodDisruptionBudget")) == [("apply", "PodDisruptionBudget", PDB),
+                                                                   ("apply", "PodDisruptionBudget", PRIMARY_PDB)]
     pdb = cluster.get("PodDisruptionBudget", PDB)
     assert pdb is not None
     assert pdb["spec"] == d.disruption_budget(db)["spec"]
-    assert pdb["spec"]["minAvailable"] == 2
-    assert [(r["kind"], r["uid"], r["controller"]) for r in pdb["metadata"]["ownerReferences"]] == [
-        ("SampleDB", db.metadata.uid, True)]
-    assert pdb["metadata"]["labels"] == labels(db, "database")
-    assert ("PodDisruptionBudget", PDB) in observed_children(cluster.ctx, db)  # the cache holds it
+    assert pdb["spec"]["minAvailable"] == 1
+    primary = cluster.get("PodDisruptionBudget", PRIMARY_PDB)
+    assert primary is not None and primary["spec"] == d.primary_disruption_budget(db)["spec"]
+    for budget in (pdb, primary):
+        assert [(r["kind"], r["uid"], r["controller"]) for r in budget["metadata"]["ownerReferences"]] == [
+            ("SampleDB", db.metadata.uid, True)]
+        assert budget["metadata"]["labels"] == labels(db, "database")
+        assert ("PodDisruptionBudget", budget["metadata"]["name"]) in observed_children(cluster.ctx, db)  # cached
     cluster.writes.clear()
     await children_step(cluster, db)  # in shape: no write
     assert cluster.written() == []
@@ -263,12 +269,14 @@ async def test_the_disruption_budget_comes_with_a_third_instance_and_goes_at_one
     cluster.writes.clear()
     events = len(cluster.recorder.events)
     await children_step(cluster, db)
-    assert cluster.written(kind="PodDisruptionBudget") == [("delete", "PodDisruptionBudget", PDB)]
+    assert sorted(cluster.written(kind="PodDisruptionBudget")) == [("delete", "PodDisruptionBudget", PDB),
+                                                                   ("delete", "PodDisruptionBudget", PRIMARY_PDB)]
     assert cluster.get("PodDisruptionBudget", PDB) is None
+    assert cluster.get("PodDisruptionBudget", PRIMARY_PDB) is None
     assert ("PodDisruptionBudget", PDB) not in observed_children(cluster.ctx, db)
-    assert cluster.recorder.events[events:] == [
-        ("Normal", "DeletedPodDisruptionBudget",
-         f"PodDisruptionBudget {PDB} is no longer needed: the database has one instance")]
+    assert sorted(cluster.recorder.events[events:]) == [
+        ("Normal", "DeletedPodDisruptionBudget", f"PodDisruptionBudget {name} is no longer needed: the database has"
+         " one instance") for name in (PDB, PRIMARY_PDB)]
     cluster.writes.clear()
     await children_step(cluster, db)
     assert cluster.written() == []
@@ -282,7 +290,7 @@ async def test_the_disruption_budget_follows_a_scale_from_three_to_two() -> None
     await children_step(cluster, db)
     assert cluster.written(kind="PodDisruptionBudget") == [("apply", "PodDisruptionBudget", PDB)]
     pdb = cluster.get("PodDisruptionBudget", PDB)
-    assert pdb is not None and pdb["spec"]["minAvailable"] == 1
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 0
 
 
 async def test_a_disruption_budget_edited_or_deleted_by_hand_is_put_back_and_only_it() -> None:
@@ -296,7 +304,7 @@ async def test_a_disruption_budget_edited_or_deleted_by_hand_is_put_back_and_onl
     assert cluster.recorder.reasons()[-1] == "UpdatedPodDisruptionBudget"
     assert "spec.minAvailable differs" in cluster.recorder.events[-1][2]
     pdb = cluster.get("PodDisruptionBudget", PDB)
-    assert pdb is not None and pdb["spec"]["minAvailable"] == 2
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 1
 
     await cluster.ctx.apis["PodDisruptionBudget"].delete(PDB, NS)
     cluster.writes.clear()
@@ -332,8 +340,9 @@ async def test_a_refused_deletion_of_the_budget_is_a_problem_and_looked_at_again
     cluster.patch("Service", names.client_service_name("orders"), {"metadata": {"labels": {NAME_LABEL: "x"}}})
     observed = observed_children(cluster.ctx, db)
     applied = await apply_children(cluster.ctx, db, observed, d.Inputs(db=db, scripts=SCRIPTS))
-    assert applied.problems == (Problem("OperatorForbidden", f"PodDisruptionBudget {PDB} not deleted: {message}",
-                                        "spec"),)
+    assert sorted(applied.problems, key=str) == [
+        Problem("OperatorForbidden", f"PodDisruptionBudget {name} not deleted: {message}", "spec")
+        for name in (PDB, PRIMARY_PDB)]
     assert applied.recheck_after is not None and applied.recheck_after <= REFUSED_RECHECK_SECONDS
     service = cluster.get("Service", names.client_service_name("orders"))
     assert service is not None and service["metadata"]["labels"][NAME_LABEL] == "postgresql"
@@ -342,6 +351,7 @@ async def test_a_refused_deletion_of_the_budget_is_a_problem_and_looked_at_again
     cluster.fail("PodDisruptionBudget", "delete", None)
     await children_step(cluster, db)
     assert cluster.get("PodDisruptionBudget", PDB) is None
+    assert cluster.get("PodDisruptionBudget", PRIMARY_PDB) is None
 
 
 async def test_another_objects_budget_of_that_name_is_not_deleted_at_one_instance() -> None:

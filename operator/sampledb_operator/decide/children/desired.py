@@ -8,11 +8,11 @@ set: server-side apply leaves every other field to its manager.
 The database's long-lived objects (StatefulSet, volumes, Secret, ConfigMaps, Services) carry NO
 ownerReference: the garbage collector must never remove what the final snapshot needs, not even on
 a foreground deletion, so the deletion steps (reconcilers/deletion.py) remove them explicitly,
-after the policy's work. Only Jobs, other transient objects and the PodDisruptionBudget (which no
-deletion step needs: the garbage collector may remove it first) are owned by the SampleDB.
+after the policy's work. Only Jobs, other transient objects and the PodDisruptionBudgets (which no
+deletion step needs: the garbage collector may remove them first) are owned by the SampleDB.
 
-This module assembles the children (children()) and builds the volumes, Services and the PodDisruptionBudget itself; the
-bigger kinds have a module each: decide/children/desired_config.py the Secret and ConfigMaps,
+This module assembles the children (children()) and builds the volumes, Services and the PodDisruptionBudgets
+itself; the bigger kinds have a module each: decide/children/desired_config.py the Secret and ConfigMaps,
 decide/children/desired_statefulset.py the instances' StatefulSets; decide/children/desired_inputs.py holds what they
 read besides the SampleDB. The builders and their inputs are re-exported here (__all__), so callers name every builder
 desired.X; the labels are not: they come from decide/labels.py.
@@ -66,7 +66,8 @@ __all__ = ["DATA_MOUNT", "DEFAULT_DATABASE", "DEFAULT_USER", "PODINFO_DIR", "POS
            "SCRIPTS_MOUNT", "SECRET_PASSWORD_KEY", "SECRET_USERNAME_KEY", "Inputs", "Instance", "Running",
            "backup_pvc", "children", "client_service", "configmap", "container_security", "data_pvc",
            "disruption_budget", "headless_service", "is_shared_scripts", "legacy_scripts_configmap_name",
-           "pod_security", "replica_service", "scripts_configmap", "scripts_configmap_name", "secret",
+           "pod_security", "primary_disruption_budget",
+           "replica_service", "scripts_configmap", "scripts_configmap_name", "secret",
            "separate_superuser", "statefulset", "superuser_secret", "synchronous"]
 
 
@@ -130,37 +131,53 @@ def replica_service(db: SampleDB) -> Obj:
     return _service(db, names.replica_service_name(db_name(db)), REPLICA_ROLE, type="ClusterIP")
 
 
-UNAVAILABLE_INSTANCES = 1  # the instances a voluntary disruption may take at once (the disruption budget)
+UNAVAILABLE_STANDBYS = 1  # the standbys a voluntary disruption may take at once (the standbys' budget)
 
 
-def disruption_budget(db: SampleDB) -> Obj:
-    """The PodDisruptionBudget of a database of more than one instance (spec.replicas > 1): it selects every
-    instance's pod (selector_labels: the labels all of them carry, instance 0's and the others') and lets a
-    voluntary disruption through the eviction API (a node drain) take at most one of them at a time, so a drain
-    never takes the primary and its last ready standby together.
-
-    The budget is `minAvailable: spec.replicas - 1`, a count, not `maxUnavailable: 1`: the disruption controller
-    measures maxUnavailable (and percentages) against the scale of the controllers it finds through the pods that
-    exist, and each instance is a StatefulSet of its own, so an instance without a pod (fenced during a failover:
-    0 replicas; evicted and not made again yet) would drop out of the count and let another instance go (two
-    instances, the primary fenced: the standby being promoted could be evicted). A count of healthy pods holds
-    whatever the pods' owners. Owned by the SampleDB: no deletion step needs it, so the garbage collector
-    removes it with the database. A single instance gets none (children()): a budget that kept it up would
-    block every drain of its node for good. Only the eviction API heeds it: the operator's own pod deletions (a
-    fence, a rollout) go through."""
+def _budget(db: SampleDB, name: str, role: str, min_available: int) -> Obj:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": meta(db, names.disruption_budget_name(db_name(db)), "database"),
-        "spec": {"minAvailable": db.spec.replicas - UNAVAILABLE_INSTANCES,
-                 "selector": {"matchLabels": selector_labels(db)}},
+        "metadata": meta(db, name, "database"),
+        "spec": {"minAvailable": min_available,
+                 "selector": {"matchLabels": {**selector_labels(db), names.ROLE_LABEL: role}},
+                 # a pod that is not ready serves nothing a budget protects: a drain never waits on it
+                 "unhealthyPodEvictionPolicy": "AlwaysAllow"},
     }
+
+
+def disruption_budget(db: SampleDB) -> Obj:
+    """The standbys' PodDisruptionBudget (a database of more than one instance): over the pods whose role label is
+    replica, it lets a voluntary disruption through the eviction API (a node drain) take at most one standby at a
+    time (`minAvailable: spec.replicas - 2`, the standbys but one). With primary_disruption_budget, which never
+    lets the primary go, a drain never takes the primary and its last ready standby together: the primary leaves a
+    cordoned node by a switchover first (decide/replicas/maintenance.py), and then counts as a standby.
+
+    Counts, not `maxUnavailable: 1`: the disruption controller measures maxUnavailable (and percentages) against
+    the scale of the controllers it finds through the pods that exist, and each instance is a StatefulSet of its
+    own, so an instance without a pod (fenced during a failover: 0 replicas; evicted and not made again yet)
+    would drop out of the count and let another instance go. A count of healthy pods holds whatever the pods'
+    owners. The role label moves with the election (decide/replicas/replication.py), and so does the budget
+    that counts a pod; a pod is selected by one budget only (the eviction API refuses a pod that two select).
+    Owned by the SampleDB: the garbage collector removes both budgets with the database. A single instance gets
+    none (children()): a budget that kept it up would block every drain of its node for good. Only the eviction
+    API heeds them: the operator's own pod deletions (a fence, a rollout) go through."""
+    return _budget(db, names.disruption_budget_name(db_name(db)), REPLICA_ROLE,
+                   db.spec.replicas - 1 - UNAVAILABLE_STANDBYS)
+
+
+def primary_disruption_budget(db: SampleDB) -> Obj:
+    """The primary's PodDisruptionBudget (a database of more than one instance): `minAvailable: 1` over the pod
+    whose role label is primary, so the eviction API never stops a ready primary; a drain of its node waits
+    until the switchover of decide/replicas/maintenance.py has made it a standby. A primary that is not ready
+    can be evicted (unhealthyPodEvictionPolicy AlwaysAllow): it serves nothing, and a failover replaces it."""
+    return _budget(db, names.primary_disruption_budget_name(db_name(db)), PRIMARY_ROLE, 1)
 
 
 def children(inputs: Inputs) -> list[Obj]:
     """Every long-lived child the operator keeps in shape (the Secret and Jobs are handled apart): per
     instance a data volume and a StatefulSet (decide/replicas/replication.py chooses the instances), and with more than
-    one instance the PodDisruptionBudget (gone again once spec.replicas is 1: decide/plan.removals)."""
+    one instance the two PodDisruptionBudgets (gone again once spec.replicas is 1: decide/plan.removals)."""
     db = inputs.db
     run = inputs.run()
     out = [
@@ -173,7 +190,7 @@ def children(inputs: Inputs) -> list[Obj]:
     if db.spec.replicas > 1 or inputs.replica_service:
         out.append(replica_service(db))
     if db.spec.replicas > 1:
-        out.append(disruption_budget(db))
+        out += [disruption_budget(db), primary_disruption_budget(db)]
     for inst in inputs.instances:
         if inst.index not in inputs.skip_volumes:
             out.append(data_pvc(db, run.data_dir, inst.index))

@@ -44,6 +44,7 @@ class PodView:
     # its deletion was asked (a terminating pod counts as unready from then)
     role: str | None  # its role label
     terminating: bool = False
+    node: str | None = None  # the node it runs on (spec.nodeName)
 
 
 @dataclass(frozen=True, slots=True)
