@@ -248,13 +248,15 @@ def run_lifecycle(op: OperatorProcess, ns: str) -> None:
                            for e in kubectl_json("get", "events", "-n", ns)["items"]),
                timeout=60, what="the repeated Paused Event counted")
 
-    # a second instance and back: the disruption budget made, then deleted at one instance
+    # a second instance and back: the disruption budgets made (the standby's, the primary's), then deleted
     patch_spec("del", ns, {"replicas": 2})
-    wait_until(lambda: ((get_or_none("poddisruptionbudget", "del", ns) or {}).get("status") or {}).get(
-        "currentHealthy") == 2, timeout=180, what="the disruption budget over two ready instances")
+    wait_until(lambda: all(((get_or_none("poddisruptionbudget", budget, ns) or {}).get("status") or {}).get(
+        "currentHealthy") == 1 for budget in ("del", "del-primary")), timeout=180,
+        what="the disruption budgets over the ready standby and the ready primary")
     patch_spec("del", ns, {"replicas": 1})
-    wait_until(lambda: gone("poddisruptionbudget", "del", ns) and gone("statefulset", "del-i1", ns), timeout=120,
-               what="the disruption budget and the second instance gone")
+    wait_until(lambda: gone("poddisruptionbudget", "del", ns) and gone("poddisruptionbudget", "del-primary", ns)
+               and gone("statefulset", "del-i1", ns), timeout=120,
+               what="the disruption budgets and the second instance gone")
     wait_ready("del", ns)
 
     # a pooler and back: its Deployment made, changed with its configuration, deleted with spec.pooler
