@@ -12,6 +12,7 @@ databases), and the import costs ~10.7 MiB of resident memory and ~150 ms, paid 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -203,6 +204,74 @@ async def promote(target: Target, within: float = 60.0) -> bool:
     wait = max(1, int(within) - 5)
     rows = await query(target, within, "SELECT pg_promote(true, %s)", (wait,))
     return bool(rows and rows[0][0])
+
+
+# An immediate shutdown of the server (SIGQUIT to its postmaster, whose pid is the first line of postmaster.pid in
+# its data directory), run by the server itself (COPY TO PROGRAM, a superuser's): the fence of a primary whose
+# kubelet does not stop it. The connection that asks ends with the server. Sent without parameters (no placeholder
+# is read in it).
+STOP_SQL = """
+DO $do$ BEGIN
+  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L',
+                 format('kill -QUIT "$(head -n 1 %s/postmaster.pid)"', current_setting('data_directory')));
+END $do$
+"""
+STOPPED_POLL = 0.2  # seconds between looks at a server told to stop
+
+
+async def stop_server(target: Target, within: float = 5.0) -> bool:
+    """Tell the server to stop at once (an immediate shutdown, as a power cut leaves it: crash recovery at its
+    next start). True when the server itself took the order: connected as the superuser, and the statement done
+    or the connection ended by the shutdown (SQLSTATE class 57, or no SQLSTATE: the server closed it). False
+    when it could not be reached or refused (not a superuser, an error): then nothing says it stops."""
+    psycopg = await driver()
+
+    async def go() -> bool:
+        conn = await connect(psycopg, target, within)
+        try:
+            await conn.execute(STOP_SQL)
+        except psycopg.OperationalError as exc:
+            state = getattr(exc, "sqlstate", None)
+            return state is None or str(state).startswith("57")
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+        return True
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.Error, OSError) as exc:
+        log.info("stopping the server failed", host=target.host, error=type(exc).__name__,
+                 detail=str(exc).splitlines()[0][:200] if str(exc) else "")
+        return False
+
+
+async def refuses(target: Target, within: float = 3.0) -> bool:
+    """Whether the server's address refuses a TCP connection to its port: its host answers, and nothing listens
+    there. False when it accepts, or does not answer within `within` (unknown). A refusal alone proves nothing
+    about a server never reached (a firewall may refuse in its name): read it after stop_server only."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), within)
+    except ConnectionRefusedError:
+        return True
+    except (TimeoutError, OSError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return False
+
+
+async def refused_within(target: Target, within: float) -> bool:
+    """Whether the server's address refuses connections within `within` seconds (a server told to stop exits);
+    `within` 0: one look (each look waits up to 3 s for an answer)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        if await refuses(target):
+            return True
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(STOPPED_POLL)  # poll interval: the loop re-checks the address
 
 
 async def sync_slots(target: Target, wanted: frozenset[str], within: float = 5.0) -> bool:

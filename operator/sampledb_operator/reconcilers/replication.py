@@ -38,6 +38,8 @@ from sampledb_operator.reconcilers.superuser import credentials
 
 log = get_logger(__name__)
 FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)
+STOPPED_WITHIN = 10.0  # seconds a server told to stop over SQL has to stop listening (_stopped_without_kubelet)
+STOPPED_ANNOTATION = "sampledb.io/server-stopped"  # on a fenced pod whose server the operator stopped over SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,9 @@ async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str
 
 
 async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
-    """Live, not from the caches: instance `index`'s StatefulSet is at 0 replicas and it has no pod."""
+    """Live, not from the caches: instance `index`'s StatefulSet is at 0 replicas and it has no pod, or its pod
+    is still there past its deletion's deadline (its kubelet does not act: decide/replicas/replication.kubelet_silent)
+    and its server is stopped (_stopped_without_kubelet)."""
     ns, name = db.metadata.namespace, db.metadata.name
     try:
         sts = await ctx.apis["StatefulSet"].get(names.instance_statefulset_name(name, index), ns)
@@ -116,7 +120,43 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
     except NotFound:
         pass
     pods = await ctx.apis["Pod"].list(ns, label_selector=f"{DATABASE_LABEL}={name},{COMPONENT_LABEL}=database")
-    return not any(p["metadata"].get("name") == names.instance_pod_name(name, index) for p in pods.items)
+    pod = next((p for p in pods.items if p["metadata"].get("name") == names.instance_pod_name(name, index)), None)
+    if pod is None:
+        return True
+    deadline = timestamps.parse(pod["metadata"].get("deletionTimestamp"))
+    return rep.kubelet_silent(deadline, ctx.clock.now()) and await _stopped_without_kubelet(ctx, db, pod)
+
+
+async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool:
+    """The fenced primary's server, whose kubelet does not stop it, stopped by the operator: an immediate shutdown
+    the server itself takes over SQL (pg/client.stop_server), then its address refusing connections within
+    STOPPED_WITHIN seconds (nothing listens, and nothing restarts a container of a pod being deleted); the pod is
+    then annotated STOPPED_ANNOTATION, so that the passes after (of this operator or another) read its address's
+    refusal as the stop it is. A refusal alone is no proof (a firewall may refuse in a server's name): a server
+    not reached (its node cut off, frozen, powered off; or stopped before the operator asked) confirms nothing,
+    and the failover waits."""
+    creds = credentials(ctx, db)
+    ip = (pod.get("status") or {}).get("podIP")
+    if creds is None or not ip:
+        return False
+    target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
+    meta = pod["metadata"]
+    if STOPPED_ANNOTATION in (meta.get("annotations") or {}) and await pg.refused_within(target, 0.0):
+        return True
+    if not await pg.stop_server(target) or not await pg.refused_within(target, STOPPED_WITHIN):
+        return False  # the next pass tries again
+    pod_name = meta["name"]
+    stamp = ctx.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        await ctx.apis["Pod"].patch(pod_name, {"metadata": {"annotations": {STOPPED_ANNOTATION: stamp}}},
+                                    namespace=db.metadata.namespace)
+    except NotFound:
+        return True  # gone meanwhile: fenced all the same
+    log.info("fenced without its kubelet", namespace=db.metadata.namespace, name=db.metadata.name, pod=pod_name)
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "FencedWithoutKubelet",
+                    f"the old primary {pod_name} is still terminating past its deletion's deadline (its node's"
+                    " kubelet does not act): its server was stopped over SQL and its address refuses connections")
+    return True
 
 
 def _skip_volumes(ctx: Context, db: SampleDB, keep: set[int]) -> frozenset[int]:

@@ -42,6 +42,8 @@ class FakeServers:
 
     def __init__(self) -> None:
         self.states: dict[str, ServerState] = {}
+        self.unreachable: set[str] = set()  # hosts that do not answer at all (a connection times out)
+        self.stopped: list[str] = []  # stop_server calls
         self.promoted: list[str] = []
         self.slots: list[tuple[str, frozenset[str]]] = []
         self.reloaded: list[str] = []
@@ -56,7 +58,19 @@ class FakeServers:
         self.states.pop(ip(i), None)
 
     async def server_state(self, target: pg.Target, within: float = 3.0) -> ServerState | None:
-        return self.states.get(target.host)
+        return None if target.host in self.unreachable else self.states.get(target.host)
+
+    async def stop_server(self, target: pg.Target, within: float = 5.0) -> bool:
+        """A server that answers takes the order and stops; none other does."""
+        if target.host in self.unreachable or target.host not in self.states:
+            return False
+        self.stopped.append(target.host)
+        self.states.pop(target.host)
+        return True
+
+    async def refused_within(self, target: pg.Target, within: float) -> bool:
+        """A reachable host whose server does not run refuses; an unreachable one says nothing."""
+        return target.host not in self.unreachable and target.host not in self.states
 
     async def promote(self, target: pg.Target, within: float = 60.0) -> bool:
         self.promoted.append(target.host)

@@ -7,7 +7,8 @@ readiness) and what each server says over SQL, so a restarted operator resumes a
 
 Invariants (property-tested):
 - Never two writable instances: a standby is promoted only when the old primary is fenced, i.e. its
-  StatefulSet is at 0 replicas and no pod of it exists (checked live, `fence_confirmed`); any other
+  StatefulSet is at 0 replicas and no pod of it exists, or its pod's kubelet does not act (kubelet_silent) and
+  its server was stopped and its address refuses connections (checked live, `fence_confirmed`); any other
   instance found writable is fenced at once.
 - The promoted standby is the most advanced one (by WAL position) among those that answered; with
   synchronous replication every standby must have answered (one of them holds each commit).
@@ -33,6 +34,10 @@ FENCED = "fenced"
 FAILOVER_POLL = 2.0  # seconds between looks while a failover runs
 HOLD_REQUEUE = 0.2  # a switchover held for its pooler pause's record looks again this soon
 STATUS_POLL = 10.0  # seconds between looks at replication positions with standbys
+# a fenced pod still there this long past its deletion's deadline: its kubelet does not act (its node does not answer)
+KUBELET_SILENT_SECONDS = 10.0
+# a fence unconfirmed this long after its pod's deletion was asked is a problem said (Degraded/FenceUnconfirmed)
+FENCE_UNCONFIRMED_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,14 @@ class ReplicationPlan:
             return FENCED
         return PRIMARY_ROLE if self.target is None and names.instance_pod_name(db, index) == self.primary \
             else REPLICA_ROLE
+
+
+def kubelet_silent(deadline: datetime | None, now: datetime) -> bool:
+    """A pod asked to stop whose deletion deadline (its deletionTimestamp: when asked plus its grace period) passed
+    KUBELET_SILENT_SECONDS ago: its kubelet, which would have stopped it and let the API server remove it, does
+    not act. The fence is then confirmed only by its server itself: stopped over SQL, its address refusing
+    connections (reconcilers/replication.py); a server that does not answer either keeps the failover waiting."""
+    return deadline is not None and (now - deadline).total_seconds() >= KUBELET_SILENT_SECONDS
 
 
 def index_of(db: str, pod: str | None) -> int | None:
@@ -257,6 +270,13 @@ def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
     if old is not None and old.pod is not None and not old.pod.terminating and not graceful:
         p.fence_pods.append(primary_name)
     if not inp.fence_confirmed:
+        if old is not None and old.pod is not None and old.pod.terminating and old.pod.since is not None \
+                and (inp.now - old.pod.since).total_seconds() >= FENCE_UNCONFIRMED_SECONDS:
+            p.problems.append(Problem("FenceUnconfirmed", f"{primary_name} is still terminating: its node's kubelet"
+                                      " does not stop it and its server cannot be reached to be stopped, so the"
+                                      f" promotion of {target_name} waits (never two primaries); once the node is"
+                                      " certainly down, delete the node object or taint it"
+                                      " node.kubernetes.io/out-of-service", "spec.replicas"))
         return
     view = inp.instances.get(p.target)
     if view is not None and view.server is not None and not view.server.in_recovery:

@@ -1,0 +1,112 @@
+"""Real PostgreSQL on three real nodes, operator installed in the cluster: the primary's node loses its kubelet.
+
+`hack/real-node fault NODE stop` stops the kubelet and containerd of the primary's node: its containers run on and
+serve, but the control plane hears nothing of the node, which goes NotReady after the controller-manager's grace
+period; the node controller marks its pods not ready, and the operator fails over (failoverDelaySeconds 0). The
+fence deletes the old primary's pod, which stays terminating (no kubelet to stop it); past its deletion's deadline
+the operator stops its server over SQL and promotes once its address refuses connections (FencedWithoutKubelet),
+with no human. Synchronous replication, a writer through the Service on another node: every accepted write is
+there afterwards, and the old primary's address refuses connections once a new primary runs (never two). Healed, the
+node's kubelet finishes the old pod, and the old primary comes back as a standby of the new one (rewound), streaming.
+
+Disruptive (a node goes away) and local only (it runs hack/real-node on this host).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import pytest
+from tests.e2e.real_data import NS, PG15, apply, delete, sql, status, unique, wait_ready, write_downtime, writer
+from tests.e2e.test_node_maintenance import node_of, pods, real_nodes, reasons
+from tests.support.cluster import REPO
+from tests.support.kube import kubectl, kubectl_json, wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
+
+REAL_NODE = REPO / "hack" / "real-node"
+# node-monitor-grace-period (60 s, hack/cluster) + the fence's grace (5 s) + KUBELET_SILENT_SECONDS (10 s) + a stop,
+# a promotion and the passes between them
+FAILOVER_BOUND_S = 150.0
+
+
+def fault(node: str, kind: str) -> None:
+    out = subprocess.run([str(REAL_NODE), "fault", node, kind], capture_output=True, text=True, check=False,
+                         timeout=120)
+    assert out.returncode == 0, f"hack/real-node fault {node} {kind}:\n{out.stderr[-2000:]}"
+
+
+def refused(ip: str) -> bool:
+    """Whether the address refuses a connection to PostgreSQL's port from this host (nothing listens there)."""
+    try:
+        with socket.create_connection((ip, 5432), timeout=3):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_back_as_a_standby(
+        installed: str) -> None:
+    assert len(real_nodes()) >= 3, real_nodes()
+    name = unique("nodeloss")
+    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
+           "spec": {"version": PG15, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete", "replicas": 3,
+                    "replication": {"synchronous": True, "failoverDelaySeconds": 0},
+                    "scheduling": {"instanceSpread": "Required"}}})
+    faulted: str | None = None
+    try:
+        wait_ready(name)
+        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+        primary = status(name)["primary"]
+        node = node_of(name, primary)
+        assert node is not None
+        old_ip = str(pods(name)[primary]["status"]["podIP"])
+        sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
+        client = writer(name)
+        client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}]}]}}}
+        apply(client)
+        wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
+                   timeout=120, what="the writer pod to run")
+        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
+                   what="writes accepted")
+
+        started = time.monotonic()
+        fault(node, "stop")
+        faulted = node
+        wait_until(lambda: (st := status(name)).get("primary") != primary and not st.get("targetPrimary"),
+                   timeout=FAILOVER_BOUND_S + 60, interval=1.0, what="a new primary, with no human")
+        took = time.monotonic() - started
+        new_primary = status(name)["primary"]
+        assert node_of(name, new_primary) not in (None, node)
+        seen = reasons(name)
+        assert seen.count("FailoverStarted") == 1 and "FencedWithoutKubelet" in seen, seen
+        assert refused(old_ip), "the old primary's server still listens beside the new primary"
+        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
+                   what="writes accepted by the new primary")
+
+        fault(node, "heal")
+        faulted = None
+        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
+                   what="the old primary back as a standby")
+        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                               superuser=True) == "2", timeout=180, what="both standbys streaming")
+        assert status(name)["primary"] == new_primary
+        downtime, accepted = write_downtime(name)
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
+        assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # synchronous: every accepted write
+        print(f"\nkubelet of the primary's node {node} stopped: new primary {new_primary} after {took:.0f} s;"
+              f" longest time without an accepted write: {downtime:.1f} s")
+        assert took < FAILOVER_BOUND_S, f"the failover took {took:.0f} s"
+    finally:
+        if faulted is not None:
+            fault(faulted, "heal")
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
+        delete(name)
