@@ -25,7 +25,8 @@ if [[ -n ${KUBECONFIG:-} && ${SAMPLEDB_TEST_USE_KUBECONFIG:-} != 1 && $KUBECONFI
   unset KUBECONFIG
 fi
 if [[ -z ${KUBECONFIG:-} ]]; then
-  hack/cluster status 2>/dev/null | grep -q "apiserver: ready" || stop_cluster=1
+  # (read whole: `| grep -q` would end the pipe early, and pipefail then calls a running cluster stopped)
+  [[ $(hack/cluster status 2>/dev/null) == *"apiserver: ready"* ]] || stop_cluster=1
   [[ ${SAMPLEDB_KEEP_CLUSTER:-} == 1 ]] && stop_cluster=0
   env_lines=$(hack/cluster up) || { echo "test: the local control plane did not start" >&2; exit 1; }
   eval "$env_lines"
