@@ -9,6 +9,11 @@ with no human. Synchronous replication, a writer through the Service on another 
 there afterwards, and the old primary's address refuses connections once a new primary runs (never two). Healed, the
 node's kubelet finishes the old pod, and the old primary comes back as a standby of the new one (rewound), streaming.
 
+A network cut of the primary's node (`cut`): its server runs on but nothing reaches it, so its stop cannot be
+confirmed; the failover starts and waits (Degraded/FenceUnconfirmed), never promoting beside a primary that may still
+run. Healed, the node's kubelet finishes the old pod, the fence is confirmed, the standby chosen is promoted and
+the old primary comes back as its standby; every accepted write is there.
+
 Disruptive (a node goes away) and local only (it runs hack/real-node on this host).
 """
 
@@ -49,34 +54,45 @@ def refused(ip: str) -> bool:
         return False
 
 
-def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_back_as_a_standby(
-        installed: str) -> None:
+def three_with_a_writer(name: str) -> tuple[str, str, str]:
+    """A synchronous database of three instances, one per real node, failing over at once, and a pod on another
+    node than the primary's writing through its Service: (the primary, its node, its address)."""
     assert len(real_nodes()) >= 3, real_nodes()
-    name = unique("nodeloss")
     apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
            "spec": {"version": PG15, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete", "replicas": 3,
                     "replication": {"synchronous": True, "failoverDelaySeconds": 0},
                     "scheduling": {"instanceSpread": "Required"}}})
+    wait_ready(name)
+    wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+    primary = status(name)["primary"]
+    node = node_of(name, primary)
+    assert node is not None
+    old_ip = str(pods(name)[primary]["status"]["podIP"])
+    sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
+    client = writer(name)
+    client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}]}]}}}
+    apply(client)
+    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
+               timeout=120, what="the writer pod to run")
+    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
+               what="writes accepted")
+    return primary, node, old_ip
+
+
+def degraded_reason(name: str) -> str | None:
+    return next((c.get("reason") for c in status(name).get("conditions") or []
+                 if c["type"] == "Degraded" and c["status"] == "True"), None)
+
+
+def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_back_as_a_standby(
+        installed: str) -> None:
+    name = unique("nodeloss")
     faulted: str | None = None
     try:
-        wait_ready(name)
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
-        primary = status(name)["primary"]
-        node = node_of(name, primary)
-        assert node is not None
-        old_ip = str(pods(name)[primary]["status"]["podIP"])
-        sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
-        client = writer(name)
-        client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}]}]}}}
-        apply(client)
-        wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
-                   timeout=120, what="the writer pod to run")
-        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
-                   what="writes accepted")
-
+        primary, node, old_ip = three_with_a_writer(name)
         started = time.monotonic()
         fault(node, "stop")
         faulted = node
@@ -105,6 +121,47 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
         print(f"\nkubelet of the primary's node {node} stopped: new primary {new_primary} after {took:.0f} s;"
               f" longest time without an accepted write: {downtime:.1f} s")
         assert took < FAILOVER_BOUND_S, f"the failover took {took:.0f} s"
+    finally:
+        if faulted is not None:
+            fault(faulted, "heal")
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
+        delete(name)
+
+
+def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the_node_is_back(installed: str) -> None:
+    name = unique("nodecut")
+    faulted: str | None = None
+    try:
+        primary, node, _ = three_with_a_writer(name)
+        fault(node, "cut")
+        faulted = node
+        wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
+                   what="the failover started (the node NotReady)")
+        target = status(name)["targetPrimary"]
+        wait_until(lambda: degraded_reason(name) == "FenceUnconfirmed", timeout=120, interval=1.0,
+                   what="Degraded/FenceUnconfirmed")
+        st = status(name)
+        assert (st["primary"], st["targetPrimary"]) == (primary, target)  # waiting: nothing promoted
+        in_recovery = kubectl("exec", "-n", NS, target, "-c", "postgres", "--", "psql", "-X", "-U", "postgres",
+                              "-qAt", "-c", "SELECT pg_is_in_recovery()").stdout.strip()
+        assert in_recovery == "t", "a standby was promoted while the old primary may still run"
+        assert "FencedWithoutKubelet" not in reasons(name)
+
+        fault(node, "heal")
+        faulted = None
+        wait_until(lambda: (s := status(name)).get("primary") == target and not s.get("targetPrimary"),
+                   timeout=300, interval=1.0, what="the failover done once the node is back")
+        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
+                   what="the old primary back as a standby")
+        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                               superuser=True) == "2", timeout=180, what="both standbys streaming")
+        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
+                   what="writes accepted by the new primary")
+        _, accepted = write_downtime(name)
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
+        assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # synchronous: every accepted write
+        assert degraded_reason(name) is None
     finally:
         if faulted is not None:
             fault(faulted, "heal")

@@ -7,14 +7,15 @@ does what it says, judged by what only real processes and packets show, and `hea
   the heal);
 - freeze: the node's containers answer nothing; after the heal they answer, not restarted;
 - stop: kubelet and containerd gone, the containers still answer; the node goes NotReady;
-- crash: every process of the node killed: its pod no longer answers; the heal boots it, kubelet starts the pod
-  again (a restart).
+- crash: every process of the node killed and its bridge down: its pod answers nothing (not even a refusal); the
+  heal boots it, kubelet starts the pod again (a restart).
 Disruptive (nodes go away) and local only (it runs hack/real-node on this host).
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,17 @@ def answer(ns: str, ip: str) -> str | None:
     out = kubectl("exec", "-n", ns, "client", "--", "timeout", "3", "wget", "-q", "-O", "-", f"http://{ip}:8080/",
                   check=False, timeout=30)
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def host_refuses(ip: str) -> bool:
+    """Whether the address refuses a connection from this host (something answers for it, nothing listens)."""
+    try:
+        with socket.create_connection((ip, 8080), timeout=3):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
 
 
 def execs(ns: str, name: str) -> bool:
@@ -130,5 +142,6 @@ def test_three_real_nodes_and_each_fault_does_what_it_says_until_healed(real_nam
     # crash: everything of the node killed; booted again, kubelet starts the pod anew
     with faulted(SERVER, "crash"):
         assert answer(ns, ip) is None
+        assert not host_refuses(ip)  # no answer at all, as a machine powered off: not even a refusal
     wait_until(lambda: restarts(ns, "server") >= 1 and answer(ns, pod_ip(ns, "server")), timeout=120,
                what="the server started again after the crash")
