@@ -173,6 +173,28 @@ def writer(name: str) -> dict[str, object]:
                                          "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
 
 
+def start_writer(name: str, *, avoid: str | None = None) -> None:
+    """writer(name) started (a previous one deleted first), on any node but `avoid`, and writes accepted through it
+    (the table heartbeat must exist)."""
+    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=true", timeout=120)
+    client = writer(name)
+    if avoid is not None:
+        client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [avoid]}]}]}}}
+    apply(client)
+    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
+               timeout=120, what="the writer pod to run")
+    wait_accepted(name)
+
+
+def wait_accepted(name: str, timeout: float = 60) -> None:
+    """Five more rows in heartbeat: the writer's writes are accepted."""
+    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
+    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=timeout,
+               what="writes accepted")
+
+
 def write_downtime(name: str) -> tuple[float, int]:
     """The longest time between two accepted writes in the writer's log (s), and the number accepted."""
     log = kubectl("logs", "-n", NS, f"{name}-writer", timeout=60).stdout.split()

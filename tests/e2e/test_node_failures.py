@@ -19,66 +19,40 @@ Disruptive (a node goes away) and local only (it runs hack/real-node on this hos
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
 
 import pytest
-from tests.e2e.real_data import NS, PG15, apply, delete, sql, status, unique, wait_ready, write_downtime, writer
-from tests.e2e.test_node_maintenance import node_of, pods, real_nodes, reasons
-from tests.support.cluster import REPO
-from tests.support.kube import kubectl, kubectl_json, wait_until
+from tests.e2e.real_data import (
+    NS,
+    delete,
+    sql,
+    start_writer,
+    status,
+    unique,
+    wait_accepted,
+    write_downtime,
+)
+from tests.e2e.test_node_maintenance import node_of, one_per_node, pods, reasons
+from tests.support.cluster import host_refuses, real_node_fault
+from tests.support.kube import kubectl, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
 
-REAL_NODE = REPO / "hack" / "real-node"
 # node-monitor-grace-period (60 s, hack/cluster) + the fence's grace (5 s) + KUBELET_SILENT_SECONDS (10 s) + a stop,
 # a promotion and the passes between them
 FAILOVER_BOUND_S = 150.0
 
 
-def fault(node: str, kind: str) -> None:
-    out = subprocess.run([str(REAL_NODE), "fault", node, kind], capture_output=True, text=True, check=False,
-                         timeout=120)
-    assert out.returncode == 0, f"hack/real-node fault {node} {kind}:\n{out.stderr[-2000:]}"
-
-
-def refused(ip: str) -> bool:
-    """Whether the address refuses a connection to PostgreSQL's port from this host (nothing listens there)."""
-    try:
-        with socket.create_connection((ip, 5432), timeout=3):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
-
-
 def three_with_a_writer(name: str) -> tuple[str, str, str]:
     """A synchronous database of three instances, one per real node, failing over at once, and a pod on another
     node than the primary's writing through its Service: (the primary, its node, its address)."""
-    assert len(real_nodes()) >= 3, real_nodes()
-    apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
-           "spec": {"version": PG15, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete", "replicas": 3,
-                    "replication": {"synchronous": True, "failoverDelaySeconds": 0},
-                    "scheduling": {"instanceSpread": "Required"}}})
-    wait_ready(name)
-    wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+    one_per_node(name, replication={"synchronous": True, "failoverDelaySeconds": 0})
     primary = status(name)["primary"]
     node = node_of(name, primary)
     assert node is not None
     old_ip = str(pods(name)[primary]["status"]["podIP"])
     sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
-    client = writer(name)
-    client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}]}]}}}
-    apply(client)
-    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
-               timeout=120, what="the writer pod to run")
-    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
-               what="writes accepted")
+    start_writer(name, avoid=node)
     return primary, node, old_ip
 
 
@@ -94,7 +68,7 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
     try:
         primary, node, old_ip = three_with_a_writer(name)
         started = time.monotonic()
-        fault(node, "stop")
+        real_node_fault(node, "stop")
         faulted = node
         wait_until(lambda: (st := status(name)).get("primary") != primary and not st.get("targetPrimary"),
                    timeout=FAILOVER_BOUND_S + 60, interval=1.0, what="a new primary, with no human")
@@ -103,12 +77,10 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
         assert node_of(name, new_primary) not in (None, node)
         seen = reasons(name)
         assert seen.count("FailoverStarted") == 1 and "FencedWithoutKubelet" in seen, seen
-        assert refused(old_ip), "the old primary's server still listens beside the new primary"
-        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
-                   what="writes accepted by the new primary")
+        assert host_refuses(old_ip, 5432), "the old primary's server still listens beside the new primary"
+        wait_accepted(name, timeout=120)
 
-        fault(node, "heal")
+        real_node_fault(node, "heal")
         faulted = None
         wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
                    what="the old primary back as a standby")
@@ -123,7 +95,7 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
         assert took < FAILOVER_BOUND_S, f"the failover took {took:.0f} s"
     finally:
         if faulted is not None:
-            fault(faulted, "heal")
+            real_node_fault(faulted, "heal")
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
         delete(name)
 
@@ -133,7 +105,7 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
     faulted: str | None = None
     try:
         primary, node, _ = three_with_a_writer(name)
-        fault(node, "cut")
+        real_node_fault(node, "cut")
         faulted = node
         wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
                    what="the failover started (the node NotReady)")
@@ -147,7 +119,7 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
         assert in_recovery == "t", "a standby was promoted while the old primary may still run"
         assert "FencedWithoutKubelet" not in reasons(name)
 
-        fault(node, "heal")
+        real_node_fault(node, "heal")
         faulted = None
         wait_until(lambda: (s := status(name)).get("primary") == target and not s.get("targetPrimary"),
                    timeout=300, interval=1.0, what="the failover done once the node is back")
@@ -155,15 +127,13 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
                    what="the old primary back as a standby")
         wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
                                superuser=True) == "2", timeout=180, what="both standbys streaming")
-        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
-                   what="writes accepted by the new primary")
+        wait_accepted(name, timeout=120)
         _, accepted = write_downtime(name)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
         assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # synchronous: every accepted write
         assert degraded_reason(name) is None
     finally:
         if faulted is not None:
-            fault(faulted, "heal")
+            real_node_fault(faulted, "heal")
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
         delete(name)

@@ -18,7 +18,19 @@ import time
 from typing import Any
 
 import pytest
-from tests.e2e.real_data import NS, PG15, apply, delete, sql, status, unique, wait_ready, write_downtime, writer
+from tests.e2e.real_data import (
+    NS,
+    PG15,
+    apply,
+    delete,
+    sql,
+    start_writer,
+    status,
+    unique,
+    wait_accepted,
+    wait_ready,
+    write_downtime,
+)
 from tests.support.kube import kubectl, kubectl_json, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
@@ -46,17 +58,22 @@ def real_nodes() -> list[str]:
     return sorted(n["metadata"]["name"] for n in kubectl_json("get", "nodes", "-l", "type=real")["items"])
 
 
-def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(installed: str) -> None:
+def one_per_node(name: str, **spec: Any) -> None:
+    """A database of three instances on three real nodes (instanceSpread Required), `spec` added, all three ready."""
     nodes = real_nodes()
     assert len(nodes) >= 3, f"three real nodes needed (hack/real-node, SAMPLEDB_REAL_NODES): {nodes}"
-    name = unique("drain")
     apply({"apiVersion": "sampledb.io/v1alpha1", "kind": "SampleDB", "metadata": {"name": name, "namespace": NS},
            "spec": {"version": PG15, "storage": {"size": "256Mi"}, "deletionPolicy": "Delete", "replicas": 3,
-                    "scheduling": {"instanceSpread": "Required"}}})
+                    "scheduling": {"instanceSpread": "Required"}, **spec}})
+    wait_ready(name)
+    wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+
+
+def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(installed: str) -> None:
+    name = unique("drain")
     drained: str | None = None
     try:
-        wait_ready(name)
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
+        one_per_node(name)
         placed = {pod: node_of(name, pod) for pod in pods(name)}
         assert len(set(placed.values())) == 3, placed  # one instance per node
         primary = status(name)["primary"]
@@ -65,16 +82,7 @@ def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(ins
         sql(name, "CREATE TABLE heartbeat (id bigserial PRIMARY KEY, at timestamptz DEFAULT clock_timestamp())")
 
         # the writer runs elsewhere (a bare pod would stop the drain, and its writes must go on through it)
-        client = writer(name)
-        client["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {  # type: ignore[index]
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [drained]}]}]}}}
-        apply(client)
-        wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
-                   timeout=120, what="the writer pod to run")
-        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
-                   what="writes accepted")
+        start_writer(name, avoid=drained)
 
         started = time.monotonic()
         out = kubectl("drain", drained, "--pod-selector", f"sampledb.io/database={name}", "--ignore-daemonsets",
@@ -90,9 +98,7 @@ def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(ins
         assert seen.count("NodeMaintenanceSwitchover") == 1, seen
         assert seen.count("SwitchoverStarted") == 1 and seen.count("FailoverStarted") == 0, seen
 
-        written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-        wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
-                   what="writes accepted after the drain")
+        wait_accepted(name, timeout=120)
         downtime, accepted = write_downtime(name)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
         assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # every accepted write is there

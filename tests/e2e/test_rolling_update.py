@@ -22,12 +22,13 @@ from tests.e2e.real_data import (
     delete,
     seed,
     sql,
+    start_writer,
     status,
     table_stats,
     unique,
+    wait_accepted,
     wait_ready,
     write_downtime,
-    writer,
 )
 from tests.support.cluster import Cluster, tag_node_image
 from tests.support.kube import kubectl, kubectl_json, wait_until
@@ -55,21 +56,13 @@ def under_writes(name: str, patch: dict[str, object], done: Callable[[], bool], 
     """`patch` applied to the SampleDB while a pod writes through its Service every 0.2 s, until `done`: the
     seconds from the patch to Ready, and the longest time without an accepted write; every accepted write is
     there afterwards."""
-    kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=true", timeout=120)
-    apply(writer(name))
-    wait_until(lambda: kubectl_json("get", "pod", "-n", NS, f"{name}-writer")["status"].get("phase") == "Running",
-               timeout=120, what="the writer pod to run")
-    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=60,
-               what="writes accepted")
+    start_writer(name)
     started = time.monotonic()
     kubectl("patch", "sampledb", name, "-n", NS, "--type=merge", "-p", json.dumps(patch))
     wait_until(done, timeout=900, what=what)
     wait_ready(name)
     took = time.monotonic() - started
-    written = int(sql(name, "SELECT count(*) FROM heartbeat"))
-    wait_until(lambda: int(sql(name, "SELECT count(*) FROM heartbeat")) >= written + 5, timeout=120,
-               what="writes accepted afterwards")
+    wait_accepted(name, timeout=120)
     downtime, accepted = write_downtime(name)
     kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
     assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # every accepted write is there

@@ -15,7 +15,6 @@ Disruptive (nodes go away) and local only (it runs hack/real-node on this host).
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -23,31 +22,24 @@ from typing import Any
 import pytest
 import yaml
 from tests.support import images
-from tests.support.cluster import REPO
+from tests.support.cluster import host_refuses, real_node_fault
 from tests.support.kube import kubectl, kubectl_json, wait_until
 from tests.support.pod_security import BUSYBOX_UID, restricted
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
 
-REAL_NODE = REPO / "hack" / "real-node"
 SERVER, CLIENT = "real-2", "real-1"
 GRACE = 60  # kube-controller-manager's --node-monitor-grace-period (hack/cluster)
-
-
-def fault(node: str, kind: str) -> None:
-    out = subprocess.run([str(REAL_NODE), "fault", node, kind], capture_output=True, text=True, check=False,
-                         timeout=120)
-    assert out.returncode == 0, f"hack/real-node fault {node} {kind}:\n{out.stderr[-2000:]}"
 
 
 @contextlib.contextmanager
 def faulted(node: str, kind: str) -> Iterator[None]:
     """The fault `kind` on `node` while the block runs; healed afterwards, whatever happens."""
-    fault(node, kind)
+    real_node_fault(node, kind)
     try:
         yield
     finally:
-        fault(node, "heal")
+        real_node_fault(node, "heal")
 
 
 def on(node: str, name: str, command: list[str]) -> dict[str, Any]:
@@ -72,17 +64,6 @@ def answer(ns: str, ip: str) -> str | None:
     out = kubectl("exec", "-n", ns, "client", "--", "timeout", "3", "wget", "-q", "-O", "-", f"http://{ip}:8080/",
                   check=False, timeout=30)
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def host_refuses(ip: str) -> bool:
-    """Whether the address refuses a connection from this host (something answers for it, nothing listens)."""
-    try:
-        with socket.create_connection((ip, 8080), timeout=3):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
 
 
 def execs(ns: str, name: str) -> bool:
@@ -142,6 +123,6 @@ def test_three_real_nodes_and_each_fault_does_what_it_says_until_healed(real_nam
     # crash: everything of the node killed; booted again, kubelet starts the pod anew
     with faulted(SERVER, "crash"):
         assert answer(ns, ip) is None
-        assert not host_refuses(ip)  # no answer at all, as a machine powered off: not even a refusal
+        assert not host_refuses(ip, 8080)  # no answer at all, as a machine powered off: not even a refusal
     wait_until(lambda: restarts(ns, "server") >= 1 and answer(ns, pod_ip(ns, "server")), timeout=120,
                what="the server started again after the crash")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -200,3 +201,23 @@ def tag_node_image(source: str, target: str) -> None:
                          text=True, check=False, timeout=120)
     if out.returncode != 0:
         raise RuntimeError(f"hack/real-node tag-image failed ({out.returncode}):\n{out.stderr[-2000:]}")
+
+
+def real_node_fault(node: str, kind: str) -> None:
+    """hack/real-node fault NODE KIND on the local cluster: cut, stop, crash, freeze one real node, or heal it."""
+    out = subprocess.run([str(REPO / "hack" / "real-node"), "fault", node, kind], capture_output=True, text=True,
+                         check=False, timeout=120)
+    if out.returncode != 0:
+        raise AssertionError(f"hack/real-node fault {node} {kind} failed:\n{out.stderr[-2000:]}")
+
+
+def host_refuses(ip: str, port: int) -> bool:
+    """Whether `ip` refuses a TCP connection to `port` from this host (something answers for the address, and
+    nothing listens there); False when it accepts or does not answer within 3 s."""
+    try:
+        with socket.create_connection((ip, port), timeout=3):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
