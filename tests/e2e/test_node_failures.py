@@ -14,13 +14,21 @@ confirmed; the failover starts and waits (Degraded/FenceUnconfirmed), never prom
 run. Healed, the node's kubelet finishes the old pod, the fence is confirmed, the standby chosen is promoted and
 the old primary comes back as its standby; every accepted write is there.
 
+Throughout, a sampler asks every instance from the host, every 0.3 s, whether it is a primary (not in recovery):
+the old primary is last seen a primary before the new one is first seen one (never two at once).
+
 Disruptive (a node goes away) and local only (it runs hack/real-node on this host).
 """
 
 from __future__ import annotations
 
+import base64
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import psycopg
 import pytest
 from tests.e2e.real_data import (
     NS,
@@ -34,7 +42,7 @@ from tests.e2e.real_data import (
 )
 from tests.e2e.test_node_maintenance import node_of, one_per_node, pods, reasons
 from tests.support.cluster import host_refuses, real_node_fault
-from tests.support.kube import kubectl, wait_until
+from tests.support.kube import kubectl, kubectl_json, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
 
@@ -56,6 +64,55 @@ def three_with_a_writer(name: str) -> tuple[str, str, str]:
     return primary, node, old_ip
 
 
+class PrimarySampler:
+    """Every instance asked from this host, in turn, every SAMPLE_EVERY seconds, whether it is a primary; the
+    times (monotonic) each was seen one."""
+
+    SAMPLE_EVERY = 0.3
+
+    def __init__(self, name: str) -> None:
+        secret = kubectl_json("get", "secret", "-n", NS, f"{name}-superuser")["data"]
+        self.user = base64.b64decode(secret["username"]).decode()
+        self.password = base64.b64decode(secret["password"]).decode()
+        self.ips = {pod: str(p["status"]["podIP"]) for pod, p in pods(name).items()}
+        self.seen: dict[str, list[float]] = {pod: [] for pod in self.ips}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def primary(self, ip: str) -> bool:
+        try:
+            with psycopg.connect(host=ip, port=5432, user=self.user, password=self.password, dbname="postgres",
+                                 connect_timeout=1, autocommit=True) as conn:
+                row = conn.execute("SELECT NOT pg_is_in_recovery()").fetchone()
+                return bool(row and row[0])
+        except psycopg.Error:
+            return False
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            for pod, ip in self.ips.items():
+                if self.primary(ip):
+                    self.seen[pod].append(time.monotonic())
+            self.stopped.wait(self.SAMPLE_EVERY)
+
+    def never_two(self, old: str, new: str) -> None:
+        """The old primary was last seen a primary before the new one was first seen one."""
+        assert self.seen[old] and self.seen[new], {pod: len(times) for pod, times in self.seen.items()}
+        assert max(self.seen[old]) < min(self.seen[new]), "two instances were primaries at once"
+        assert not [pod for pod, times in self.seen.items() if times and pod not in (old, new)]
+
+
+@contextmanager
+def sampling(name: str) -> Iterator[PrimarySampler]:
+    sampler = PrimarySampler(name)
+    sampler.thread.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stopped.set()
+        sampler.thread.join(timeout=30)
+
+
 def degraded_reason(name: str) -> str | None:
     return next((c.get("reason") for c in status(name).get("conditions") or []
                  if c["type"] == "Degraded" and c["status"] == "True"), None)
@@ -67,18 +124,20 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
     faulted: str | None = None
     try:
         primary, node, old_ip = three_with_a_writer(name)
-        started = time.monotonic()
-        real_node_fault(node, "stop")
-        faulted = node
-        wait_until(lambda: (st := status(name)).get("primary") != primary and not st.get("targetPrimary"),
-                   timeout=FAILOVER_BOUND_S + 60, interval=1.0, what="a new primary, with no human")
-        took = time.monotonic() - started
-        new_primary = status(name)["primary"]
+        with sampling(name) as sampler:
+            started = time.monotonic()
+            real_node_fault(node, "stop")
+            faulted = node
+            wait_until(lambda: (st := status(name)).get("primary") != primary and not st.get("targetPrimary"),
+                       timeout=FAILOVER_BOUND_S + 60, interval=1.0, what="a new primary, with no human")
+            took = time.monotonic() - started
+            new_primary = status(name)["primary"]
+            wait_accepted(name, timeout=120)
+        sampler.never_two(primary, new_primary)
         assert node_of(name, new_primary) not in (None, node)
         seen = reasons(name)
         assert seen.count("FailoverStarted") == 1 and "FencedWithoutKubelet" in seen, seen
         assert host_refuses(old_ip, 5432), "the old primary's server still listens beside the new primary"
-        wait_accepted(name, timeout=120)
 
         real_node_fault(node, "heal")
         faulted = None
@@ -105,24 +164,24 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
     faulted: str | None = None
     try:
         primary, node, _ = three_with_a_writer(name)
-        real_node_fault(node, "cut")
-        faulted = node
-        wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
-                   what="the failover started (the node NotReady)")
-        target = status(name)["targetPrimary"]
-        wait_until(lambda: degraded_reason(name) == "FenceUnconfirmed", timeout=120, interval=1.0,
-                   what="Degraded/FenceUnconfirmed")
-        st = status(name)
-        assert (st["primary"], st["targetPrimary"]) == (primary, target)  # waiting: nothing promoted
-        in_recovery = kubectl("exec", "-n", NS, target, "-c", "postgres", "--", "psql", "-X", "-U", "postgres",
-                              "-qAt", "-c", "SELECT pg_is_in_recovery()").stdout.strip()
-        assert in_recovery == "t", "a standby was promoted while the old primary may still run"
-        assert "FencedWithoutKubelet" not in reasons(name)
+        with sampling(name) as sampler:
+            real_node_fault(node, "cut")
+            faulted = node
+            wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
+                       what="the failover started (the node NotReady)")
+            target = status(name)["targetPrimary"]
+            wait_until(lambda: degraded_reason(name) == "FenceUnconfirmed", timeout=120, interval=1.0,
+                       what="Degraded/FenceUnconfirmed")
+            st = status(name)
+            assert (st["primary"], st["targetPrimary"]) == (primary, target)  # waiting: nothing promoted
+            assert not sampler.seen[target], "a standby was promoted while the old primary may still run"
+            assert "FencedWithoutKubelet" not in reasons(name)
 
-        real_node_fault(node, "heal")
-        faulted = None
-        wait_until(lambda: (s := status(name)).get("primary") == target and not s.get("targetPrimary"),
-                   timeout=300, interval=1.0, what="the failover done once the node is back")
+            real_node_fault(node, "heal")
+            faulted = None
+            wait_until(lambda: (s := status(name)).get("primary") == target and not s.get("targetPrimary"),
+                       timeout=300, interval=1.0, what="the failover done once the node is back")
+        sampler.never_two(primary, target)
         wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
                    what="the old primary back as a standby")
         wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
