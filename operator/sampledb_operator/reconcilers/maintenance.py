@@ -40,10 +40,10 @@ def step(db: SampleDB, outcome: ReplicationOutcome, cordoned: frozenset[str]) ->
         if view.replicas == 0:
             continue  # fenced: no standby to switch to
         standbys.append(maintenance.Standby(
-            name=names.instance_pod_name(name, index), ready=bool(pod and pod.ready and not pod.terminating),
+            name=names.instance_pod_name(name, index), ready=rep.serving(pod),
             node=pod.node if pod else None, position=view.server.position if view.server else None))
     return maintenance.decide(maintenance.MaintenanceInput(
-        primary=outcome.primary, primary_ready=bool(primary_pod and primary_pod.ready and not primary_pod.terminating),
+        primary=outcome.primary, primary_ready=rep.serving(primary_pod),
         primary_node=primary_pod.node if primary_pod else None, cordoned=cordoned, standbys=standbys,
         busy=outcome.target is not None or rep.SWITCHOVER_ANNOTATION in db.metadata.annotations))
 

@@ -248,7 +248,7 @@ def _statuses(db: str, plan: rep.ReplicationPlan, views: dict[int, rep.InstanceV
             lag = max(0, head - server.replay_lsn)
         out.append(InstanceStatus(
             name=names.instance_pod_name(db, inst.index), role=plan.role_of(inst.index, db),
-            ready=bool(view and view.pod and view.pod.ready and not view.pod.terminating),
+            ready=rep.serving(view.pod if view else None),
             lsn=format_lsn(server.position) if server else None, lag_bytes=lag,
             inactive_slot=server.idle_slot if server and not server.in_recovery else None,
             inactive_slot_retained_bytes=server.idle_slot_retained if server and not server.in_recovery else None))

@@ -49,7 +49,7 @@ def settled(sts: Obj) -> bool:
 def _unready_for(pod: rep.PodView | None, now: datetime) -> float:
     if pod is None:
         return rollout.PATIENCE  # nothing to wait for
-    if pod.ready and not pod.terminating:
+    if rep.serving(pod):
         return 0.0
     return max(0.0, (now - pod.since).total_seconds()) if pod.since else 0.0
 
@@ -66,7 +66,7 @@ def view(ctx: Context, db: SampleDB, replication: ReplicationOutcome) -> View | 
         seen = replication.views.get(inst.index)
         pod = seen.pod if seen is not None else None
         members[inst.index] = rollout.Member(
-            ready=bool(pod and pod.ready and not pod.terminating), settled=sts is None or rollout.rolled_out(sts),
+            ready=rep.serving(pod), settled=sts is None or rollout.rolled_out(sts),
             unready_for=_unready_for(pod, now),
             running=inst.replicas > 0 and sts is not None and int((sts.get("spec") or {}).get("replicas", 1)) > 0)
     switching = replication.target is not None or rep.SWITCHOVER_ANNOTATION in db.metadata.annotations

@@ -52,6 +52,11 @@ class PodView:
     node: str | None = None  # the node it runs on (spec.nodeName)
 
 
+def serving(pod: PodView | None) -> bool:
+    """The pod runs, is Ready and is not being deleted."""
+    return pod is not None and pod.ready and not pod.terminating
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceView:
     """One existing instance: its StatefulSet (replicas), its pod, and its server's answer."""
@@ -147,7 +152,7 @@ def _unready_for(view: InstanceView | None, now: datetime) -> float | None:
     """Seconds the instance's pod has been unready (None: it is ready, or its pod is missing)."""
     if view is None or view.pod is None:
         return None
-    if view.pod.ready and not view.pod.terminating:
+    if serving(view.pod):
         return None
     if view.pod.since is None:
         return 0.0
@@ -157,7 +162,7 @@ def _unready_for(view: InstanceView | None, now: datetime) -> float | None:
 def candidates(inp: ReplicationInput, exclude: set[int]) -> list[InstanceView]:
     """Standbys that could be promoted: ready, and their server says it is in recovery; best first."""
     out = [v for i, v in inp.instances.items()
-           if i not in exclude and v.pod is not None and v.pod.ready and not v.pod.terminating
+           if i not in exclude and serving(v.pod)
            and v.server is not None and v.server.in_recovery and v.replicas > 0]
     return sorted(out, key=lambda v: (-(v.server.position if v.server else 0), v.index))
 
