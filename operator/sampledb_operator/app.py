@@ -42,6 +42,7 @@ from sampledb_operator.observability.logging import get_logger
 from sampledb_operator.reconcilers.backup import BackupReconciler, backups_of
 from sampledb_operator.reconcilers.context import Caches, Context
 from sampledb_operator.reconcilers.errors import report_reconcile_error
+from sampledb_operator.reconcilers.node_heartbeats import NodeHeartbeats
 from sampledb_operator.reconcilers.sampledb import SampleDBReconciler, watched_resources
 from sampledb_operator.reconcilers.shard_labels import FILTERED_KINDS, children_selector, unlabelled_selector
 from sampledb_operator.runtime import collector
@@ -145,13 +146,23 @@ def _node_name_only(obj: dict[str, Any]) -> dict[str, Any]:
             "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}}
 
 
-def _primaries_on(ctx: Context, node: dict[str, Any]) -> list[ObjectRef]:
-    """The databases whose primary's pod runs on `node` (a node just cordoned: it moves off)."""
-    name = (node.get("metadata") or {}).get("name")
+def _primaries_on(ctx: Context, name: str | None) -> list[ObjectRef]:
+    """The databases whose primary's pod runs on node `name` (a node just cordoned, or gone silent: it moves off)."""
     return sorted({ObjectRef((p.get("metadata") or {}).get("namespace") or "", str(labels[DATABASE_LABEL]))
                    for p in ctx.caches.pods.list(None, {ROLE_LABEL: PRIMARY_ROLE})
                    if (p.get("spec") or {}).get("nodeName") == name
                    and DATABASE_LABEL in (labels := (p.get("metadata") or {}).get("labels") or {})})
+
+
+def _node_heartbeats(ctx: Context, client: KubeClient, settings: Settings, dbs: Controller) -> NodeHeartbeats:
+    """The nodes' heartbeats' reader; a node gone silent enqueues the databases whose primary runs there, so their
+    failover starts now, not at the next resync."""
+    def node_silent(node: str) -> None:
+        for ref in _primaries_on(ctx, node):
+            dbs.enqueue(ref)
+
+    return NodeHeartbeats(ctx, ResourceApi(client, LEASE), silent_after=settings.node_silent_seconds,
+                          on_silent=node_silent)
 
 
 def _database_of(obj: dict[str, Any]) -> list[ObjectRef]:
@@ -219,7 +230,7 @@ def _handlers_for(kind: str, dbs: Controller, backups: Controller, ctx: Context)
     if kind == "SampleDBBackup":
         return [enqueue_self(backups.enqueue), enqueue_mapped(dbs.enqueue, _database_of)]
     if kind == "Node":  # a cordoned node: the databases whose primary runs there switch over
-        return [enqueue_mapped(dbs.enqueue, lambda o: _primaries_on(ctx, o))]
+        return [enqueue_mapped(dbs.enqueue, lambda o: _primaries_on(ctx, (o.get("metadata") or {}).get("name")))]
     handlers = [unless_own_write(_child_changed(dbs, kind), own)]
     if kind == "ConfigMap":  # the namespace's shared scripts (no database label): every database there uses it
         handlers.append(unless_own_write(enqueue_mapped(_coalesced(dbs), lambda o: _sharing(ctx, o)), own))
@@ -322,6 +333,7 @@ async def main(settings: Settings, stop: asyncio.Event | None = None) -> int:
                 for name, mender in bucket_menders_for(settings, client, clock, caches, watchers):
                     manager.add_runnable(name, mender)
         manager.add_runnable("memory", MemoryTrimmer(clock))
+        manager.add_runnable("node-heartbeats", _node_heartbeats(ctx, client, settings, controller))
 
         health = HealthServer(clock=clock, ready=lambda: manager.ready, health_address=settings.health_address,
                               metrics_address=settings.metrics_address, take=database_metrics.taken)

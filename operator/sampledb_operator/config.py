@@ -92,6 +92,7 @@ class Settings(BaseModel):
     chaos_annotation: bool = False  # off: the sampledb.io/chaos annotation injects nothing (reconcilers/chaos.py)
     test_hooks: bool = False  # off: testing.sampledb.io/ annotations are not copied onto Job pods (decide/jobs.py)
     operator_rollouts: int = Field(default=1, ge=0, le=10000)  # runtime/rollout_slots.py
+    node_silent_seconds: float = Field(default=20.0, ge=0)  # decide/replicas/node_silence.py; 0: off
 
     @field_validator("metrics_bind", "health_bind")
     @classmethod
@@ -217,6 +218,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("operator_rollouts", "how many databases at once roll their pods for a pod template that the operator"
            " itself changed (a new version's, the spec unchanged), one instance at a time each; 0: only when asked (a"
            " spec change that restarts, or kubectl sampledb restart)", "an integer from 0 to 10000", "int"),
+    Option("node_silent_seconds", "seconds without a renewal of a node's heartbeat Lease (kube-node-lease) after"
+           " which the primaries on that node fail over, before the node controller marks it NotReady; 0: wait for"
+           " the node controller", "a number of seconds >= 0", "float"),
     Option("test_hooks", "copy a SampleDB's testing.sampledb.io/ annotations onto the pods of its Jobs, for a "
            "simulated cluster's stages to select them (the test suite's kwok stages fail such Jobs on purpose); "
            "off: those annotations are ignored", "true or false", "bool"),

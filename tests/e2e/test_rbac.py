@@ -119,6 +119,7 @@ NEEDED_BY: dict[tuple[str, str, str], str] = {
     ("", "namespaces", "get"): "deletion: is the namespace terminating (no snapshot Job possible)",
     ("", "nodes", "list"): "node maintenance: the cordoned nodes (the watch's first list)",
     ("", "nodes", "watch"): "node maintenance: the cordoned nodes",
+    ("coordination.k8s.io", "leases", "list"): "the nodes' heartbeats (kube-node-lease), while a database has standbys",
     ("coordination.k8s.io", "leases", "get"): "leader election",
     ("coordination.k8s.io", "leases", "create"): "leader election (the first replica)",
     ("coordination.k8s.io", "leases", "update"): "leader election (renew, release)",

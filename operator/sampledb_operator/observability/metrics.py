@@ -180,6 +180,18 @@ event_loop_lag_seconds = Gauge(
     registry=REGISTRY,
 )
 
+# the nodes' heartbeats (reconcilers/node_heartbeats.py)
+silent_nodes = Gauge(
+    "sampledb_silent_nodes",
+    "Nodes whose kubelet has not renewed its heartbeat Lease for --node-silent-seconds (their primaries fail over)",
+    registry=REGISTRY,
+)
+node_heartbeat_read_errors_total = Counter(
+    "sampledb_node_heartbeat_read_errors_total",
+    "Failed reads of the nodes' heartbeat Leases (kube-node-lease); failovers then wait for the node controller",
+    registry=REGISTRY,
+)
+
 # sharding (--shards > 1; runtime/shards.py)
 memory_trims_total = Counter(
     "sampledb_memory_trims_total",

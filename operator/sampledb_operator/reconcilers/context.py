@@ -13,6 +13,7 @@ Every write through `Context.apis` is read back by the caches until their watche
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from sampledb_operator.decide.events import EventType
@@ -154,6 +155,8 @@ class Context:
     unanswered_app_role: UnansweredChecks = field(init=False)  # ... nor the application role's
     # spec.tls.secretName: the Secret's resourceVersion last seen per database uid, and when it changed
     tls_secret_versions: dict[str, tuple[str, float]] = field(init=False)
+    # the nodes that send no heartbeat, and since when (reconcilers/node_heartbeats.py keeps it; empty without it)
+    silent_nodes: dict[str, datetime] = field(init=False)
 
     def __post_init__(self) -> None:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
@@ -162,6 +165,7 @@ class Context:
         self.unanswered_monitoring = UnansweredChecks()
         self.unanswered_app_role = UnansweredChecks()
         self.tls_secret_versions = {}
+        self.silent_nodes = {}
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
@@ -85,16 +85,22 @@ def instance_statefulsets(ctx: Context, db: SampleDB) -> dict[int, Obj]:
     return out
 
 
-def _pod_view(pod: Obj) -> rep.PodView:
+def _pod_view(pod: Obj, silent_nodes: Mapping[str, datetime]) -> rep.PodView:
+    """The pod as the election sees it; on a node that sends no heartbeat (`silent_nodes`: node -> since when) it is
+    unready from then, before the node controller says so."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
     ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = bool(ready_cond and ready_cond.get("status") == "True")
     since = timestamps.parse((ready_cond or {}).get("lastTransitionTime") or meta.get("creationTimestamp"))
     deleted = timestamps.parse(meta.get("deletionTimestamp"))
     if deleted is not None:  # asked to stop at deletionTimestamp - grace period
         since = deleted - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    silent_since = silent_nodes.get(node) if node else None
+    if silent_since is not None and ready and deleted is None:
+        ready, since = False, silent_since
     return rep.PodView(ready=ready, since=since, role=(meta.get("labels") or {}).get(names.ROLE_LABEL),
-                       terminating=deleted is not None, node=(pod.get("spec") or {}).get("nodeName"))
+                       terminating=deleted is not None, node=node, node_silent=silent_since is not None)
 
 
 async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str, ServerState]:
@@ -124,7 +130,9 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
     if pod is None:
         return True
     deadline = timestamps.parse(pod["metadata"].get("deletionTimestamp"))
-    return rep.kubelet_silent(deadline, ctx.clock.now()) and await _stopped_without_kubelet(ctx, db, pod)
+    node = (pod.get("spec") or {}).get("nodeName")
+    return rep.kubelet_silent(deadline, ctx.clock.now(), node_silent=bool(node) and node in ctx.silent_nodes) \
+        and await _stopped_without_kubelet(ctx, db, pod)
 
 
 async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool:
@@ -186,7 +194,8 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
         pod_name = names.instance_pod_name(name, index)
         pod = pods.get(pod_name)
         views[index] = rep.InstanceView(index=index, replicas=int((sts.get("spec") or {}).get("replicas", 1)),
-                                        pod=_pod_view(pod) if pod else None, server=servers.get(pod_name))
+                                        pod=_pod_view(pod, ctx.silent_nodes) if pod else None,
+                                        server=servers.get(pod_name))
     old_primary = rep.index_of(name, db.status.primary)
     in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
     fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)

@@ -50,6 +50,9 @@ class PodView:
     role: str | None  # its role label
     terminating: bool = False
     node: str | None = None  # the node it runs on (spec.nodeName)
+    # its node sends no heartbeat (decide/replicas/node_silence.py): counted unready since then, whatever its Ready
+    # condition still says, and its kubelet is not waited for once it is asked to stop
+    node_silent: bool = False
 
 
 def serving(pod: PodView | None) -> bool:
@@ -116,12 +119,13 @@ class ReplicationPlan:
             else REPLICA_ROLE
 
 
-def kubelet_silent(deadline: datetime | None, now: datetime) -> bool:
+def kubelet_silent(deadline: datetime | None, now: datetime, *, node_silent: bool = False) -> bool:
     """A pod asked to stop whose deletion deadline (its deletionTimestamp: when asked plus its grace period) passed
-    KUBELET_SILENT_SECONDS ago: its kubelet, which would have stopped it and let the API server remove it, does
-    not act. The fence is then confirmed only by its server itself: stopped over SQL, its address refusing
-    connections (reconcilers/replication.py); a server that does not answer either keeps the failover waiting."""
-    return deadline is not None and (now - deadline).total_seconds() >= KUBELET_SILENT_SECONDS
+    KUBELET_SILENT_SECONDS ago, or at once when its node sends no heartbeat: its kubelet, which would have stopped
+    it and let the API server remove it, does not act. The fence is then confirmed only by its server itself:
+    stopped over SQL, its address refusing connections (reconcilers/replication.py); a server that does not answer
+    either keeps the failover waiting."""
+    return deadline is not None and (node_silent or (now - deadline).total_seconds() >= KUBELET_SILENT_SECONDS)
 
 
 def index_of(db: str, pod: str | None) -> int | None:
@@ -251,8 +255,11 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
         p.problems.append(blocked)
     elif best:
         p.target = best[0].index
+        why = f"unready for {unready:.0f}s"
+        if primary_view is not None and primary_view.pod is not None and primary_view.pod.node_silent:
+            why = f"runs on node {primary_view.pod.node}, which sends no heartbeat"
         p.events.append(Event("Warning", "FailoverStarted",
-                              f"primary {primary_name} unready for {unready:.0f}s: fencing it and promoting"
+                              f"primary {primary_name} {why}: fencing it and promoting"
                               f" {names.instance_pod_name(db, p.target)}, the most advanced standby"))
     else:
         p.problems.append(Problem("FailoverBlocked", f"primary {primary_name} is unready and no standby is ready"
