@@ -254,6 +254,9 @@ def run_lifecycle(op: OperatorProcess, ns: str) -> None:
     wait_until(lambda: all(((get_or_none("poddisruptionbudget", budget, ns) or {}).get("status") or {}).get(
         "currentHealthy") == 1 for budget in ("del", "del-primary")), timeout=180,
         what="the disruption budgets over the ready standby and the ready primary")
+    # a database with a standby: the nodes' heartbeats are read (leases list, every 5 s)
+    wait_until(lambda: ("coordination.k8s.io", "leases", "list") in used(requests(op.metrics_text())), timeout=30,
+               what="the nodes' heartbeat Leases listed")
     patch_spec("del", ns, {"replicas": 1})
     wait_until(lambda: gone("poddisruptionbudget", "del", ns) and gone("poddisruptionbudget", "del-primary", ns)
                and gone("statefulset", "del-i1", ns), timeout=120,
