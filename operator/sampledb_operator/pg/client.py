@@ -210,18 +210,35 @@ async def promote(target: Target, within: float = 60.0) -> bool:
 # its data directory), run by the server itself (COPY TO PROGRAM, a superuser's): the fence of a primary whose
 # kubelet does not stop it. The connection that asks ends with the server. Sent without parameters (no placeholder
 # is read in it).
-STOP_SQL = """
+# A fast shutdown (SIGINT: sessions ended, no new ones; the walsenders send every WAL record, up to the shutdown
+# checkpoint, to the standbys still connected and wait for them to confirm it, so even an asynchronous standby has
+# every commit), then, if the server still runs STOP_ESCALATE_SECONDS later (a standby that does not confirm, a
+# checkpoint that does not end), an immediate one (SIGQUIT). A bash in the background sends both, so the statement
+# returns at once. It first closes every descriptor it inherited from this session's backend (its client socket
+# would keep the connection open past the backend's end), ignores the SIGTERM the fast shutdown sends to the
+# session's process group, and sends the SIGQUIT only while postmaster.pid still names the same process (a server
+# that stopped removed it).
+STOP_ESCALATE_SECONDS = 6
+# The program, as a PostgreSQL format() string (%1$s: the data directory) inside an SQL literal ('' is a quote).
+_STOP_PROGRAM = (
+    """f=%1$s/postmaster.pid; p="$(head -n 1 "$f")"; bash -c ''"""
+    """for d in /proc/self/fd/*; do n=${d##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done;"""
+    f""" trap "" TERM INT HUP; kill -INT "$0"; sleep {STOP_ESCALATE_SECONDS};"""
+    """ [ "$(head -n 1 "$1" 2>/dev/null)" = "$0" ] && kill -QUIT "$0"'' "$p" "$f" </dev/null >/dev/null 2>&1 &"""
+)
+STOP_SQL = f"""
 DO $do$ BEGIN
-  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L',
-                 format('kill -QUIT "$(head -n 1 %s/postmaster.pid)"', current_setting('data_directory')));
+  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', format('{_STOP_PROGRAM}', current_setting('data_directory')));
 END $do$
 """
 STOPPED_POLL = 0.2  # seconds between looks at a server told to stop
 
 
 async def stop_server(target: Target, within: float = 5.0) -> bool:
-    """Tell the server to stop at once (an immediate shutdown, as a power cut leaves it: crash recovery at its
-    next start). True when the server itself took the order: connected as the superuser, and the statement done
+    """Tell the server to stop now: a fast shutdown, which first sends its last WAL to the standbys connected to it,
+    escalated to an immediate one (as a power cut leaves it: crash recovery at its next start) if it still runs
+    STOP_ESCALATE_SECONDS later (STOP_SQL). True when the server itself took the order: connected as the superuser,
+    and the statement done
     or the connection ended by the shutdown (SQLSTATE class 57, or no SQLSTATE: the server closed it). False
     when it could not be reached or refused (not a superuser, an error): then nothing says it stops."""
     psycopg = await driver()

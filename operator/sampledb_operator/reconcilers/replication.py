@@ -136,8 +136,8 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
 
 
 async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool:
-    """The fenced primary's server, whose kubelet does not stop it, stopped by the operator: an immediate shutdown
-    the server itself takes over SQL (pg/client.stop_server), then its address refusing connections within
+    """The fenced primary's server, whose kubelet does not stop it, stopped by the operator: a shutdown the server
+    itself takes over SQL (pg/client.stop_server: fast, then immediate), then its address refusing connections within
     STOPPED_WITHIN seconds (nothing listens, and nothing restarts a container of a pod being deleted); the pod is
     then annotated STOPPED_ANNOTATION, so that the passes after (of this operator or another) read its address's
     refusal as the stop it is. A refusal alone is no proof (a firewall may refuse in a server's name): a server

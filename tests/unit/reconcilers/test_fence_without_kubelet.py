@@ -1,6 +1,6 @@
 """A failover whose old primary's kubelet does not act (its node does not answer the control plane): the fenced pod
 stays terminating past its deletion's deadline. reconcilers/replication.py then confirms the fence by the server
-itself: it takes an immediate shutdown over SQL (pg/client.stop_server), then its address refuses connections
+itself: it takes a shutdown over SQL (pg/client.stop_server), then its address refuses connections
 (pg/client.refused_within), with the Warning FencedWithoutKubelet; before KUBELET_SILENT_SECONDS past the deadline
 nothing of the kind happens, and a server that does not answer at all (its node cut off), or whose address refuses
 connections before it was told to stop (a refusal alone is no proof), confirms nothing: no promotion while it is
