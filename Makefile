@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos cluster-up cluster-down cluster-env image plugin crd bundle docs clean
+.PHONY: psql bootstrap run test unit integration e2e lint bench bench-scale chaos node-chaos cluster-up cluster-down cluster-env image plugin crd bundle docs clean
 
 bootstrap:
 	@hack/bootstrap.sh
@@ -53,6 +53,12 @@ bench-scale: bootstrap
 SEED ?= 14
 chaos: bootstrap
 	$(PY) -m tests.chaos --seed $(SEED) $(ARGS)
+
+## node-chaos: repeated failures of the real nodes (stop, cut, freeze, crash) under a writer, on the running local
+## cluster: never two primaries, no accepted write lost (tests/nodechaos). SEED=n ROUNDS=n; ARGS=--asynchronous.
+ROUNDS ?= 8
+node-chaos: bootstrap
+	$(PY) -m tests.nodechaos --seed $(SEED) --rounds $(ROUNDS) $(ARGS)
 
 cluster-up:
 	@hack/cluster up

@@ -1,0 +1,1 @@
+"""`make node-chaos` (tests/nodechaos/__main__.py)."""
