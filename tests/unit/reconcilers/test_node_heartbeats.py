@@ -64,14 +64,20 @@ def reader(cluster: FakeCluster, leases: Leases, silent: list[str]) -> NodeHeart
     return NodeHeartbeats(cluster.ctx, leases, silent_after=SILENT_AFTER, on_silent=silent.append)
 
 
-async def test_a_primary_on_a_node_that_stops_beating_fails_over_before_its_pod_says_unready(
-        servers: FakeServers) -> None:
+async def heard_once(servers: FakeServers) -> tuple[FakeCluster, Leases, list[str], NodeHeartbeats]:
+    """A running database of three instances on nodes n0 (the primary), n1 and n2, and the heartbeats read once."""
     cluster = FakeCluster()
     await three_instances(cluster, servers)
     on_nodes(cluster)
     leases, told = Leases("n0", "n1", "n2"), []
     heartbeats = reader(cluster, leases, told)
     await heartbeats.read_once()
+    return cluster, leases, told, heartbeats
+
+
+async def test_a_primary_on_a_node_that_stops_beating_fails_over_before_its_pod_says_unready(
+        servers: FakeServers) -> None:
+    cluster, leases, told, heartbeats = await heard_once(servers)
     for _ in range(3):  # n0's kubelet stops renewing; the others go on
         cluster.clock.advance(6)
         leases.beat("n1", "n2")
@@ -107,12 +113,7 @@ async def test_a_primary_on_a_node_that_stops_beating_fails_over_before_its_pod_
 
 
 async def test_an_unreachable_server_on_a_silent_node_keeps_the_failover_waiting(servers: FakeServers) -> None:
-    cluster = FakeCluster()
-    await three_instances(cluster, servers)
-    on_nodes(cluster)
-    leases, told = Leases("n0", "n1", "n2"), []
-    heartbeats = reader(cluster, leases, told)
-    await heartbeats.read_once()
+    cluster, leases, _, heartbeats = await heard_once(servers)
     servers.unreachable.add(ip(0))  # the node cut off: its server cannot be told to stop
     cluster.clock.advance(SILENT_AFTER)
     leases.beat("n1", "n2")
