@@ -16,6 +16,10 @@ confirmed; the failover starts and waits (Degraded/FenceUnconfirmed), never prom
 run. Healed, the node's kubelet finishes the old pod, the fence is confirmed, the standby chosen is promoted and
 the old primary comes back as its standby; every accepted write is there.
 
+A power cut of the primary's node (`crash`), the documented way on: the failover waits the same way until a person
+taints the node `node.kubernetes.io/out-of-service`; the control plane then removes its pods, the fence is confirmed
+by the pod being gone, and the standby chosen is promoted with the node still down; every accepted write is there.
+
 Throughout, a sampler asks every instance from the host, every 0.3 s, whether it is a primary (not in recovery):
 the old primary is last seen a primary before the new one is first seen one (never two at once).
 
@@ -180,7 +184,7 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
             real_node_fault(node, "cut")
             faulted = node
             wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
-                       what="the failover started (the node NotReady)")
+                       what="the failover started (the node silent)")
             target = status(name)["targetPrimary"]
             wait_until(lambda: degraded_reason(name) == "FenceUnconfirmed", timeout=120, interval=1.0,
                        what="Degraded/FenceUnconfirmed")
@@ -206,5 +210,52 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
     finally:
         if faulted is not None:
             real_node_fault(faulted, "heal")
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
+        delete(name)
+
+
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+
+
+def test_a_powered_off_primary_is_failed_over_once_a_person_taints_its_node_out_of_service(installed: str) -> None:
+    """The documented way on for a node certainly down: the failover waits (FenceUnconfirmed) until a person taints
+    the node out-of-service; the control plane then removes its pods, the fence is confirmed by the pod being gone,
+    and the standby chosen is promoted with the node still down. Synchronous: every accepted write is there."""
+    name = unique("nodeoff")
+    faulted: str | None = None
+    tainted: str | None = None
+    try:
+        primary, node, _ = three_with_a_writer(name)
+        with sampling(name) as sampler:
+            real_node_fault(node, "crash")  # every process of the node killed, its network down
+            faulted = node
+            wait_until(lambda: degraded_reason(name) == "FenceUnconfirmed", timeout=240, interval=1.0,
+                       what="Degraded/FenceUnconfirmed")
+            target = status(name)["targetPrimary"]
+            kubectl("taint", "node", node, OUT_OF_SERVICE)
+            tainted = node
+            wait_until(lambda: (s := status(name)).get("primary") == target and not s.get("targetPrimary"),
+                       timeout=240, interval=1.0, what="the failover done with the node still down")
+            wait_accepted(name, timeout=120)
+        sampler.never_two(primary, target)
+        assert "FencedWithoutKubelet" not in reasons(name)  # the pod went: no stop over SQL was needed
+
+        real_node_fault(node, "heal")
+        faulted = None
+        kubectl("taint", "node", node, f"{OUT_OF_SERVICE}-")
+        tainted = None
+        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
+                   what="the old primary back as a standby")
+        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                               superuser=True) == "2", timeout=180, what="both standbys streaming")
+        assert status(name)["primary"] == target
+        _, accepted = write_downtime(name)
+        kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
+        assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # synchronous: every accepted write
+    finally:
+        if faulted is not None:
+            real_node_fault(faulted, "heal")
+        if tainted is not None:
+            kubectl("taint", "node", tainted, f"{OUT_OF_SERVICE}-", check=False)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
         delete(name)
