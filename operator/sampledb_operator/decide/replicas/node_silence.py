@@ -59,8 +59,3 @@ def silent(beats: Mapping[str, Beat], now: datetime, silent_after: float) -> dic
     if 2 * len(out) > len(beats):
         return {}
     return out
-
-
-def silent_for(since: datetime | None, now: datetime) -> float:
-    """Seconds a node has been silent (0 when it is not)."""
-    return 0.0 if since is None else max(0.0, (now - since).total_seconds())
