@@ -46,7 +46,8 @@ class Writer(threading.Thread):
             try:
                 if conn is None:
                     conn = psycopg.connect(host=self.address(), port=5432, dbname="app", user="app",
-                                           password=self.password, connect_timeout=5, autocommit=True)
+                                           password=self.password, connect_timeout=5, autocommit=True,
+                                           tcp_user_timeout=5000)  # a peer gone without a reset: error in 5 s
                 n += 1
                 conn.execute(f"INSERT INTO {self.table} VALUES (%s)", (n,))
                 self.acked.append(n)
