@@ -11,10 +11,13 @@ shutdown sends its last WAL to the standbys still connected before it stops), an
 refuses connections once a new primary runs (never two). Healed, the node's kubelet finishes the old pod, and the
 old primary comes back as a standby of the new one (rewound), streaming.
 
-A network cut of the primary's node (`cut`): its server runs on but nothing reaches it, so its stop cannot be
-confirmed; the failover starts and waits (Degraded/FenceUnconfirmed), never promoting beside a primary that may still
-run. Healed, the node's kubelet finishes the old pod, the fence is confirmed, the standby chosen is promoted and
-the old primary comes back as its standby; every accepted write is there.
+A network cut of the primary's node (`cut`): nothing reaches its server, so its stop cannot be confirmed; the
+failover starts and waits (Degraded/FenceUnconfirmed), never promoting beside a primary that may still run. The old
+primary, hearing neither the operator nor a standby, stops itself (dataplane/self-fence.sh) within the bound
+max(lease, wal_sender_timeout) plus a few seconds, read from this host in its pod's run directory (the emptyDir on
+the node's disk): its clients get errors, not commits. Healed, the node's kubelet finishes the old pod, the fence is
+confirmed, the standby chosen is promoted and the old primary comes back as its standby; every accepted write is
+there.
 
 A power cut of the primary's node (`crash`), the documented way on: the failover waits the same way until a person
 taints the node `node.kubernetes.io/out-of-service`; the control plane then removes its pods, the fence is confirmed
@@ -33,6 +36,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -47,7 +52,7 @@ from tests.e2e.real_data import (
     write_downtime,
 )
 from tests.e2e.test_node_maintenance import node_of, one_per_node, pods, reasons
-from tests.support.cluster import host_refuses, real_node_fault
+from tests.support.cluster import host_refuses, local_state_dir, real_node_fault
 from tests.support.kube import kubectl, kubectl_json, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.local_only]
@@ -180,9 +185,12 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
     faulted: str | None = None
     try:
         primary, node, _ = three_with_a_writer(name)
+        fenced_marker = run_dir_on_host(node, pods(name)[primary]) / "sampledb-self-fenced"
+        assert not fenced_marker.exists()
         with sampling(name) as sampler:
             real_node_fault(node, "cut")
             faulted = node
+            cut_at = uptime_s()
             wait_until(lambda: status(name).get("targetPrimary"), timeout=180, interval=1.0,
                        what="the failover started (the node silent)")
             target = status(name)["targetPrimary"]
@@ -192,6 +200,14 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
             assert (st["primary"], st["targetPrimary"]) == (primary, target)  # waiting: nothing promoted
             assert not sampler.seen[target], "a standby was promoted while the old primary may still run"
             assert "FencedWithoutKubelet" not in reasons(name)
+            # cut off from the operator and from its standbys, the old primary stopped itself
+            wait_until(fenced_marker.exists, timeout=SELF_FENCE_BOUND_S + 10, interval=1.0,
+                       what="the cut-off primary stopped by its self-fence")
+            marker = fenced_marker.read_text()  # "self-fenced at uptime <ms> ms: <why>" (the host's uptime)
+            assert "no standby receives WAL" in marker, marker
+            took = int(marker.split()[3]) / 1000 - cut_at
+            print(f"\nthe cut-off primary {primary} stopped itself {took:.1f} s after the cut")
+            assert took <= SELF_FENCE_BOUND_S, marker
 
             real_node_fault(node, "heal")
             faulted = None
@@ -212,6 +228,22 @@ def test_a_primary_cut_off_is_never_promoted_over_and_the_failover_ends_once_the
             real_node_fault(faulted, "heal")
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--ignore-not-found", "--wait=false", check=False)
         delete(name)
+
+
+# a cut-off primary stops itself once both its lease (45 s past the last renewal, every 10 s) and its WAL senders
+# (wal_sender_timeout, 60 s) have ended, within a few seconds more (self-fence.sh's look, the immediate shutdown)
+SELF_FENCE_BOUND_S = 60 + 7
+
+
+def uptime_s() -> float:
+    """This host's uptime, the clock of the self-fence's marker (the real nodes share this host's kernel)."""
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def run_dir_on_host(node: str, pod: dict[str, Any]) -> Path:
+    """A real node's pod's run directory (its emptyDir `run`) on this host's disk, under the node's kubelet."""
+    return (local_state_dir() / "node" / node / "kubelet" / "pods" / pod["metadata"]["uid"] / "volumes"
+            / "kubernetes.io~empty-dir" / "run")
 
 
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"

@@ -29,6 +29,7 @@ SCRIPT_NAMES: Final[tuple[str, ...]] = (
     "verify.sh",
     "reload.sh",
     "instance.sh",
+    "self-fence.sh",
     "archive-wal.sh",
     "base-backup.sh",
     "recover.sh",

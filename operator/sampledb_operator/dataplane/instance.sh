@@ -33,6 +33,12 @@
 #   $PGDATA.diverged-<UTC time>   pg_rewind failed
 #   $PGDATA.major-<N>-<UTC time>  data of major N, binaries of another
 # Those copies are kept for a human (they use space on the data volume).
+# Self-fence: self-fence.sh runs beside the server (started here, before the exec; see that script): a primary
+# whose lease from the operator ended while no standby received its WAL is stopped, and the marker
+# $SAMPLEDB_RUN_DIR/sampledb-self-fenced written. With that marker (the run directory outlives the container's
+# restarts, not the pod) role=primary never starts the server: it waits until the pod is deleted (the operator's
+# failover, or its release of the fence when no standby can take over) or its role label says replica (then it
+# goes on as a replica, rewinding, and the marker goes).
 # Every decision is one line on stderr. Exit codes (lib.sh): 2 bad settings or role label, 5 no role
 # label or no primary in time, 9 the primary refuses our connection, 1 a clone failed; the kubelet
 # restarts the container.
@@ -375,6 +381,7 @@ if [[ $PGDATA != /?* ]]; then
     die "$SDB_EXIT_CONFIG" "PGDATA must be an absolute path below /, not '$PGDATA'"
 fi
 MARKER=$PGDATA.cloning
+FENCED_MARKER=$RUN_DIR/sampledb-self-fenced
 PRIMARY=$SAMPLEDB_PRIMARY_HOST:$PRIMARY_PORT
 
 mkdir -p -- "$RUN_DIR"
@@ -409,13 +416,33 @@ primary_conninfo = $(conf_str "$CONNINFO")
 primary_slot_name = $(conf_str "$SAMPLEDB_SLOT")
 $TLS_CONF"
 
+# wait_while_fenced: role=primary in a pod whose server stopped itself (self-fence.sh's marker): never start it
+# again here; wait for the pod's deletion, or for the role label to say replica (then the marker goes).
+wait_while_fenced() {
+    [[ $ROLE == primary && -e $FENCED_MARKER ]] || return 0
+    local why
+    why=$(one_line "$(cat -- "$FENCED_MARKER" 2>/dev/null || true)")
+    log "role=primary: this server stopped itself ($why); not starting it again in this pod: waiting for the operator (a failover deletes the pod)"
+    # the operator reads it in the pod's status once this container ends (the liveness probe restarts it)
+    printf 'sampledb: self-fenced: %s\n' "$why" >"${SAMPLEDB_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+    while [[ $ROLE == primary ]]; do
+        sleep "$ROLE_POLL"
+        ROLE=$(read_role) || ROLE=primary
+    done
+    rm -f -- "$FENCED_MARKER"
+    log "label $ROLE_LABEL=$ROLE: no longer a primary; the self-fence marker is removed"
+}
+
 wait_for_role
+wait_while_fenced
 case $ROLE in
 primary) prepare_primary ;;
 replica) prepare_replica ;;
 *) die "$SDB_EXIT_CONFIG" "invalid label $ROLE_LABEL=\"$ROLE\" in $PODINFO: expected primary or replica" ;;
 esac
 
+# the self-fence watches the process that becomes the postmaster (this one: exec keeps the pid)
+bash "$(dirname -- "${BASH_SOURCE[0]}")/self-fence.sh" "$$" </dev/null {SDB_LOG_FD}>&- &
 ENTRYPOINT=${SAMPLEDB_ENTRYPOINT:-docker-entrypoint.sh}
 shopt -s execfail # a failed exec returns, and the lines after it say why
 # shellcheck disable=SC2093  # with execfail the script does continue when the exec fails

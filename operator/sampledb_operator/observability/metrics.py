@@ -266,7 +266,16 @@ elections_total = Counter(
     ["reason"],
     registry=REGISTRY,
 )
-ELECTION_REASONS = ("FailoverStarted", "SwitchoverStarted", "Promoted", "FailoverRetargeted", "UnexpectedPrimaryFenced")
+ELECTION_REASONS = ("FailoverStarted", "SwitchoverStarted", "Promoted", "FailoverRetargeted", "UnexpectedPrimaryFenced",
+                    "SelfFenceReleased")
+
+primary_lease_renewals_total = Counter(
+    "sampledb_primary_lease_renewals_total",
+    "Renewals of the primaries' leases (a primary with standbys that hears neither the operator nor a standby for the"
+    " lease's 45 s stops itself), by result: renewed, failed",
+    ["result"],
+    registry=REGISTRY,
+)
 
 storage_autogrowths_total = Counter(
     "sampledb_storage_autogrowths_total",
@@ -284,3 +293,5 @@ def init_operator() -> None:
             backups_total.labels(reason=reason, result=result)
     for kind in ("minor", "major"):
         upgrade_duration_seconds.labels(kind=kind)
+    for result in ("renewed", "failed"):
+        primary_lease_renewals_total.labels(result=result)

@@ -206,6 +206,54 @@ async def promote(target: Target, within: float = 60.0) -> bool:
     return bool(rows and rows[0][0])
 
 
+# The primary's lease (decide/replicas/primary_lease.py, dataplane/self-fence.sh): the end, in milliseconds of the
+# host's uptime, written to LEASE_FILE in the server's first socket directory (the pod's run directory), but only if
+# the renewal arrives by the deadline given (%1$s, %2$s: whole numbers, put in by the operator; no placeholder is read).
+LEASE_FILE = "sampledb-lease"
+UPTIME_SQL = "SELECT (split_part(pg_read_file('/proc/uptime'), ' ', 1)::numeric * 1000)::bigint"
+RENEW_SQL = f"""
+DO $do$ DECLARE up bigint := ({UPTIME_SQL.removeprefix("SELECT ")});
+BEGIN
+  IF up > {{deadline}} THEN
+    RAISE EXCEPTION 'lease renewal arrived % ms after its deadline', up - {{deadline}};
+  END IF;
+  EXECUTE format('COPY (SELECT %s) TO %L', up + {{ttl}},
+                 split_part(current_setting('unix_socket_directories'), ',', 1) || '/{LEASE_FILE}');
+END $do$
+"""
+
+
+def deadline_ms(uptime_ms: int, answered: float, sending: float, transit: float) -> int:
+    """The latest server uptime (ms) at which a renewal sent at `sending` may arrive, from the uptime `uptime_ms` the
+    server answered at `answered` (both the operator's monotonic clock, in seconds). `uptime_ms` was read before
+    `answered`, so the result is at most the server's uptime at `sending` plus `transit`: a renewal accepted by it
+    arrived within `transit` of being sent (decide/replicas/primary_lease.py)."""
+    return uptime_ms + round(max(0.0, sending - answered) * 1000) + round(transit * 1000)
+
+
+async def renew_lease(target: Target, ttl: float, transit: float, within: float = 5.0) -> bool:
+    """Renew the server's lease to `ttl` seconds past the renewal's arrival, refused by the server if it arrives more
+    than `transit` seconds after it was sent (one connection: the server's uptime, then the renewal). True when the
+    server wrote it."""
+    psycopg = await driver()
+    loop = asyncio.get_running_loop()
+
+    async def go() -> bool:
+        async with await connect(psycopg, target, within) as conn:
+            row = await (await conn.execute(UPTIME_SQL)).fetchone()
+            answered = loop.time()
+            deadline = deadline_ms(int(row[0]), answered, loop.time(), transit)
+            await conn.execute(RENEW_SQL.format(deadline=deadline, ttl=round(ttl * 1000)))
+        return True
+
+    try:
+        return await asyncio.wait_for(go(), within)
+    except (TimeoutError, psycopg.Error, OSError) as exc:
+        log.info("lease renewal failed", host=target.host, error=type(exc).__name__,
+                 detail=str(exc).splitlines()[0][:200] if str(exc) else "")
+        return False
+
+
 # An immediate shutdown of the server (SIGQUIT to its postmaster, whose pid is the first line of postmaster.pid in
 # its data directory), run by the server itself (COPY TO PROGRAM, a superuser's): the fence of a primary whose
 # kubelet does not stop it. The connection that asks ends with the server. Sent without parameters (no placeholder

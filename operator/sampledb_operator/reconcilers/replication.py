@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from sampledb_operator.decide.children import desired as d
 from sampledb_operator.decide.labels import COMPONENT_LABEL, DATABASE_LABEL
-from sampledb_operator.decide.replicas import pooler_pause
+from sampledb_operator.decide.replicas import pooler_pause, primary_lease, slots
 from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.kube.errors import NotFound
 from sampledb_operator.model import names, timestamps
@@ -100,7 +100,8 @@ def _pod_view(pod: Obj, silent_nodes: Mapping[str, datetime]) -> rep.PodView:
     if silent_since is not None and ready and deleted is None:
         ready, since = False, silent_since
     return rep.PodView(ready=ready, since=since, role=(meta.get("labels") or {}).get(names.ROLE_LABEL),
-                       terminating=deleted is not None, node=node, node_silent=silent_since is not None)
+                       terminating=deleted is not None, node=node, node_silent=silent_since is not None,
+                       self_fenced=primary_lease.self_fenced(status.get("containerStatuses") or []))
 
 
 async def _servers(ctx: Context, db: SampleDB, pods: dict[str, Obj]) -> dict[str, ServerState]:
@@ -226,7 +227,7 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
                                                                 if plan.target else set())),
         primary=plan.primary, target=plan.target, primary_statefulset=sets.get(primary_index),
         statuses=statuses, ready_instances=f"{ready}/{db.spec.replicas}",
-        problems=(*plan.problems, *rep.slot_problems(statuses, int(parse_quantity(db.spec.storage.size)))),
+        problems=(*plan.problems, *slots.slot_problems(statuses, int(parse_quantity(db.spec.storage.size)))),
         requeue_after=plan.requeue_after, statefulsets=sets, views=views, pooler_pause=paused)
 
 
@@ -277,8 +278,11 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
     creds = credentials(ctx, db)
     if plan.promote and creds is not None and pods.get(plan.promote):
         ip = (pods[plan.promote].get("status") or {}).get("podIP")
-        if ip and await pg.promote(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):
-            log.info("promoted", namespace=ns, name=name, instance=plan.promote)
+        if ip:
+            target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
+            await _renew_lease(target)  # a lease left from an earlier term in its pod must not stop it once promoted
+            if await pg.promote(target):
+                log.info("promoted", namespace=ns, name=name, instance=plan.promote)
     for pod, role in sorted(plan.labels.items()):
         with contextlib.suppress(NotFound):
             await ctx.apis["Pod"].patch(pod, {"metadata": {"labels": {names.ROLE_LABEL: role}}}, namespace=ns)
@@ -292,12 +296,29 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
             if server.in_recovery and server.config_changed and ip and pod != plan.primary \
                     and await pg.reload_config(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):
                 log.info("standby reloaded its configuration", namespace=ns, name=name, instance=pod)
+    primary_server = servers.get(plan.primary)
+    if creds is not None and primary_lease.renew(
+            replicas=db.spec.replicas, instances=len(plan.instances), primary=plan.primary, target=plan.target,
+            in_recovery=primary_server.in_recovery if primary_server else None):
+        ip = (pods.get(plan.primary, {}).get("status") or {}).get("podIP")
+        if ip:
+            await _renew_lease(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
+    for pod in plan.release:
+        with contextlib.suppress(NotFound):
+            await ctx.apis["Pod"].delete(pod, ns)
     for index in plan.remove:
         await _remove_instance(ctx, db, index)
     if plan.clear_switchover:
         with contextlib.suppress(NotFound):
             await ctx.apis["SampleDB"].patch(name, {"metadata": {"annotations": {rep.SWITCHOVER_ANNOTATION: None}}},
                                              namespace=ns)
+
+
+async def _renew_lease(target: pg.Target) -> bool:
+    """The server's lease renewed (decide/replicas/primary_lease.py), counted by result."""
+    renewed = await pg.renew_lease(target, primary_lease.LEASE_SECONDS, primary_lease.TRANSIT_SECONDS)
+    metrics.primary_lease_renewals_total.labels(result="renewed" if renewed else "failed").inc()
+    return renewed
 
 
 async def _remove_instance(ctx: Context, db: SampleDB, index: int) -> None:

@@ -15,7 +15,10 @@ from sampledb_operator import dataplane
 PACKAGED = sorted(p.name for p in resources.files("sampledb_operator.dataplane").iterdir() if p.name.endswith(".sh"))
 LIBRARIES = ("lib.sh", "store-copy.sh")
 SOURCED = ("app-role.sh",)  # sourced by the image's entrypoint after initdb, in its shell (set -Eeuo pipefail there)
-ENTRY_POINTS = [name for name in dataplane.SCRIPT_NAMES if name not in LIBRARIES + SOURCED]
+# runs beside the server, a child of the postmaster, which takes a child's exit status other than 0 or 1 for a crash:
+# no result line, and never a status other than 0
+BESIDE_THE_SERVER = ("self-fence.sh",)
+ENTRY_POINTS = [name for name in dataplane.SCRIPT_NAMES if name not in LIBRARIES + SOURCED + BESIDE_THE_SERVER]
 
 
 def test_script_names_are_exactly_the_packaged_scripts() -> None:
@@ -48,6 +51,16 @@ def test_entry_point_is_strict_and_sources_the_library(name: str) -> None:
     assert "\nset -Eeuo pipefail\n" in text
     assert '/lib.sh}"' in text
     assert f"\nSDB_SCRIPT={name.removesuffix('.sh')}\n" in text
+
+
+@pytest.mark.parametrize("name", BESIDE_THE_SERVER)
+def test_a_script_beside_the_server_exits_0_whatever_ends_it(name: str) -> None:
+    text = dataplane.script(name)
+
+    assert "\nset -e" not in text and "set -E" not in text  # a failed command never ends it with its status
+    assert "\ntrap 'exit 0' TERM INT HUP QUIT\n" in text
+    assert text.rstrip().endswith("\nexit 0")
+    assert not re.search(r"\bexit [1-9]", text)
 
 
 @pytest.mark.parametrize("name", dataplane.SCRIPT_NAMES)

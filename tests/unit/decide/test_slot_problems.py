@@ -1,10 +1,10 @@
-"""decide/replicas/replication.slot_problems: an inactive slot holding a quarter of the data volume's size in WAL is a
+"""decide/replicas/slots.slot_problems: an inactive slot holding a quarter of the data volume's size in WAL is a
 problem that names the slot, the WAL it holds and how to end it; less, or no inactive slot, is none; a standby's own
 slot says its standby does not stream."""
 
 from __future__ import annotations
 
-from sampledb_operator.decide.replicas.replication import slot_problems
+from sampledb_operator.decide.replicas.slots import slot_problems
 from sampledb_operator.model import names
 from sampledb_operator.model.sampledb_status import InstanceStatus
 

@@ -13,7 +13,8 @@ from sampledb_operator.pg import client as pg
 @pytest.fixture
 def servers(monkeypatch: pytest.MonkeyPatch) -> FakeServers:
     fake = FakeServers()
-    for call in ("server_state", "promote", "sync_slots", "reload_config", "stop_server", "refused_within"):
+    for call in ("server_state", "promote", "sync_slots", "reload_config", "stop_server", "refused_within",
+                 "renew_lease"):
         monkeypatch.setattr(pg, call, getattr(fake, call))
     return fake
 

@@ -47,6 +47,7 @@ class FakeServers:
         self.promoted: list[str] = []
         self.slots: list[tuple[str, frozenset[str]]] = []
         self.reloaded: list[str] = []
+        self.renewed: list[str] = []  # renew_lease calls, by host, in order (with promote: "promote <host>")
 
     def primary(self, i: int, lsn: int = 100) -> None:
         self.states[ip(i)] = ServerState(in_recovery=False, current_lsn=lsn)
@@ -72,8 +73,13 @@ class FakeServers:
         """A reachable host whose server does not run refuses; an unreachable one says nothing."""
         return target.host not in self.unreachable and target.host not in self.states
 
+    async def renew_lease(self, target: pg.Target, ttl: float, transit: float, within: float = 5.0) -> bool:
+        self.renewed.append(target.host)
+        return target.host in self.states and target.host not in self.unreachable
+
     async def promote(self, target: pg.Target, within: float = 60.0) -> bool:
         self.promoted.append(target.host)
+        self.renewed.append(f"promote {target.host}")
         state = self.states.get(target.host)
         if state is None or not state.in_recovery:
             return False

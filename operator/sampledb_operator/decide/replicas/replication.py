@@ -18,7 +18,7 @@ Invariants (property-tested):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,7 +27,6 @@ from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.model import names
 from sampledb_operator.model.instances import ServerState
 from sampledb_operator.model.sampledb import Problem
-from sampledb_operator.model.sampledb_status import InstanceStatus
 
 SWITCHOVER_ANNOTATION = "sampledb.io/switchover"  # value: the instance (pod name) to promote
 FENCED = "fenced"
@@ -53,6 +52,9 @@ class PodView:
     # its node sends no heartbeat (decide/replicas/node_silence.py): counted unready since then, whatever its Ready
     # condition still says, and its kubelet is not waited for once it is asked to stop
     node_silent: bool = False
+    # its server stopped itself (dataplane/self-fence.sh: its lease ended with no standby receiving its WAL) and its
+    # container will not start it as a primary again; only the pod's deletion clears that
+    self_fenced: bool = False
 
 
 def serving(pod: PodView | None) -> bool:
@@ -104,6 +106,7 @@ class ReplicationPlan:
     labels: Mapping[str, str] = field(default_factory=dict)  # pod name -> role label to set
     promote: str | None = None  # pg_promote() this instance
     fence_pods: tuple[str, ...] = ()  # delete these pods now (the fenced instances' pods)
+    release: tuple[str, ...] = ()  # delete these pods (default grace): a self-fenced primary no standby can replace
     remove: tuple[int, ...] = ()  # instances whose StatefulSet goes (scale-down)
     slots: frozenset[str] | None = None  # the replication slots the primary should have (None: leave them)
     clear_switchover: bool = False  # the switchover annotation is done (or names the primary): remove it
@@ -193,6 +196,7 @@ class _Pass:
     target: int | None = None
     fence: set[int] = field(default_factory=set)
     fence_pods: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)
     promote: str | None = None
     events: list[Event] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -258,12 +262,22 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
         why = f"unready for {unready:.0f}s"
         if primary_view is not None and primary_view.pod is not None and primary_view.pod.node_silent:
             why = f"runs on node {primary_view.pod.node}, which sends no heartbeat"
+        elif primary_view is not None and primary_view.pod is not None and primary_view.pod.self_fenced:
+            why = "stopped itself (its lease from the operator ended while no standby received its WAL)"
         p.events.append(Event("Warning", "FailoverStarted",
                               f"primary {primary_name} {why}: fencing it and promoting"
                               f" {names.instance_pod_name(db, p.target)}, the most advanced standby"))
     else:
         p.problems.append(Problem("FailoverBlocked", f"primary {primary_name} is unready and no standby is ready"
                                   " to take over", "spec.replicas"))
+        if primary_view is not None and primary_view.pod is not None and primary_view.pod.self_fenced \
+                and not primary_view.pod.terminating:
+            # nobody to promote, so no second primary to fear: a new pod starts it again, as the primary
+            p.release.append(primary_name)
+            p.events.append(Event("Warning", "SelfFenceReleased",
+                                  f"primary {primary_name} stopped itself (its lease from the operator ended while no"
+                                  " standby received its WAL) and no standby is ready to take over: deleting its pod"
+                                  " so that it starts again as the primary"))
 
 
 def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
@@ -370,30 +384,9 @@ def decide(inp: ReplicationInput) -> ReplicationPlan:
         instances=instances, primary=primary_name,
         target=names.instance_pod_name(db, p.target) if p.target is not None else None,
         labels=labels, promote=p.promote, fence_pods=tuple(dict.fromkeys(p.fence_pods)), remove=remove,
+        release=tuple(p.release),
         # Removed once the status records it done (a metadata write in the promoting pass would make
         # that pass's status write fail its precondition).
         slots=slots, clear_switchover=inp.switchover_to is not None and p.target is None and inp.target is None
         and inp.switchover_to == primary_name == inp.primary,
         events=tuple(p.events), problems=tuple(p.problems), requeue_after=p.requeue)
-
-
-SLOT_WARN_FRACTION = 0.25  # of the data volume's size: an inactive slot holding more is a problem
-
-
-def slot_problems(statuses: Sequence[InstanceStatus], volume_bytes: int) -> tuple[Problem, ...]:
-    """InactiveSlotRetainingWAL for a primary whose inactive replication slot holds at least SLOT_WARN_FRACTION of
-    the data volume's size in WAL: PostgreSQL keeps every segment from the slot's restart LSN until its consumer
-    comes back or the slot is dropped, and a full volume stops the server."""
-    out = []
-    for inst in statuses:
-        held, slot = inst.inactive_slot_retained_bytes, inst.inactive_slot
-        if slot is None or held is None or held < SLOT_WARN_FRACTION * volume_bytes:
-            continue
-        whose = ("the slot of a standby that does not stream (is it down?)" if slot.startswith(names.SLOT_PREFIX)
-                 else "nothing consumes it")
-        share = 100 * held / volume_bytes
-        out.append(Problem("InactiveSlotRetainingWAL", f"replication slot {slot} on {inst.name} is inactive and"
-                           f" holds {held / 2**20:.0f} MiB of WAL ({share:.0f}% of the data volume's size):"
-                           f" {whose}; the volume fills unless its consumer comes back or the slot is dropped"
-                           f" (SELECT pg_drop_replication_slot('{slot}'))", "status.instances"))
-    return tuple(out)
