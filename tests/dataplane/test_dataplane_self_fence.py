@@ -4,8 +4,9 @@ A primary started by instance.sh runs self-fence.sh beside it. Until the operato
 renewed, it runs while renewals come; once the lease has ended with no standby receiving its WAL, the server stops
 (an immediate shutdown), the marker is written and the reason is the container's termination message, and a new
 start of the container as the primary does not start the server: it waits, until the role label says replica. A
-primary whose standby streams from it is left running when its lease ends, and stops once the standby goes. A
-renewal that arrives after its deadline is refused and writes nothing.
+primary whose standby streams from it is left running when its lease ends, and stops once the standby goes; a WAL
+client that is not one of its standbys (not through a slot the operator makes) does not keep it running. A renewal
+that arrives after its deadline is refused and writes nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from test_dataplane_instance import (  # noqa: F401 - instances: the fixture, used by name
     PASSWORD,
     Instance,
+    add_slot,
     alive,
     instances,
     new_primary,
@@ -127,7 +129,7 @@ def test_a_primary_whose_standby_streams_runs_on_past_its_lease_and_stops_once_t
     primary = new_primary(servers)
     primary.stop()
     primary.start(primary.port, **extra(primary))  # with the short poll
-    standby = new_replica(servers, primary)
+    standby = own_standby(servers, primary)
     standby.start(primary.port, **extra(standby))
     wait_until(lambda: primary.value("SELECT count(*) FROM pg_stat_replication") == 1, 30, "the standby streaming")
     (standby.run_dir / pg.LEASE_FILE).write_text("1\n")  # a standby's watch never stops it, lease or not
@@ -142,6 +144,27 @@ def test_a_primary_whose_standby_streams_runs_on_past_its_lease_and_stops_once_t
 
     standby.stop()
     wait_exited(primary, timeout=20)
+    assert "no standby receives WAL" in (primary.run_dir / "sampledb-self-fenced").read_text()
+
+
+def own_standby(make: Callable[..., Instance], primary: Instance) -> Instance:
+    """A standby streaming through a slot named as the operator names its standbys' (sdb_i<k>)."""
+    add_slot(primary, "sdb_i1")
+    standby = make("db-1", "sdb_i1")
+    standby.set_role("replica")
+    return standby
+
+
+def test_a_wal_client_that_is_not_one_of_its_standbys_does_not_keep_a_primary_past_its_lease(
+        servers: Callable[..., Instance]) -> None:
+    primary = new_primary(servers)
+    primary.stop()
+    primary.start(primary.port, **extra(primary))
+    foreign = new_replica(servers, primary)  # its slot is not one the operator makes (sdb_db_1)
+    foreign.start(primary.port)
+    wait_until(lambda: primary.value("SELECT count(*) FROM pg_stat_replication") == 1, 30, "the client streaming")
+    assert renew(primary, ttl=1.0)
+    wait_exited(primary, timeout=15)
     assert "no standby receives WAL" in (primary.run_dir / "sampledb-self-fenced").read_text()
 
 

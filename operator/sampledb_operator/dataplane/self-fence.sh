@@ -9,15 +9,15 @@
 # renewal only if it arrives within a bound of being sent, so a late one never extends the lease).
 # Every SAMPLEDB_FENCE_POLL seconds (1) this script reads that file. No file: not armed (no standbys, or never
 # renewed; a new pod starts without one: the run directory is an emptyDir, kept across the container's restarts
-# only). The lease current: nothing to do. The lease expired: the server is asked over its socket whether it is
-# a primary and how many WAL senders it has (a question it cannot answer counts as none, unless it refuses
-# connections because it starts or stops); a standby, a primary that still sends WAL to a standby (the
-# operator may be down while the database is fine), or a server not accepting connections (starting up, in crash
-# recovery: it accepts no commit either) is left alone. A primary with no WAL sender, or a server that takes a
-# connection but does not answer within 5 s, is stopped at once: the marker $SAMPLEDB_RUN_DIR/sampledb-self-fenced is written
-# (instance.sh then never starts the server as a primary again in this pod: only the pod's deletion, which the
-# operator decides, clears it), then the postmaster gets SIGQUIT (an immediate shutdown: no further commit; crash
-# recovery at its next start). The reason goes to the container's termination message, which the operator reads.
+# only). The lease current: nothing to do. The lease ended: the server is asked over its socket whether it is a
+# primary and how many of its standbys receive its WAL (STANDBYS_SQL). A standby, a primary that still sends WAL to
+# one of its standbys (the operator may be down while the database is fine), or a server refusing connections
+# because it starts or stops (it accepts no commit either) is left alone. A primary with none, or one that takes a
+# connection but does not answer within 5 s, or cannot be asked for another reason, is stopped at once: the marker
+# $SAMPLEDB_RUN_DIR/sampledb-self-fenced is written (instance.sh then never starts the server as a primary again in
+# this pod: only the pod's deletion, which the operator decides, clears it), then the postmaster gets SIGQUIT (an
+# immediate shutdown: no further commit; crash recovery at its next start). The reason goes to the container's
+# termination message, which the operator reads.
 #
 # The postmaster treats a child that exits with a status other than 0 or 1 as a crashed backend (it would restart
 # every session): this script therefore always exits 0 (signals that end it are trapped), and exits once the
@@ -32,6 +32,11 @@ POLL=${SAMPLEDB_FENCE_POLL:-1}
 ANSWER_WITHIN=5
 TERMINATION_LOG=${SAMPLEDB_TERMINATION_LOG:-/dev/termination-log}
 trap 'exit 0' TERM INT HUP QUIT
+# whether the server is a standby, and how many of the database's own standbys receive its WAL: WAL senders holding a
+# physical slot of the standbys (the operator names them sdb_i<k> and drops no other); a logical decoding client or a
+# WAL archiver of someone else's does not keep a primary cut off from its standbys running
+STANDBYS_SQL="SELECT pg_is_in_recovery(), (SELECT count(*) FROM pg_stat_replication r JOIN pg_replication_slots s
+    ON s.active_pid = r.pid WHERE s.slot_type = 'physical' AND s.slot_name LIKE 'sdb\\_i%')"
 
 log() {
     printf 'sampledb-self-fence: %s\n' "$*" >&2
@@ -88,7 +93,7 @@ while kill -0 "$PM" 2>/dev/null; do
     fi
     rc=0
     out=$(timeout "$ANSWER_WITHIN" psql -X -q -A -t -h "$SOCKET" -p "$PORT" -U "${POSTGRES_USER:-postgres}" \
-        -d postgres -c "SELECT pg_is_in_recovery(), (SELECT count(*) FROM pg_stat_replication)" 2>&1) || rc=$?
+        -d postgres -c "$STANDBYS_SQL" 2>&1) || rc=$?
     if ((rc == 124)); then
         fence "the operator's lease ended $((now - end)) ms ago and the server does not answer within ${ANSWER_WITHIN} s"
         break
