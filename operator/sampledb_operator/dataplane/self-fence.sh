@@ -3,6 +3,8 @@
 # container (it ends up a child of the postmaster, whose pid it is given):
 #     bash /sampledb/scripts/self-fence.sh POSTMASTER_PID
 #
+# Each look touches sampledb-self-fence in that same directory: the operator's renewal reads there that a self-fence
+# watches the server (only then does it count on it to stop a primary it cannot reach).
 # The operator renews a lease on the primary of a database with standbys: each pass it writes into sampledb-lease, in
 # the server's first socket directory (the run directory in a pod; read from postmaster.pid, as is its port), the time, in milliseconds of the host's /proc/uptime (a clock that never steps),
 # until which the server may go on without hearing from it again (pg/client.renew_lease; the server accepts a
@@ -85,6 +87,7 @@ while kill -0 "$PM" 2>/dev/null; do
     sleep "$POLL" &
     wait $! || true
     listening || continue
+    : >"$SOCKET/sampledb-self-fence" 2>/dev/null || true # the operator's renewal reads that this watch runs
     end=$(lease_ms) || continue
     now=$(uptime_ms) || continue
     if ((now <= end)); then

@@ -21,6 +21,7 @@ class ServerState:
     config_changed: bool = False  # its config file is newer than its last configuration load
     idle_slot: str | None = None  # a primary's inactive replication slot that holds the oldest WAL
     idle_slot_retained: int | None = None  # and the WAL it holds: bytes from its restart_lsn to the current LSN
+    receiving: bool = False  # a standby whose WAL receiver streams from a primary (pg_stat_wal_receiver)
 
     @property
     def position(self) -> int:
@@ -28,6 +29,14 @@ class ServerState:
         if not self.in_recovery:
             return self.current_lsn or 0
         return max(self.receive_lsn or 0, self.replay_lsn or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewal:
+    """A primary's lease renewed (pg/client.renew_lease), and what the server said with it."""
+
+    watched: bool  # its self-fence runs (dataplane/self-fence.sh touched its file in the last 5 s)
+    sender_timeout: float  # its wal_sender_timeout, seconds (0: WAL senders never time out)
 
 
 def format_lsn(value: int | None) -> str | None:

@@ -272,7 +272,8 @@ ELECTION_REASONS = ("FailoverStarted", "SwitchoverStarted", "Promoted", "Failove
 primary_lease_renewals_total = Counter(
     "sampledb_primary_lease_renewals_total",
     "Renewals of the primaries' leases (a primary with standbys that hears neither the operator nor a standby for the"
-    " lease's 45 s stops itself), by result: renewed, failed",
+    " lease's 45 s stops itself), by result: renewed, unwatched (its server runs no self-fence: a pod started"
+    " before it existed), failed",
     ["result"],
     registry=REGISTRY,
 )
@@ -293,5 +294,5 @@ def init_operator() -> None:
             backups_total.labels(reason=reason, result=result)
     for kind in ("minor", "major"):
         upgrade_duration_seconds.labels(kind=kind)
-    for result in ("renewed", "failed"):
+    for result in ("renewed", "unwatched", "failed"):
         primary_lease_renewals_total.labels(result=result)

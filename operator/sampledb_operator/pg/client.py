@@ -21,7 +21,7 @@ from typing import Any
 
 from sampledb_operator.model import names
 from sampledb_operator.model.archive import ArchiverState
-from sampledb_operator.model.instances import ServerState
+from sampledb_operator.model.instances import LeaseRenewal, ServerState
 from sampledb_operator.observability.logging import get_logger
 
 log = get_logger(__name__)
@@ -37,7 +37,8 @@ SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery() THEN NULL ELSE (SELECT s.slot_name FROM pg_replication_slots s
             WHERE NOT s.active AND s.restart_lsn IS NOT NULL ORDER BY s.restart_lsn, s.slot_name LIMIT 1) END,
        CASE WHEN pg_is_in_recovery() THEN NULL ELSE (SELECT (pg_current_wal_lsn() - min(s.restart_lsn))::bigint
-            FROM pg_replication_slots s WHERE NOT s.active AND s.restart_lsn IS NOT NULL) END
+            FROM pg_replication_slots s WHERE NOT s.active AND s.restart_lsn IS NOT NULL) END,
+       EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
 """
 
 
@@ -131,10 +132,10 @@ async def server_state(target: Target, within: float = 3.0) -> ServerState | Non
     rows = await query(target, within, STATE_SQL)
     if not rows:
         return None
-    in_recovery, current, received, replayed, timeline, config_changed, idle_slot, idle_retained = rows[0]
+    in_recovery, current, received, replayed, timeline, config_changed, idle_slot, idle_retained, receiving = rows[0]
     return ServerState(in_recovery=bool(in_recovery), current_lsn=current, receive_lsn=received,
                        replay_lsn=replayed, timeline=timeline, config_changed=bool(config_changed),
-                       idle_slot=idle_slot, idle_slot_retained=idle_retained)
+                       idle_slot=idle_slot, idle_slot_retained=idle_retained, receiving=bool(receiving))
 
 
 ARCHIVE_ERROR_FILE = "/var/run/postgresql/sampledb-archive-error"  # dataplane/archive-wal.sh writes it
@@ -210,15 +211,22 @@ async def promote(target: Target, within: float = 60.0) -> bool:
 # host's uptime, written to LEASE_FILE in the server's first socket directory (the pod's run directory), but only if
 # the renewal arrives by the deadline given (%1$s, %2$s: whole numbers, put in by the operator; no placeholder is read).
 LEASE_FILE = "sampledb-lease"
-UPTIME_SQL = "SELECT (split_part(pg_read_file('/proc/uptime'), ' ', 1)::numeric * 1000)::bigint"
+WATCH_FILE = "sampledb-self-fence"  # self-fence.sh touches it at each look
+_UPTIME = "(split_part(pg_read_file('/proc/uptime'), ' ', 1)::numeric * 1000)::bigint"
+_SOCKET_DIR = "split_part(current_setting('unix_socket_directories'), ',', 1)"
+# the server's uptime (ms), whether its self-fence looked in the last 5 s, and its wal_sender_timeout (ms)
+UPTIME_SQL = f"""
+SELECT {_UPTIME},
+       coalesce((pg_stat_file({_SOCKET_DIR} || '/{WATCH_FILE}', true)).modification > now() - interval '5 s', false),
+       (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout')
+"""
 RENEW_SQL = f"""
-DO $do$ DECLARE up bigint := ({UPTIME_SQL.removeprefix("SELECT ")});
+DO $do$ DECLARE up bigint := {_UPTIME};
 BEGIN
   IF up > {{deadline}} THEN
     RAISE EXCEPTION 'lease renewal arrived % ms after its deadline', up - {{deadline}};
   END IF;
-  EXECUTE format('COPY (SELECT %s) TO %L', up + {{ttl}},
-                 split_part(current_setting('unix_socket_directories'), ',', 1) || '/{LEASE_FILE}');
+  EXECUTE format('COPY (SELECT %s) TO %L', up + {{ttl}}, {_SOCKET_DIR} || '/{LEASE_FILE}');
 END $do$
 """
 
@@ -231,27 +239,27 @@ def deadline_ms(uptime_ms: int, answered: float, sending: float, transit: float)
     return uptime_ms + round(max(0.0, sending - answered) * 1000) + round(transit * 1000)
 
 
-async def renew_lease(target: Target, ttl: float, transit: float, within: float = 5.0) -> bool:
+async def renew_lease(target: Target, ttl: float, transit: float, within: float = 5.0) -> LeaseRenewal | None:
     """Renew the server's lease to `ttl` seconds past the renewal's arrival, refused by the server if it arrives more
-    than `transit` seconds after it was sent (one connection: the server's uptime, then the renewal). True when the
-    server wrote it."""
+    than `transit` seconds after it was sent (one connection: the server's uptime, then the renewal). The renewal and
+    what the server said with it (its self-fence watching, its wal_sender_timeout) when it wrote it, else None."""
     psycopg = await driver()
     loop = asyncio.get_running_loop()
 
-    async def go() -> bool:
+    async def go() -> LeaseRenewal:
         async with await connect(psycopg, target, within) as conn:
             row = await (await conn.execute(UPTIME_SQL)).fetchone()
             answered = loop.time()
             deadline = deadline_ms(int(row[0]), answered, loop.time(), transit)
             await conn.execute(RENEW_SQL.format(deadline=deadline, ttl=round(ttl * 1000)))
-        return True
+        return LeaseRenewal(watched=bool(row[1]), sender_timeout=int(row[2]) / 1000)
 
     try:
         return await asyncio.wait_for(go(), within)
     except (TimeoutError, psycopg.Error, OSError) as exc:
         log.info("lease renewal failed", host=target.host, error=type(exc).__name__,
                  detail=str(exc).splitlines()[0][:200] if str(exc) else "")
-        return False
+        return None
 
 
 # An immediate shutdown of the server (SIGQUIT to its postmaster, whose pid is the first line of postmaster.pid in

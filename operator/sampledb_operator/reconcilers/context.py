@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from sampledb_operator.decide.events import EventType
 from sampledb_operator.decide.jobs import without_test_annotations
+from sampledb_operator.decide.replicas.primary_lease import LeaseBook
 from sampledb_operator.kube.api import ResourceApi
 from sampledb_operator.kube.client import KubeClient
 from sampledb_operator.kube.events import EventRecorder
@@ -157,6 +158,7 @@ class Context:
     tls_secret_versions: dict[str, tuple[str, float]] = field(init=False)
     # the nodes that send no heartbeat, and since when (reconcilers/node_heartbeats.py keeps it; empty without it)
     silent_nodes: dict[str, datetime] = field(init=False)
+    leases: LeaseBook = field(init=False)  # the primaries' leases this process renews (reconcilers/replication.py)
 
     def __post_init__(self) -> None:
         self.apis = {r.kind: RememberingApi(self.client, r, self.caches.cache_of(r.kind)) for r in API_KINDS}
@@ -166,6 +168,7 @@ class Context:
         self.unanswered_app_role = UnansweredChecks()
         self.tls_secret_versions = {}
         self.silent_nodes = {}
+        self.leases = LeaseBook()
 
     def cached(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self.caches.for_kind(kind).get(ObjectRef(namespace or "", name))

@@ -40,6 +40,7 @@ log = get_logger(__name__)
 FENCE_GRACE_SECONDS = 5  # a failed primary's pod is stopped this fast (a switchover stops it cleanly)
 STOPPED_WITHIN = 10.0  # seconds a server told to stop over SQL has to stop listening (_stopped_without_kubelet)
 STOPPED_ANNOTATION = "sampledb.io/server-stopped"  # on a fenced pod whose server the operator stopped over SQL
+SELF_FENCED_ANNOTATION = "sampledb.io/server-stopped-itself"  # on a fenced pod whose server stopped itself (lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +133,9 @@ async def _fence_confirmed(ctx: Context, db: SampleDB, index: int) -> bool:
         return True
     deadline = timestamps.parse(pod["metadata"].get("deletionTimestamp"))
     node = (pod.get("spec") or {}).get("nodeName")
-    return rep.kubelet_silent(deadline, ctx.clock.now(), node_silent=bool(node) and node in ctx.silent_nodes) \
-        and await _stopped_without_kubelet(ctx, db, pod)
+    if not rep.kubelet_silent(deadline, ctx.clock.now(), node_silent=bool(node) and node in ctx.silent_nodes):
+        return False
+    return await _stopped_without_kubelet(ctx, db, pod) or await _stopped_itself(ctx, db, pod)
 
 
 async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool:
@@ -168,6 +170,43 @@ async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool
     return True
 
 
+async def _stopped_itself(ctx: Context, db: SampleDB, pod: Obj) -> bool:
+    """The fenced primary, beyond reach, has stopped itself (decide/replicas/primary_lease.stopped_by: its lease ended
+    and no standby has received its WAL for its wal_sender_timeout); the pod is then annotated SELF_FENCED_ANNOTATION,
+    which later passes (of this operator or another) read as that proof: a server that stopped itself never starts
+    again as a primary in its pod, and this pod is being deleted."""
+    meta = pod["metadata"]
+    if SELF_FENCED_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    facts = primary_lease.parse_facts((meta.get("annotations") or {}).get(primary_lease.FACTS_ANNOTATION))
+    lease = ctx.leases.recall(str(meta.get("uid")), ctx.clock.monotonic(), facts)
+    by = primary_lease.stopped_by(lease, ctx.leases.clear_since.get(db.metadata.uid or ""))
+    if by is None or ctx.clock.monotonic() < by:
+        return False
+    stamp = ctx.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        await ctx.apis["Pod"].patch(meta["name"], {"metadata": {"annotations": {SELF_FENCED_ANNOTATION: stamp}}},
+                                    namespace=db.metadata.namespace)
+    except NotFound:
+        return True
+    log.info("fenced by its own stop", namespace=db.metadata.namespace, name=db.metadata.name, pod=meta["name"])
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "FencedBySelfFence",
+                    f"the old primary {meta['name']} cannot be reached; its lease from the operator has ended and no"
+                    " standby has received its WAL for longer than its wal_sender_timeout, so it has stopped itself")
+    return True
+
+
+def _observe_clear(ctx: Context, db: SampleDB, views: Mapping[int, rep.InstanceView], old: int) -> None:
+    """During a failover, once the old primary's pod has been deleted ENDPOINTS_SECONDS ago (no standby reconnects to
+    it through the Service): whether every other instance with a pod answered as a standby receiving no WAL."""
+    view = views.get(old)
+    pod = view.pod if view is not None else None
+    settled = pod is None or (pod.terminating and pod.since is not None and (
+        ctx.clock.now() - pod.since).total_seconds() >= primary_lease.ENDPOINTS_SECONDS)
+    others = [v.server for i, v in views.items() if i != old and v.pod is not None]
+    ctx.leases.seen_clear(db.metadata.uid or "", ctx.clock.monotonic(), settled and primary_lease.others_clear(others))
+
+
 def _skip_volumes(ctx: Context, db: SampleDB, keep: set[int]) -> frozenset[int]:
     """The primary (or the instance being promoted), when it is not instance 0, never gets a new empty
     volume: if its volume is gone, so is its data (instance 0's volume has its own guard,
@@ -199,6 +238,10 @@ async def reconcile_replication(ctx: Context, db: SampleDB, *, starting: bool = 
                                         server=servers.get(pod_name))
     old_primary = rep.index_of(name, db.status.primary)
     in_failover = bool(db.status.target_primary and db.status.target_primary != db.status.primary)
+    if in_failover and old_primary is not None:
+        _observe_clear(ctx, db, views, old_primary)
+    else:
+        ctx.leases.clear_since.pop(db.metadata.uid or "", None)
     fenced = in_failover and old_primary is not None and await _fence_confirmed(ctx, db, old_primary)
     switchover = db.metadata.annotations.get(rep.SWITCHOVER_ANNOTATION)
     paused = db.status.pooler_pause
@@ -280,7 +323,8 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
         ip = (pods[plan.promote].get("status") or {}).get("podIP")
         if ip:
             target = pg.Target(str(ip), names.POSTGRES_PORT, *creds)
-            await _renew_lease(target)  # a lease left from an earlier term in its pod must not stop it once promoted
+            # a lease left from an earlier term in its pod must not stop it once promoted
+            await _renew_lease(ctx, target, pods[plan.promote])
             if await pg.promote(target):
                 log.info("promoted", namespace=ns, name=name, instance=plan.promote)
     for pod, role in sorted(plan.labels.items()):
@@ -300,9 +344,9 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
     if creds is not None and primary_lease.renew(
             replicas=db.spec.replicas, instances=len(plan.instances), primary=plan.primary, target=plan.target,
             in_recovery=primary_server.in_recovery if primary_server else None):
-        ip = (pods.get(plan.primary, {}).get("status") or {}).get("podIP")
+        ip = (pods[plan.primary].get("status") or {}).get("podIP") if plan.primary in pods else None
         if ip:
-            await _renew_lease(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
+            await _renew_lease(ctx, pg.Target(str(ip), names.POSTGRES_PORT, *creds), pods[plan.primary])
     for pod in plan.release:
         with contextlib.suppress(NotFound):
             await ctx.apis["Pod"].delete(pod, ns)
@@ -314,11 +358,20 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
                                              namespace=ns)
 
 
-async def _renew_lease(target: pg.Target) -> bool:
-    """The server's lease renewed (decide/replicas/primary_lease.py), counted by result."""
-    renewed = await pg.renew_lease(target, primary_lease.LEASE_SECONDS, primary_lease.TRANSIT_SECONDS)
-    metrics.primary_lease_renewals_total.labels(result="renewed" if renewed else "failed").inc()
-    return renewed
+async def _renew_lease(ctx: Context, target: pg.Target, pod: Obj) -> None:
+    """The server's lease renewed (decide/replicas/primary_lease.py), recorded in the LeaseBook, counted by result."""
+    uid = str(pod["metadata"].get("uid"))
+    ctx.leases.sending(uid, ctx.clock.monotonic())
+    renewal = await pg.renew_lease(target, primary_lease.LEASE_SECONDS, primary_lease.TRANSIT_SECONDS)
+    if renewal is not None:
+        ctx.leases.answered(uid, watched=renewal.watched, sender_timeout=renewal.sender_timeout)
+        facts = primary_lease.facts_value(renewal.watched, renewal.sender_timeout)
+        if (pod["metadata"].get("annotations") or {}).get(primary_lease.FACTS_ANNOTATION) != facts:
+            with contextlib.suppress(NotFound):  # recorded for another process (a new leader) to count on
+                await ctx.apis["Pod"].patch(pod["metadata"]["name"], {"metadata": {"annotations": {
+                    primary_lease.FACTS_ANNOTATION: facts}}}, namespace=pod["metadata"].get("namespace"))
+    result = "failed" if renewal is None else "renewed" if renewal.watched else "unwatched"
+    metrics.primary_lease_renewals_total.labels(result=result).inc()
 
 
 async def _remove_instance(ctx: Context, db: SampleDB, index: int) -> None:

@@ -17,7 +17,7 @@ from tests.support.fake_cluster import FakeCluster, Obj, condition, sampledb
 from sampledb_operator.decide.labels import PRIMARY_ROLE, REPLICA_ROLE
 from sampledb_operator.decide.replicas import replication as rep
 from sampledb_operator.model import names
-from sampledb_operator.model.instances import ServerState
+from sampledb_operator.model.instances import LeaseRenewal, ServerState
 from sampledb_operator.pg import client as pg
 
 DB = "orders"
@@ -52,8 +52,9 @@ class FakeServers:
     def primary(self, i: int, lsn: int = 100) -> None:
         self.states[ip(i)] = ServerState(in_recovery=False, current_lsn=lsn)
 
-    def standby(self, i: int, lsn: int = 90) -> None:
-        self.states[ip(i)] = ServerState(in_recovery=True, receive_lsn=lsn, replay_lsn=lsn)
+    def standby(self, i: int, lsn: int = 90, *, receiving: bool = True) -> None:
+        """Instance i a standby at `lsn`, its WAL receiver streaming from a primary unless `receiving` is False."""
+        self.states[ip(i)] = ServerState(in_recovery=True, receive_lsn=lsn, replay_lsn=lsn, receiving=receiving)
 
     def silent(self, i: int) -> None:
         self.states.pop(ip(i), None)
@@ -73,9 +74,13 @@ class FakeServers:
         """A reachable host whose server does not run refuses; an unreachable one says nothing."""
         return target.host not in self.unreachable and target.host not in self.states
 
-    async def renew_lease(self, target: pg.Target, ttl: float, transit: float, within: float = 5.0) -> bool:
+    async def renew_lease(self, target: pg.Target, ttl: float, transit: float,
+                          within: float = 5.0) -> LeaseRenewal | None:
+        """A server that answers renews, its self-fence watching, wal_sender_timeout 60 s."""
         self.renewed.append(target.host)
-        return target.host in self.states and target.host not in self.unreachable
+        if target.host not in self.states or target.host in self.unreachable:
+            return None
+        return LeaseRenewal(watched=True, sender_timeout=60.0)
 
     async def promote(self, target: pg.Target, within: float = 60.0) -> bool:
         self.promoted.append(target.host)
@@ -105,10 +110,12 @@ def run_pod(cluster: FakeCluster, i: int, *, ready: bool = True) -> Obj:
     assert sts is not None, sts_name(i)
     labels = dict(sts["spec"]["template"]["metadata"]["labels"])
     have = cluster.get(POD, pod_name(i))
-    if have is not None:  # keep the labels the operator set
+    annotations: dict[str, str] = {}
+    if have is not None:  # keep the labels and annotations the operator set
         labels = dict(have["metadata"].get("labels") or {})
+        annotations = dict(have["metadata"].get("annotations") or {})
     return cluster.put(POD, {
-        "metadata": {"name": pod_name(i), "labels": labels},
+        "metadata": {"name": pod_name(i), "labels": labels, "annotations": annotations},
         "status": {"podIP": ip(i), "conditions": [
             {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": stamp(cluster)}]}})
 
