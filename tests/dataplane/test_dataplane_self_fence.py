@@ -17,9 +17,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from pg_harness import PASSWORD as SERVER_PASSWORD
+from pg_harness import SUPERUSER
 from test_dataplane_instance import (  # noqa: F401 - instances: the fixture, used by name
     PASSWORD,
     Instance,
@@ -31,6 +34,7 @@ from test_dataplane_instance import (  # noqa: F401 - instances: the fixture, us
     wait_until,
 )
 
+from sampledb_operator.model.instances import LeaseRenewal
 from sampledb_operator.pg import client as pg
 
 pytestmark = pytest.mark.postgres
@@ -61,7 +65,8 @@ def target(inst: Instance) -> pg.Target:
 
 
 def renew(inst: Instance, ttl: float) -> bool:
-    return asyncio.run(pg.renew_lease(target(inst), ttl, transit=2.0))
+    renewal = asyncio.run(pg.renew_lease(target(inst), ttl, 2.0, lambda: None))
+    return renewal is not None and renewal.watched
 
 
 def uptime_ms() -> int:
@@ -91,7 +96,8 @@ def test_a_renewed_lease_keeps_the_primary_and_an_ended_one_stops_it(servers: Ca
     assert not lease.exists()  # not armed before the operator's first renewal
 
     before = uptime_ms()
-    assert renew(primary, ttl=3.0)
+    renewal = asyncio.run(pg.renew_lease(target(primary), 3.0, 2.0, lambda: None))
+    assert renewal == LeaseRenewal(watched=True, sender_timeout=60.0)  # the self-fence looks; the default timeout
     end = int(lease.read_text().strip())
     assert before + 3000 <= end <= uptime_ms() + 3000
     for ident in range(1, 5):  # renewed every second for 4 s: the 3 s lease never ends
@@ -166,6 +172,13 @@ def test_a_wal_client_that_is_not_one_of_its_standbys_does_not_keep_a_primary_pa
     assert renew(primary, ttl=1.0)
     wait_exited(primary, timeout=15)
     assert "no standby receives WAL" in (primary.run_dir / "sampledb-self-fenced").read_text()
+
+
+def test_a_server_without_a_self_fence_is_renewed_unwatched(pg_server_factory: Callable[..., Any]) -> None:
+    server = pg_server_factory()  # started by pg_ctl, not instance.sh: nothing watches it
+    renewal = asyncio.run(pg.renew_lease(pg.Target("127.0.0.1", server.port, SUPERUSER, SERVER_PASSWORD), 3.0,
+                                         2.0, lambda: None))
+    assert renewal is not None and renewal.watched is False
 
 
 def test_a_renewal_arriving_after_its_deadline_is_refused_and_writes_nothing(

@@ -234,11 +234,11 @@ def test_a_primary_cut_off_stops_itself_and_is_failed_over_with_its_node_still_c
 
 
 # a cut-off primary stops itself once both its lease (45 s past the last renewal, every 10 s) and its WAL senders
-# (wal_sender_timeout, 60 s) have ended, within a few seconds more (self-fence.sh's look, the immediate shutdown)
-SELF_FENCE_BOUND_S = 60 + 7
+# (wal_sender_timeout, 15 s) have ended, within a few seconds more (self-fence.sh's look, the immediate shutdown)
+SELF_FENCE_BOUND_S = 45 + 7
 # the operator promotes once the old primary's lease has ended and no standby has received WAL for wal_sender_timeout
-# (their receivers notice the cut after wal_receiver_timeout, 60 s): about 60 + 60 s after the cut, plus slack
-PROMOTED_BOUND_S = 240
+# (counted from 10 s after the old pod's deletion, itself about 25 s after the cut), plus 10 s: about 60 s
+PROMOTED_BOUND_S = 120
 
 
 def uptime_s() -> float:

@@ -239,10 +239,13 @@ def deadline_ms(uptime_ms: int, answered: float, sending: float, transit: float)
     return uptime_ms + round(max(0.0, sending - answered) * 1000) + round(transit * 1000)
 
 
-async def renew_lease(target: Target, ttl: float, transit: float, within: float = 5.0) -> LeaseRenewal | None:
+async def renew_lease(target: Target, ttl: float, transit: float, sending: Callable[[], None],
+                      within: float = 5.0) -> LeaseRenewal | None:
     """Renew the server's lease to `ttl` seconds past the renewal's arrival, refused by the server if it arrives more
-    than `transit` seconds after it was sent (one connection: the server's uptime, then the renewal). The renewal and
-    what the server said with it (its self-fence watching, its wal_sender_timeout) when it wrote it, else None."""
+    than `transit` seconds after it was sent (one connection: the server's uptime, then the renewal); `sending` is
+    called just before the renewal itself is sent (never when the connection or the first question failed: then no
+    renewal can arrive). The renewal and what the server said with it (its self-fence watching, its
+    wal_sender_timeout) when it wrote it, else None."""
     psycopg = await driver()
     loop = asyncio.get_running_loop()
 
@@ -251,6 +254,7 @@ async def renew_lease(target: Target, ttl: float, transit: float, within: float 
             row = await (await conn.execute(UPTIME_SQL)).fetchone()
             answered = loop.time()
             deadline = deadline_ms(int(row[0]), answered, loop.time(), transit)
+            sending()
             await conn.execute(RENEW_SQL.format(deadline=deadline, ttl=round(ttl * 1000)))
         return LeaseRenewal(watched=bool(row[1]), sender_timeout=int(row[2]) / 1000)
 

@@ -361,8 +361,8 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
 async def _renew_lease(ctx: Context, target: pg.Target, pod: Obj) -> None:
     """The server's lease renewed (decide/replicas/primary_lease.py), recorded in the LeaseBook, counted by result."""
     uid = str(pod["metadata"].get("uid"))
-    ctx.leases.sending(uid, ctx.clock.monotonic())
-    renewal = await pg.renew_lease(target, primary_lease.LEASE_SECONDS, primary_lease.TRANSIT_SECONDS)
+    renewal = await pg.renew_lease(target, primary_lease.LEASE_SECONDS, primary_lease.TRANSIT_SECONDS,
+                                   lambda: ctx.leases.sending(uid, ctx.clock.monotonic()))
     if renewal is not None:
         ctx.leases.answered(uid, watched=renewal.watched, sender_timeout=renewal.sender_timeout)
         facts = primary_lease.facts_value(renewal.watched, renewal.sender_timeout)

@@ -32,8 +32,15 @@ def test_the_file_includes_pgdatas_own_file_first_then_the_parameters_in_order()
     assert lines == ["include_if_exists = '/var/lib/postgresql/data/pgdata/postgresql.conf'",
                      "hba_file = '/etc/sampledb/pg_hba.conf'", "wal_log_hints = 'on'", "wal_keep_size = '256MB'",
                      "synchronous_standby_names = ''",
+                     "wal_sender_timeout = '15s'", "wal_receiver_timeout = '15s'",
                      "include_if_exists = '/var/run/postgresql/sampledb-instance.conf'",
                      "max_connections = '200'", "work_mem = '8MB'"]
+
+
+def test_the_replication_timeouts_are_the_operators_unless_the_parameters_set_them() -> None:
+    lines = pgconfig.render({"wal_sender_timeout": "30s"}, "/d").splitlines()
+    assert lines.index("wal_sender_timeout = '15s'") < lines.index("wal_sender_timeout = '30s'")  # the last wins
+    assert "wal_receiver_timeout = '15s'" in lines
 
 
 def test_synchronous_replication_waits_for_any_one_standby() -> None:

@@ -8,6 +8,7 @@ The proof is annotated on the pod (later passes, or another operator, read it), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -79,8 +80,9 @@ async def test_a_standby_still_streaming_keeps_the_failover_waiting(servers: Fak
 
 async def test_a_primary_whose_self_fence_never_watched_is_never_counted_on(
         servers: FakeServers, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def unwatched(target: pg.Target, ttl: float, transit: float, within: float = 5.0) -> LeaseRenewal | None:
-        renewal = await FakeServers.renew_lease(servers, target, ttl, transit, within)
+    async def unwatched(target: pg.Target, ttl: float, transit: float, sending: Callable[[], None],
+                        within: float = 5.0) -> LeaseRenewal | None:
+        renewal = await FakeServers.renew_lease(servers, target, ttl, transit, sending, within)
         return None if renewal is None else replace(renewal, watched=False)
     monkeypatch.setattr(pg, "renew_lease", unwatched)
     cluster = FakeCluster()

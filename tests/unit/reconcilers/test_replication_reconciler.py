@@ -9,6 +9,7 @@ major upgrade with standbys (started; held while the primary is not the first in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -74,12 +75,14 @@ class FakeServers:
         """A reachable host whose server does not run refuses; an unreachable one says nothing."""
         return target.host not in self.unreachable and target.host not in self.states
 
-    async def renew_lease(self, target: pg.Target, ttl: float, transit: float,
+    async def renew_lease(self, target: pg.Target, ttl: float, transit: float, sending: Callable[[], None],
                           within: float = 5.0) -> LeaseRenewal | None:
-        """A server that answers renews, its self-fence watching, wal_sender_timeout 60 s."""
+        """A server that answers renews, its self-fence watching, wal_sender_timeout 60 s; one that does not is
+        never sent the renewal."""
         self.renewed.append(target.host)
         if target.host not in self.states or target.host in self.unreachable:
             return None
+        sending()
         return LeaseRenewal(watched=True, sender_timeout=60.0)
 
     async def promote(self, target: pg.Target, within: float = 60.0) -> bool:

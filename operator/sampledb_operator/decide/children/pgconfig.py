@@ -33,6 +33,10 @@ RUN_DIR = "/var/run/postgresql"
 INSTANCE_CONF = f"{RUN_DIR}/sampledb-instance.conf"  # written by instance.sh at each start: conninfo, slot
 SYNCHRONOUS_STANDBYS = "ANY 1 (*)"
 WAL_KEEP_SIZE = "256MB"  # WAL a promoted standby keeps, so the old primary can pg_rewind from it
+# A replication connection that hears nothing for this long is dropped, on both ends (PostgreSQL's default: 60 s):
+# a standby notices a primary cut off, and a cut-off primary's WAL senders end, within it; both bound the self-fence
+# and the failover of a primary beyond reach (decide/replicas/primary_lease.py). spec.parameters may set either.
+REPLICATION_TIMEOUTS = (("wal_sender_timeout", "15s"), ("wal_receiver_timeout", "15s"))
 
 # Who may connect, and how: the image's rules (trust on the socket, scram-sha-256 over TCP) plus
 # streaming replication over TCP for the standbys (the superuser of the superuser Secret, with its password). With
@@ -72,10 +76,10 @@ def quote(value: str) -> str:
 
 def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bool = False,
            hba_file: str = HBA_FILE, client_ca: str | None = None) -> str:
-    """The postgresql.conf the server reads: PGDATA's own file, the operator's settings (access rules,
-    what pg_rewind needs, synchronous replication when asked, the CA client certificates are checked with when
-    roles log in by certificate), the instance's own file (instance.sh: primary_conninfo, primary_slot_name,
-    cluster_name, TLS), then the parameters in name order."""
+    """The postgresql.conf the server reads: PGDATA's own file, the operator's settings (access rules, what
+    pg_rewind needs, synchronous replication when asked, the replication connections' timeouts, the CA client
+    certificates are checked with when roles log in by certificate), the instance's own file (instance.sh:
+    primary_conninfo, primary_slot_name, cluster_name, TLS), then the parameters in name order."""
     lines = ["# Written by sampledb-operator from spec.parameters; edit the SampleDB, not this file.",
              f"include_if_exists = {quote(pgdata + '/postgresql.conf')}",
              f"hba_file = {quote(hba_file)}",
@@ -83,6 +87,7 @@ def render(parameters: Mapping[str, str] | None, pgdata: str, *, synchronous: bo
              "wal_log_hints = 'on'",
              f"wal_keep_size = {quote(WAL_KEEP_SIZE)}",
              f"synchronous_standby_names = {quote(SYNCHRONOUS_STANDBYS if synchronous else '')}",
+             *(f"{name} = {quote(value)}" for name, value in REPLICATION_TIMEOUTS),
              f"include_if_exists = {quote(INSTANCE_CONF)}"]
     lines += [f"{name} = {quote(str(value))}" for name, value in sorted((parameters or {}).items())]
     return "\n".join(lines) + "\n"

@@ -75,7 +75,7 @@ class PodLease:
     """What this process knows of one pod's lease (monotonic seconds of its own clock)."""
 
     first_seen: float  # when this process first considered renewing it
-    last_attempt: float | None = None  # its last renewal sent (answered or not)
+    last_attempt: float | None = None  # its last renewal sent (answered or not; one never sent does not count)
     watched: bool = False  # a renewal found its self-fence watching
     sender_timeout: float | None = None  # its wal_sender_timeout as that renewal read it (seconds)
 

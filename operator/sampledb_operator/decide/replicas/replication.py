@@ -300,9 +300,10 @@ def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
                 and (inp.now - old.pod.since).total_seconds() >= FENCE_UNCONFIRMED_SECONDS:
             p.problems.append(Problem("FenceUnconfirmed", f"{primary_name} is still terminating: its node's kubelet"
                                       " does not stop it and its server cannot be reached to be stopped, so the"
-                                      f" promotion of {target_name} waits (never two primaries); once the node is"
-                                      " certainly down, delete the node object or taint it"
-                                      " node.kubernetes.io/out-of-service", "spec.replicas"))
+                                      f" promotion of {target_name} waits (never two primaries) until its own stop"
+                                      " is certain (its lease ended and no standby receiving its WAL for"
+                                      " wal_sender_timeout); once the node is certainly down, delete the node object"
+                                      " or taint it node.kubernetes.io/out-of-service to go on now", "spec.replicas"))
         return
     view = inp.instances.get(p.target)
     if view is not None and view.server is not None and not view.server.in_recovery:
