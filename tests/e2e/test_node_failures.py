@@ -19,8 +19,9 @@ counts on that stop (FencedBySelfFence) and promotes the standby chosen with the
 to the new primary. Healed, the node's kubelet finishes the old pod and the old primary comes back as a standby;
 every accepted write is there.
 
-A power cut of the primary's node (`crash`), the documented way on: the failover waits the same way until a person
-taints the node `node.kubernetes.io/out-of-service`; the control plane then removes its pods, the fence is confirmed
+A power cut of the primary's node (`crash`) with wal_sender_timeout 0 (the old primary's own stop cannot be counted
+on), the documented way on: the failover waits (FenceUnconfirmed) until a person taints the node
+`node.kubernetes.io/out-of-service`; the control plane then removes its pods, the fence is confirmed
 by the pod being gone, and the standby chosen is promoted with the node still down; every accepted write is there.
 
 Throughout, a sampler asks every instance from the host, every 0.3 s, whether it is a primary (not in recovery):
@@ -69,10 +70,10 @@ def messages(name: str, reason: str) -> list[str]:
     return [str(e.get("message") or "") for e in events if e.get("reason") == reason]
 
 
-def three_with_a_writer(name: str, *, synchronous: bool = True) -> tuple[str, str, str]:
+def three_with_a_writer(name: str, *, synchronous: bool = True, **spec: Any) -> tuple[str, str, str]:
     """A database of three instances, one per real node, failing over at once, and a pod on another node than the
     primary's writing through its Service: (the primary, its node, its address)."""
-    one_per_node(name, replication={"synchronous": synchronous, "failoverDelaySeconds": 0})
+    one_per_node(name, replication={"synchronous": synchronous, "failoverDelaySeconds": 0}, **spec)
     primary = status(name)["primary"]
     node = node_of(name, primary)
     assert node is not None
@@ -256,14 +257,15 @@ OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 
 
 def test_a_powered_off_primary_is_failed_over_once_a_person_taints_its_node_out_of_service(installed: str) -> None:
-    """The documented way on for a node certainly down: the failover waits (FenceUnconfirmed) until a person taints
-    the node out-of-service; the control plane then removes its pods, the fence is confirmed by the pod being gone,
-    and the standby chosen is promoted with the node still down. Synchronous: every accepted write is there."""
+    """The documented way on for a node certainly down when the old primary's own stop cannot be counted on (here:
+    wal_sender_timeout 0, WAL senders that never time out): the failover waits (FenceUnconfirmed) until a person
+    taints the node out-of-service; the control plane then removes its pods, the fence is confirmed by the pod being
+    gone, and the standby chosen is promoted with the node still down. Synchronous: every accepted write is there."""
     name = unique("nodeoff")
     faulted: str | None = None
     tainted: str | None = None
     try:
-        primary, node, _ = three_with_a_writer(name)
+        primary, node, _ = three_with_a_writer(name, parameters={"wal_sender_timeout": "0"})
         with sampling(name) as sampler:
             real_node_fault(node, "crash")  # every process of the node killed, its network down
             faulted = node
