@@ -52,7 +52,7 @@ from tests.e2e.real_data import (
     wait_accepted,
     write_downtime,
 )
-from tests.e2e.test_node_maintenance import node_of, one_per_node, pods, reasons
+from tests.e2e.test_node_maintenance import node_of, one_per_node, pods, reasons, whole_again
 from tests.support.cluster import host_refuses, local_state_dir, real_node_fault
 from tests.support.kube import kubectl, kubectl_json, wait_until
 
@@ -161,11 +161,7 @@ def test_a_primary_whose_kubelet_stops_is_failed_over_without_a_human_and_comes_
 
         real_node_fault(node, "heal")
         faulted = None
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
-                   what="the old primary back as a standby")
-        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                               superuser=True) == "2", timeout=180, what="both standbys streaming")
-        assert status(name)["primary"] == new_primary
+        whole_again(name, new_primary)
         downtime, accepted = write_downtime(name)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
         # asynchronous, and still every accepted write: the old primary's fast shutdown sent its last WAL to the
@@ -216,11 +212,7 @@ def test_a_primary_cut_off_stops_itself_and_is_failed_over_with_its_node_still_c
             real_node_fault(node, "heal")
             faulted = None
         sampler.never_two(primary, target)
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
-                   what="the old primary back as a standby")
-        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                               superuser=True) == "2", timeout=180, what="both standbys streaming")
-        assert status(name)["primary"] == target
+        whole_again(name, target)
         wait_accepted(name, timeout=120)
         downtime, accepted = write_downtime(name)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
@@ -284,11 +276,7 @@ def test_a_powered_off_primary_is_failed_over_once_a_person_taints_its_node_out_
         faulted = None
         kubectl("taint", "node", node, f"{OUT_OF_SERVICE}-")
         tainted = None
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
-                   what="the old primary back as a standby")
-        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                               superuser=True) == "2", timeout=180, what="both standbys streaming")
-        assert status(name)["primary"] == target
+        whole_again(name, target)
         _, accepted = write_downtime(name)
         kubectl("delete", "pod", "-n", NS, f"{name}-writer", "--wait=false")
         assert int(sql(name, "SELECT count(*) FROM heartbeat")) >= accepted  # synchronous: every accepted write

@@ -69,6 +69,14 @@ def one_per_node(name: str, **spec: Any) -> None:
     wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready")
 
 
+def whole_again(name: str, primary: str) -> None:
+    """Three instances ready again, `primary` the primary, both standbys streaming from it."""
+    wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300, what="three instances ready again")
+    wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+                           superuser=True) == "2", timeout=180, what="both standbys streaming")
+    assert status(name)["primary"] == primary
+
+
 def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(installed: str) -> None:
     name = unique("drain")
     drained: str | None = None
@@ -109,11 +117,7 @@ def test_a_drain_of_the_primarys_node_switches_over_first_and_loses_no_write(ins
         # uncordoned, the evicted instance comes back on its node and streams from the new primary
         kubectl("uncordon", drained)
         drained = None
-        wait_until(lambda: status(name).get("readyInstances") == "3/3", timeout=300,
-                   what="the evicted instance back and ready")
-        wait_until(lambda: sql(name, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-                               superuser=True) == "2", timeout=120, what="both standbys streaming")
-        assert status(name)["primary"] == new_primary
+        whole_again(name, new_primary)
     finally:
         if drained is not None:
             kubectl("uncordon", drained, check=False)

@@ -298,9 +298,9 @@ async def stop_server(target: Target, within: float = 5.0) -> bool:
     """Tell the server to stop now: a fast shutdown, which first sends its last WAL to the standbys connected to it,
     escalated to an immediate one (as a power cut leaves it: crash recovery at its next start) if it still runs
     STOP_ESCALATE_SECONDS later (STOP_SQL). True when the server itself took the order: connected as the superuser,
-    and the statement done
-    or the connection ended by the shutdown (SQLSTATE class 57, or no SQLSTATE: the server closed it). False
-    when it could not be reached or refused (not a superuser, an error): then nothing says it stops."""
+    and the statement done or the connection ended by the shutdown (SQLSTATE class 57, or no SQLSTATE: the server
+    closed it). False when it could not be reached or refused (not a superuser, an error): then nothing says it
+    stops."""
     psycopg = await driver()
 
     async def go() -> bool:

@@ -86,14 +86,15 @@ class NodeHeartbeats:
 
     def _publish(self, silent: dict[str, datetime], now: datetime) -> None:
         before = self._ctx.silent_nodes
-        for node in sorted(silent.keys() - before.keys()):
+        newly = sorted(silent.keys() - before.keys())
+        for node in newly:
             log.warning("node sends no heartbeat: its primaries fail over", node=node,
                         silent_for=round((now - silent[node]).total_seconds() + self._silent_after, 1))
         for node in sorted(before.keys() - silent.keys()):
             log.info("node sends heartbeats again", node=node)
         self._ctx.silent_nodes = silent
         metrics.silent_nodes.set(len(silent))
-        for node in sorted(silent.keys() - before.keys()):
+        for node in newly:
             self._on_silent(node)
 
     async def run(self) -> None:

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-DEFAULT_SILENT_AFTER = 20.0  # seconds without a renewal: two of the kubelet's 10 s renewals missed
 POLL = 5.0  # seconds between reads of the nodes' Leases
 
 
