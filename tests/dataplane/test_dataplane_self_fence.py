@@ -51,12 +51,17 @@ def extra(inst: Instance) -> dict[str, str]:
     return {"SAMPLEDB_FENCE_POLL": POLL, "SAMPLEDB_TERMINATION_LOG": str(inst.base / "termination-log")}
 
 
-def started_primary(servers: Callable[..., Instance]) -> Instance:
+def started_primary(servers: Callable[..., Instance], *, standby_slot: bool = True) -> Instance:
+    """A primary started by instance.sh; with `standby_slot`, the slot of a standby (sdb_i1) the operator made for
+    one, which is not streaming now."""
     primary = servers("db-0", "sdb_db_0")
     primary.set_role("primary")
     primary.start(primary.port, **extra(primary))
     with primary.connect() as conn:
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, note text)")
+    if standby_slot:
+        add_slot(primary, "sdb_i1")
+    wait_until((primary.run_dir / pg.WATCH_FILE).exists, 10, "the self-fence's first look")
     return primary
 
 
@@ -166,12 +171,35 @@ def test_a_wal_client_that_is_not_one_of_its_standbys_does_not_keep_a_primary_pa
     primary = new_primary(servers)
     primary.stop()
     primary.start(primary.port, **extra(primary))
+    add_slot(primary, "sdb_i2")  # a standby's, not streaming
     foreign = new_replica(servers, primary)  # its slot is not one the operator makes (sdb_db_1)
     foreign.start(primary.port)
     wait_until(lambda: primary.value("SELECT count(*) FROM pg_stat_replication") == 1, 30, "the client streaming")
     assert renew(primary, ttl=1.0)
     wait_exited(primary, timeout=15)
     assert "no standby receives WAL" in (primary.run_dir / "sampledb-self-fenced").read_text()
+
+
+def test_a_primary_without_a_standby_slot_is_never_stopped(servers: Callable[..., Instance]) -> None:
+    primary = started_primary(servers, standby_slot=False)  # a database without standbys (any more)
+    renewal = asyncio.run(pg.renew_lease(target(primary), 0.5, 2.0, lambda: None))
+    assert renewal is not None and renewal.watched is False  # nothing the operator could count on
+    wait_until(lambda: any("no standby slot" in line for line in primary.log().splitlines()), 15,
+               "the ended lease looked at")
+    assert primary.proc is not None and primary.proc.poll() is None and writes(primary, 1)
+    assert not (primary.run_dir / "sampledb-self-fenced").exists()
+
+
+def test_a_lease_turned_off_arms_nothing(servers: Callable[..., Instance]) -> None:
+    primary = started_primary(servers)
+    assert renew(primary, ttl=2.0)
+    renewed = time.time()
+    assert asyncio.run(pg.disarm_lease(target(primary)))  # the database left without standbys
+    assert (primary.run_dir / pg.LEASE_FILE).read_text().strip() == "off"
+    watch = primary.run_dir / pg.WATCH_FILE
+    wait_until(lambda: watch.stat().st_mtime > renewed + 3.0, 15, "the self-fence's looks past the old lease's end")
+    assert primary.proc is not None and primary.proc.poll() is None and writes(primary, 1)
+    assert not (primary.run_dir / "sampledb-self-fenced").exists()
 
 
 def test_a_server_without_a_self_fence_is_renewed_unwatched(pg_server_factory: Callable[..., Any]) -> None:

@@ -53,7 +53,7 @@ class Writer(threading.Thread):
                 self.acked.append(n)
                 now = time.monotonic()
                 self.longest, last = max(self.longest, now - last), now
-            except psycopg.Error as exc:
+            except (psycopg.Error, AssertionError) as exc:  # AssertionError: address() found no pod (recreated)
                 self.errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 if conn is not None:
                     conn.close()

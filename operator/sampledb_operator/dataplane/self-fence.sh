@@ -12,9 +12,11 @@
 # Every SAMPLEDB_FENCE_POLL seconds (1) this script reads that file. No file: not armed (no standbys, or never
 # renewed; a new pod starts without one: the run directory is an emptyDir, kept across the container's restarts
 # only). The lease current: nothing to do. The lease ended: the server is asked over its socket whether it is a
-# primary and how many of its standbys receive its WAL (STANDBYS_SQL). A standby, a primary that still sends WAL to
-# one of its standbys (the operator may be down while the database is fine), or a server refusing connections
-# because it starts or stops (it accepts no commit either) is left alone. A primary with none, or one that takes a
+# primary and how many of its standbys receive its WAL (STANDBYS_SQL). A standby, a primary without a standby slot
+# (the database has no standby any more: nothing would replace it), a primary that still sends WAL to one of its
+# standbys (the operator may be down while the database is fine), or a server refusing connections because it starts
+# or stops (it accepts no commit either) is left alone. A lease file that holds no number (the operator's "off" for a
+# database left without standbys) arms nothing. A primary with none, or one that takes a
 # connection but does not answer within 5 s, or cannot be asked for another reason, is stopped at once: the marker
 # $SAMPLEDB_RUN_DIR/sampledb-self-fenced is written (instance.sh then never starts the server as a primary again in
 # this pod: only the pod's deletion, which the operator decides, clears it), then the postmaster gets SIGQUIT (an
@@ -34,11 +36,13 @@ POLL=${SAMPLEDB_FENCE_POLL:-1}
 ANSWER_WITHIN=5
 TERMINATION_LOG=${SAMPLEDB_TERMINATION_LOG:-/dev/termination-log}
 trap 'exit 0' TERM INT HUP QUIT
-# whether the server is a standby, and how many of the database's own standbys receive its WAL: WAL senders holding a
-# physical slot of the standbys (the operator names them sdb_i<k> and drops no other); a logical decoding client or a
-# WAL archiver of someone else's does not keep a primary cut off from its standbys running
+# whether the server is a standby; how many of the database's own standbys receive its WAL: WAL senders holding a
+# physical slot of the standbys (the operator names them sdb_i<k> and drops no other; a logical decoding client or a
+# WAL archiver of someone else's does not keep a primary cut off from its standbys running); and how many such slots
+# it has (none: the database has no standby any more, after a scale-down, and nothing is armed)
 STANDBYS_SQL="SELECT pg_is_in_recovery(), (SELECT count(*) FROM pg_stat_replication r JOIN pg_replication_slots s
-    ON s.active_pid = r.pid WHERE s.slot_type = 'physical' AND s.slot_name LIKE 'sdb\\_i%')"
+    ON s.active_pid = r.pid WHERE s.slot_type = 'physical' AND s.slot_name LIKE 'sdb\\_i%'),
+    (SELECT count(*) FROM pg_replication_slots WHERE slot_type = 'physical' AND slot_name LIKE 'sdb\\_i%')"
 
 log() {
     printf 'sampledb-self-fence: %s\n' "$*" >&2
@@ -58,6 +62,7 @@ uptime_ms() {
 # while it has not written them (starting: it accepts no connection yet).
 listening() {
     local -a lines
+    [[ -r $PIDFILE ]] || return 1
     mapfile -t -n 5 lines <"$PIDFILE" 2>/dev/null || return 1
     PORT=${lines[3]:-}
     SOCKET=${lines[4]:-}
@@ -102,7 +107,7 @@ while kill -0 "$PM" 2>/dev/null; do
         break
     elif ((rc != 0)); then
         case $out in
-        *"starting up"* | *"shutting down"* | *"in recovery mode"* | *"No such file or directory"*)
+        *"starting up"* | *"shutting down"* | *"in recovery mode"* | *"accepting connections"* | *"No such file or directory"*)
             continue ;; # accepting no connection, so no commit either (starting, crash recovery, stopping)
         esac
         fence "the operator's lease ended $((now - end)) ms ago and the server cannot be asked whether a standby receives its WAL ($(head -c 200 <<<"$out" | tr '\n' ' '))"
@@ -110,13 +115,19 @@ while kill -0 "$PM" 2>/dev/null; do
     fi
     case $out in
     t\|*) continue ;;  # a standby: nothing to fence
-    f\|0)
+    f\|*\|0) # no standby slot: the database has no standby (any more), nothing would replace it
+        if [[ $last != alone ]]; then
+            log "the operator's lease ended $((now - end)) ms ago; no standby slot (no standby configured): going on"
+            last=alone
+        fi
+        ;;
+    f\|0\|*)
         fence "the operator's lease ended $((now - end)) ms ago and no standby receives WAL from this primary"
         break
         ;;
     f\|*)
         if [[ $last != held ]]; then
-            log "the operator's lease ended $((now - end)) ms ago; ${out#f|} standby connection(s) still receive WAL: going on"
+            log "the operator's lease ended $((now - end)) ms ago; standby connection(s) still receive WAL ($out): going on"
             last=held
         fi
         ;;

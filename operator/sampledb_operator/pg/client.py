@@ -214,11 +214,22 @@ LEASE_FILE = "sampledb-lease"
 WATCH_FILE = "sampledb-self-fence"  # self-fence.sh touches it at each look
 _UPTIME = "(split_part(pg_read_file('/proc/uptime'), ' ', 1)::numeric * 1000)::bigint"
 _SOCKET_DIR = "split_part(current_setting('unix_socket_directories'), ',', 1)"
-# the server's uptime (ms), whether its self-fence looked in the last 5 s, and its wal_sender_timeout (ms)
+# the server's uptime (ms); whether its self-fence looked in the last 5 s and the standbys' slots exist (without
+# them the self-fence stops nothing: self-fence.sh); and its wal_sender_timeout (ms)
 UPTIME_SQL = f"""
 SELECT {_UPTIME},
-       coalesce((pg_stat_file({_SOCKET_DIR} || '/{WATCH_FILE}', true)).modification > now() - interval '5 s', false),
+       coalesce((pg_stat_file({_SOCKET_DIR} || '/{WATCH_FILE}', true)).modification > now() - interval '5 s', false)
+       AND EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_type = 'physical' AND slot_name LIKE '{SLOT_PREFIX}%'),
        (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout')
+"""
+# a database left without standbys: the lease file says "off" (no number: self-fence.sh arms nothing), if there is one
+# (sent with parameters, so a percent sign is doubled)
+DISARM_SQL = f"""
+DO $do$ BEGIN
+  IF (pg_stat_file({_SOCKET_DIR} || '/{LEASE_FILE}', true)).size IS NOT NULL THEN
+    EXECUTE format('COPY (SELECT %%L) TO %%L', 'off', {_SOCKET_DIR} || '/{LEASE_FILE}');
+  END IF;
+END $do$
 """
 RENEW_SQL = f"""
 DO $do$ DECLARE up bigint := {_UPTIME};
@@ -264,6 +275,11 @@ async def renew_lease(target: Target, ttl: float, transit: float, sending: Calla
         log.info("lease renewal failed", host=target.host, error=type(exc).__name__,
                  detail=str(exc).splitlines()[0][:200] if str(exc) else "")
         return None
+
+
+async def disarm_lease(target: Target, within: float = 5.0) -> bool:
+    """The server's lease, if it has one, turned off (a database left without standbys); True when it answered."""
+    return await query(target, within, DISARM_SQL) is not None
 
 
 # An immediate shutdown of the server (SIGQUIT to its postmaster, whose pid is the first line of postmaster.pid in

@@ -341,12 +341,15 @@ async def _carry_out(ctx: Context, db: SampleDB, plan: rep.ReplicationPlan, pods
                     and await pg.reload_config(pg.Target(str(ip), names.POSTGRES_PORT, *creds)):
                 log.info("standby reloaded its configuration", namespace=ns, name=name, instance=pod)
     primary_server = servers.get(plan.primary)
-    if creds is not None and primary_lease.renew(
-            replicas=db.spec.replicas, instances=len(plan.instances), primary=plan.primary, target=plan.target,
-            in_recovery=primary_server.in_recovery if primary_server else None):
-        ip = (pods[plan.primary].get("status") or {}).get("podIP") if plan.primary in pods else None
-        if ip:
+    in_recovery = primary_server.in_recovery if primary_server else None
+    ip = (pods[plan.primary].get("status") or {}).get("podIP") if plan.primary in pods else None
+    if creds is not None and ip:
+        if primary_lease.renew(replicas=db.spec.replicas, instances=len(plan.instances), primary=plan.primary,
+                               target=plan.target, in_recovery=in_recovery):
             await _renew_lease(ctx, pg.Target(str(ip), names.POSTGRES_PORT, *creds), pods[plan.primary])
+        elif primary_lease.disarm(replicas=db.spec.replicas, instances=len(plan.instances), target=plan.target,
+                                  in_recovery=in_recovery):
+            await pg.disarm_lease(pg.Target(str(ip), names.POSTGRES_PORT, *creds))
     for pod in plan.release:
         with contextlib.suppress(NotFound):
             await ctx.apis["Pod"].delete(pod, ns)

@@ -87,3 +87,23 @@ def test_a_self_fenced_primary_already_going_is_not_released_again() -> None:
     for i in (1, 2):
         instances[i] = replace(instances[i], pod=unready(5, "replica"))
     assert decide(inp(instances)).release == ()
+
+
+def test_a_single_self_fenced_instance_is_released() -> None:
+    instances = {0: replace(self_fenced_primary()[0])}
+    plan = decide(inp(instances, replicas=1))
+    assert plan.release == (pod(0),) and [e.reason for e in plan.events] == ["SelfFenceReleased"]
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ((1, 1, None, False), True),
+    ((1, 2, None, False), False),  # a standby still runs
+    ((2, 1, None, False), False),  # a standby is on its way
+    ((1, 1, "db-1", False), False),
+    ((1, 1, None, None), False),
+])
+def test_the_lease_is_turned_off_once_no_standby_is_left(case: tuple[int, int, str | None, bool | None],
+                                                         expected: bool) -> None:
+    replicas, instances, target, in_recovery = case
+    assert primary_lease.disarm(replicas=replicas, instances=instances, target=target,
+                                in_recovery=in_recovery) is expected

@@ -14,7 +14,7 @@ from sampledb_operator.pg import client as pg
 def servers(monkeypatch: pytest.MonkeyPatch) -> FakeServers:
     fake = FakeServers()
     for call in ("server_state", "promote", "sync_slots", "reload_config", "stop_server", "refused_within",
-                 "renew_lease"):
+                 "renew_lease", "disarm_lease"):
         monkeypatch.setattr(pg, call, getattr(fake, call))
     return fake
 

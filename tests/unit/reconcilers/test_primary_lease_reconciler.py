@@ -97,3 +97,15 @@ async def test_a_single_instance_has_no_lease(servers: FakeServers) -> None:
     await cluster.reconcile(DB)
     await cluster.reconcile(DB)
     assert servers.renewed == []
+
+
+async def test_a_scale_down_to_one_instance_turns_the_lease_off(servers: FakeServers) -> None:
+    cluster = FakeCluster()
+    await three_instances(cluster, servers)
+    db = cluster.get("SampleDB", DB)
+    assert db is not None
+    cluster.put("SampleDB", {**db, "spec": {**db["spec"], "replicas": 1}})
+    servers.renewed.clear()
+    await cluster.reconcile(DB)
+    await cluster.reconcile(DB)
+    assert f"disarm {ip(0)}" in servers.renewed and ip(0) not in servers.renewed

@@ -85,6 +85,10 @@ class FakeServers:
         sending()
         return LeaseRenewal(watched=True, sender_timeout=60.0)
 
+    async def disarm_lease(self, target: pg.Target, within: float = 5.0) -> bool:
+        self.renewed.append(f"disarm {target.host}")
+        return target.host in self.states
+
     async def promote(self, target: pg.Target, within: float = 60.0) -> bool:
         self.promoted.append(target.host)
         self.renewed.append(f"promote {target.host}")

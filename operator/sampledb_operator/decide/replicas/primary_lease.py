@@ -49,6 +49,13 @@ FORGET_SECONDS = 3600.0  # a pod's lease unrenewed this long is dropped from the
 ENDPOINTS_SECONDS = 10.0  # after the old primary's pod is deleted, no standby reconnects to it through the Service
 
 
+def disarm(*, replicas: int, instances: int, target: str | None, in_recovery: bool | None) -> bool:
+    """Whether to turn the primary's lease off in this pass: the database has no standby any more (a scale-down to
+    one instance), no failover runs, and the primary answered as a primary. Its self-fence would stop nothing without
+    standby slots either (self-fence.sh); this is the second guard."""
+    return replicas <= 1 and instances <= 1 and target is None and in_recovery is False
+
+
 def renew(*, replicas: int, instances: int, primary: str | None, target: str | None, in_recovery: bool | None) -> bool:
     """Whether to renew the designated primary's lease in this pass: the database has (or is to have) standbys,
     no failover or switchover runs, and the primary answered as a primary (`in_recovery` False)."""

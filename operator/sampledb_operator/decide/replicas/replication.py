@@ -248,6 +248,11 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
             return
         p.problems.append(Problem("SwitchoverPending", f"{SWITCHOVER_ANNOTATION}={inp.switchover_to}: that instance"
                                   " is not a ready standby yet", "metadata.annotations"))
+    if unready is not None and len(inp.instances) < 2 and primary_view is not None and primary_view.pod is not None \
+            and primary_view.pod.self_fenced and not primary_view.pod.terminating:
+        p.release.append(primary_name)  # a single instance that stopped itself (its standbys just removed)
+        p.events.append(Event("Warning", "SelfFenceReleased", f"{primary_name} stopped itself and has no standby:"
+                              " deleting its pod so that it starts again as the primary"))
     if unready is None or len(inp.instances) < 2 or not inp.has_run:
         return
     if unready < inp.failover_delay:
