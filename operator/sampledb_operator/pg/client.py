@@ -209,7 +209,8 @@ async def promote(target: Target, within: float = 60.0) -> bool:
 
 # The primary's lease (decide/replicas/primary_lease.py, dataplane/self-fence.sh): the end, in milliseconds of the
 # host's uptime, written to LEASE_FILE in the server's first socket directory (the pod's run directory), but only if
-# the renewal arrives by the deadline given (%1$s, %2$s: whole numbers, put in by the operator; no placeholder is read).
+# the renewal arrives by the deadline given (RENEW_SQL's {deadline} and {ttl}: whole numbers the operator formats in;
+# it is sent without parameters).
 LEASE_FILE = "sampledb-lease"
 WATCH_FILE = "sampledb-self-fence"  # self-fence.sh touches it at each look
 _UPTIME = "(split_part(pg_read_file('/proc/uptime'), ' ', 1)::numeric * 1000)::bigint"
@@ -263,7 +264,7 @@ async def renew_lease(target: Target, ttl: float, transit: float, sending: Calla
     async def go() -> LeaseRenewal:
         async with await connect(psycopg, target, within) as conn:
             row = await (await conn.execute(UPTIME_SQL)).fetchone()
-            answered = loop.time()
+            answered = loop.time()  # the renewal is sent at once: deadline_ms adds any time in between
             deadline = deadline_ms(int(row[0]), answered, loop.time(), transit)
             sending()
             await conn.execute(RENEW_SQL.format(deadline=deadline, ttl=round(ttl * 1000)))

@@ -157,17 +157,25 @@ async def _stopped_without_kubelet(ctx: Context, db: SampleDB, pod: Obj) -> bool
     if not await pg.stop_server(target) or not await pg.refused_within(target, STOPPED_WITHIN):
         return False  # the next pass tries again
     pod_name = meta["name"]
+    await _record_fence(ctx, db, pod_name, STOPPED_ANNOTATION, reason="FencedWithoutKubelet",
+                        message=f"the old primary {pod_name} is still terminating past its deletion's deadline"
+                        " (its node's kubelet does not act): its server was stopped over SQL and its address refuses"
+                        " connections")
+    return True
+
+
+async def _record_fence(ctx: Context, db: SampleDB, pod_name: str, annotation: str, *, reason: str,
+                        message: str) -> None:
+    """A fence confirmed without the kubelet: the pod annotated `annotation` (the proof later passes, of this operator
+    or another, read), a log line and the Warning `reason`; a pod gone meanwhile is fenced all the same."""
     stamp = ctx.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
-        await ctx.apis["Pod"].patch(pod_name, {"metadata": {"annotations": {STOPPED_ANNOTATION: stamp}}},
+        await ctx.apis["Pod"].patch(pod_name, {"metadata": {"annotations": {annotation: stamp}}},
                                     namespace=db.metadata.namespace)
     except NotFound:
-        return True  # gone meanwhile: fenced all the same
-    log.info("fenced without its kubelet", namespace=db.metadata.namespace, name=db.metadata.name, pod=pod_name)
-    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "FencedWithoutKubelet",
-                    f"the old primary {pod_name} is still terminating past its deletion's deadline (its node's"
-                    " kubelet does not act): its server was stopped over SQL and its address refuses connections")
-    return True
+        return
+    log.info("fenced", namespace=db.metadata.namespace, name=db.metadata.name, pod=pod_name, reason=reason)
+    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", reason, message)
 
 
 async def _stopped_itself(ctx: Context, db: SampleDB, pod: Obj) -> bool:
@@ -183,16 +191,10 @@ async def _stopped_itself(ctx: Context, db: SampleDB, pod: Obj) -> bool:
     by = primary_lease.stopped_by(lease, ctx.leases.clear_since.get(db.metadata.uid or ""))
     if by is None or ctx.clock.monotonic() < by:
         return False
-    stamp = ctx.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-    try:
-        await ctx.apis["Pod"].patch(meta["name"], {"metadata": {"annotations": {SELF_FENCED_ANNOTATION: stamp}}},
-                                    namespace=db.metadata.namespace)
-    except NotFound:
-        return True
-    log.info("fenced by its own stop", namespace=db.metadata.namespace, name=db.metadata.name, pod=meta["name"])
-    await ctx.event(db.metadata, API_VERSION, "SampleDB", "Warning", "FencedBySelfFence",
-                    f"the old primary {meta['name']} cannot be reached; its lease from the operator has ended and no"
-                    " standby has received its WAL for longer than its wal_sender_timeout, so it has stopped itself")
+    await _record_fence(ctx, db, meta["name"], SELF_FENCED_ANNOTATION, reason="FencedBySelfFence",
+                        message=f"the old primary {meta['name']} cannot be reached; its lease from the operator has"
+                        " ended and no standby has received its WAL for longer than its wal_sender_timeout, so it has"
+                        " stopped itself")
     return True
 
 

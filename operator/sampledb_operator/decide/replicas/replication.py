@@ -248,11 +248,8 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
             return
         p.problems.append(Problem("SwitchoverPending", f"{SWITCHOVER_ANNOTATION}={inp.switchover_to}: that instance"
                                   " is not a ready standby yet", "metadata.annotations"))
-    if unready is not None and len(inp.instances) < 2 and primary_view is not None and primary_view.pod is not None \
-            and primary_view.pod.self_fenced and not primary_view.pod.terminating:
-        p.release.append(primary_name)  # a single instance that stopped itself (its standbys just removed)
-        p.events.append(Event("Warning", "SelfFenceReleased", f"{primary_name} stopped itself and has no standby:"
-                              " deleting its pod so that it starts again as the primary"))
+    if unready is not None and len(inp.instances) < 2:  # a single instance that stopped itself (standbys just removed)
+        _release(p, primary_view, primary_name, f"{primary_name} stopped itself and has no standby")
     if unready is None or len(inp.instances) < 2 or not inp.has_run:
         return
     if unready < inp.failover_delay:
@@ -275,14 +272,17 @@ def _steady(inp: ReplicationInput, p: _Pass) -> None:
     else:
         p.problems.append(Problem("FailoverBlocked", f"primary {primary_name} is unready and no standby is ready"
                                   " to take over", "spec.replicas"))
-        if primary_view is not None and primary_view.pod is not None and primary_view.pod.self_fenced \
-                and not primary_view.pod.terminating:
-            # nobody to promote, so no second primary to fear: a new pod starts it again, as the primary
-            p.release.append(primary_name)
-            p.events.append(Event("Warning", "SelfFenceReleased",
-                                  f"primary {primary_name} stopped itself (its lease from the operator ended while no"
-                                  " standby received its WAL) and no standby is ready to take over: deleting its pod"
-                                  " so that it starts again as the primary"))
+        _release(p, primary_view, primary_name, f"primary {primary_name} stopped itself (its lease from the operator"
+                 " ended while no standby received its WAL) and no standby is ready to take over")
+
+
+def _release(p: _Pass, view: InstanceView | None, pod_name: str, why: str) -> None:
+    """The primary's pod deleted (a new one starts it again, as the primary) when its server stopped itself and
+    nobody is to be promoted, so there is no second primary to fear; not again while it is already going."""
+    if view is not None and view.pod is not None and view.pod.self_fenced and not view.pod.terminating:
+        p.release.append(pod_name)
+        p.events.append(Event("Warning", "SelfFenceReleased",
+                              f"{why}: deleting its pod so that it starts again as the primary"))
 
 
 def _failover_step(inp: ReplicationInput, p: _Pass) -> None:
